@@ -1,0 +1,25 @@
+// File helpers: atomic whole-file writes, and an append-only record file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace embshard {
+
+// Writes `content` to `path` through a temporary file in the same directory,
+// fsyncs it and renames it into place: readers never see a partial file.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+// Reads a whole file; throws Error naming the path if it cannot.
+std::string read_file(const std::string& path);
+
+bool file_exists(const std::string& path);
+uint64_t file_size_bytes(const std::string& path);
+
+// A temporary path next to `path` ("<path>.tmp.<pid>"), for write-then-rename.
+std::string temp_path_for(const std::string& path);
+
+// Renames `from` onto `to` after fsyncing `from`; throws Error on failure.
+void commit_file(const std::string& from, const std::string& to);
+
+}  // namespace embshard

@@ -1,0 +1,70 @@
+#include "embshard/util/file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "embshard/util/error.h"
+
+namespace embshard {
+
+std::string temp_path_for(const std::string& path) {
+  return fmt::format("{}.tmp.{}", path, static_cast<long>(getpid()));
+}
+
+void commit_file(const std::string& from, const std::string& to) {
+  int fd = ::open(from.c_str(), O_RDONLY);
+  ES_CHECK(fd >= 0, "cannot open '{}' to commit it: {}", from, std::strerror(errno));
+  const int sync_rc = ::fsync(fd);
+  ::close(fd);
+  ES_CHECK(sync_rc == 0, "cannot fsync '{}': {}", from, std::strerror(errno));
+  if (std::rename(from.c_str(), to.c_str()) != 0) {
+    const int err = errno;
+    std::remove(from.c_str());
+    ES_THROW("cannot rename '{}' to '{}': {}", from, to, std::strerror(err));
+  }
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  const std::string tmp = temp_path_for(path);
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    ES_CHECK(out.good(), "cannot create '{}': {}", tmp, std::strerror(errno));
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    out.flush();
+    if (!out.good()) {
+      std::remove(tmp.c_str());
+      ES_THROW("cannot write '{}' (disk full?)", tmp);
+    }
+  }
+  commit_file(tmp, path);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  ES_CHECK(in.good(), "cannot open '{}': {}", path, std::strerror(errno));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  ES_CHECK(!in.bad(), "cannot read '{}'", path);
+  return buffer.str();
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+uint64_t file_size_bytes(const std::string& path) {
+  struct stat st {};
+  ES_CHECK(::stat(path.c_str(), &st) == 0, "cannot stat '{}': {}", path,
+           std::strerror(errno));
+  return static_cast<uint64_t>(st.st_size);
+}
+
+}  // namespace embshard
