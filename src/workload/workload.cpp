@@ -1,0 +1,155 @@
+#include "embshard/workload/workload.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "embshard/util/error.h"
+#include "embshard/util/file.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+
+const json& field(const json& j, const char* name, const std::string& context) {
+  ES_CHECK(j.is_object(), "{}: expected an object, found {}", context, j.dump());
+  auto it = j.find(name);
+  ES_CHECK(it != j.end(), "{}: missing field '{}'", context, name);
+  return *it;
+}
+
+int64_t positive_int(const json& j, const char* name, const std::string& context) {
+  const json& v = field(j, name, context);
+  ES_CHECK(v.is_number_integer(), "{}: field '{}' is {}, expected an integer", context, name,
+           v.dump());
+  const int64_t value = v.get<int64_t>();
+  ES_CHECK(value > 0, "{}: field '{}' is {}, must be positive", context, name, value);
+  return value;
+}
+
+double finite_number(const json& v, const std::string& what) {
+  // nlohmann parses "NaN" as a string and refuses bare NaN; a number is finite.
+  ES_CHECK(v.is_number(), "{} is {}, expected a number", what, v.dump());
+  const double value = v.get<double>();
+  ES_CHECK(std::isfinite(value), "{} is {}, must be finite", what, value);
+  return value;
+}
+
+ReuseHistogram histogram(const json& j, const char* name, const std::string& context) {
+  ReuseHistogram h{};
+  auto it = j.find(name);
+  if (it == j.end()) return h;  // optional: unknown locality
+  ES_CHECK(it->is_array() && it->size() == kReuseBins,
+           "{}: field '{}' must be an array of {} shares, found {}", context, name, kReuseBins,
+           it->dump());
+  double sum = 0;
+  for (int k = 0; k < kReuseBins; ++k) {
+    h[k] = finite_number((*it)[k], fmt::format("{}: {}[{}]", context, name, k));
+    ES_CHECK(h[k] >= 0, "{}: {}[{}] is {}, shares must be >= 0", context, name, k, h[k]);
+    sum += h[k];
+  }
+  ES_CHECK(sum == 0 || std::fabs(sum - 1.0) < 0.02,
+           "{}: field '{}' sums to {}, shares must sum to 1", context, name, sum);
+  return h;
+}
+
+}  // namespace
+
+std::string Workload::trace_path() const {
+  ES_CHECK(trace_file.has_value(), "workload '{}' has no index trace (spec only)", dir);
+  return (std::filesystem::path(dir) / *trace_file).string();
+}
+
+TableSpec table_from_json(const json& j, const std::string& context) {
+  TableSpec t;
+  const json& name = field(j, "name", context);
+  ES_CHECK(name.is_string() && !name.get<std::string>().empty(),
+           "{}: field 'name' is {}, expected a non-empty string", context, name.dump());
+  t.name = name.get<std::string>();
+  const std::string where = fmt::format("{} ('{}')", context, t.name);
+  t.rows = positive_int(j, "rows", where);
+  const int64_t dim = positive_int(j, "dim", where);
+  ES_CHECK(dim <= 1024, "{}: field 'dim' is {}, must be in 1..1024", where, dim);
+  t.dim = static_cast<int>(dim);
+  t.pooling_factor =
+      finite_number(field(j, "pooling_factor", where), where + ": field 'pooling_factor'");
+  ES_CHECK(t.pooling_factor >= 0, "{}: field 'pooling_factor' is {}, must be >= 0", where,
+           t.pooling_factor);
+  if (auto it = j.find("unique_rows"); it != j.end()) {
+    ES_CHECK(it->is_number_integer() && it->get<int64_t>() >= 0 && it->get<int64_t>() <= t.rows,
+             "{}: field 'unique_rows' is {}, must be an integer in 0..rows ({})", where,
+             it->dump(), t.rows);
+    t.unique_rows = it->get<int64_t>();
+  }
+  t.row_reuse = histogram(j, "row_reuse_histogram", where);
+  t.lookup_reuse = histogram(j, "lookup_reuse_histogram", where);
+  return t;
+}
+
+json table_to_json(const TableSpec& t) {
+  return json{{"name", t.name},
+              {"rows", t.rows},
+              {"dim", t.dim},
+              {"pooling_factor", t.pooling_factor},
+              {"unique_rows", t.unique_rows},
+              {"row_reuse_histogram", t.row_reuse},
+              {"lookup_reuse_histogram", t.lookup_reuse}};
+}
+
+Workload load_workload(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / kTablesFile).string();
+  ES_CHECK(file_exists(path), "workload '{}': no {} (is it a workload directory?)", dir,
+           kTablesFile);
+  json j;
+  try {
+    j = json::parse(read_file(path));
+  } catch (const json::parse_error& e) {
+    ES_THROW("{}: invalid JSON: {}", path, e.what());
+  }
+  Workload w;
+  w.dir = dir;
+  const json& format = field(j, "format", path);
+  ES_CHECK(format == "embshard-workload", "{}: field 'format' is {}, expected \"embshard-workload\"",
+           path, format.dump());
+  const json& version = field(j, "version", path);
+  ES_CHECK(version == 1, "{}: field 'version' is {}, this build reads version 1", path,
+           version.dump());
+  w.batch_size = positive_int(j, "batch_size", path);
+  if (auto it = j.find("source"); it != j.end() && it->is_string()) w.source = it->get<std::string>();
+  const json& tables = field(j, "tables", path);
+  ES_CHECK(tables.is_array(), "{}: field 'tables' must be an array", path);
+  for (size_t i = 0; i < tables.size(); ++i) {
+    w.tables.push_back(table_from_json(tables[i], fmt::format("{}: tables[{}]", path, i)));
+  }
+  if (auto it = j.find("trace"); it != j.end() && !it->is_null()) {
+    ES_CHECK(it->is_string(), "{}: field 'trace' is {}, expected a file name or null", path,
+             it->dump());
+    w.trace_file = it->get<std::string>();
+    TraceReader reader(w.trace_path());
+    ES_CHECK(reader.info().num_tables == w.tables.size(),
+             "{}: {} tables, but trace '{}' holds {}", path, w.tables.size(), w.trace_path(),
+             reader.info().num_tables);
+    ES_CHECK(reader.info().batch_size == static_cast<uint64_t>(w.batch_size),
+             "{}: batch_size {}, but trace '{}' has batch size {}", path, w.batch_size,
+             w.trace_path(), reader.info().batch_size);
+  }
+  return w;
+}
+
+void save_workload_specs(const Workload& w, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  json tables = json::array();
+  for (const TableSpec& t : w.tables) tables.push_back(table_to_json(t));
+  json j{{"format", "embshard-workload"},
+         {"version", 1},
+         {"batch_size", w.batch_size},
+         {"source", w.source},
+         {"trace", w.trace_file ? json(*w.trace_file) : json(nullptr)},
+         {"tables", tables}};
+  write_file_atomic((std::filesystem::path(dir) / kTablesFile).string(), j.dump(1) + "\n");
+}
+
+}  // namespace embshard
