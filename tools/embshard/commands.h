@@ -10,5 +10,6 @@ void add_import_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_bench_command(CLI::App& app);  // bench kernel | bench compute
 void add_demo_command(CLI::App& app);
+void add_bench_kernel_command(CLI::App& bench);  // under bench
 
 }  // namespace embshard::cli

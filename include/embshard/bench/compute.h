@@ -1,0 +1,63 @@
+// `bench compute`: measured costs of random shards on the fused executor.
+//
+// NeuroShard's augmentation: each sample is a shard of 1..max_tables tables
+// drawn from the workload's pool, each at a random dim from `dims`, whose
+// weights fit `mem_cap_bytes`. The shard's forward + backward + update is
+// timed as the median of `repeats` runs after `warmup` runs, and one record
+// per shard is appended to the output as it is measured (see RecordFile):
+// a rerun of the same command resumes after the last complete record.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "embshard/kernel/tbe.h"
+#include "embshard/workload/workload.h"
+
+namespace embshard {
+
+struct ComputeBenchOptions {
+  std::string workload_dir;
+  std::string out_path;
+  int64_t samples = 100;
+  int max_tables = 15;
+  int64_t mem_cap_bytes = int64_t{2} << 30;
+  std::vector<int> dims = {4, 8, 16, 32, 64, 128};
+  int threads = 1;
+  uint64_t seed = 0;
+  int warmup = 5;
+  int repeats = 10;
+  OptimizerType optimizer = OptimizerType::kRowWiseAdagrad;
+  PoolingMode pooling = PoolingMode::kSum;
+};
+
+// One table of a shard: which pool table, at which dim.
+struct ShardTable {
+  int table = 0;
+  int dim = 0;
+};
+
+// Sample `index` of a run: a pure function of (seed, index), so that a resumed
+// run draws exactly the shards an uninterrupted one would have drawn.
+std::vector<ShardTable> draw_shard(const Workload& workload, const ComputeBenchOptions& options,
+                                   int64_t index);
+
+struct ShardTiming {
+  double fwd_ms = 0, bwd_ms = 0, total_ms = 0;  // medians
+};
+
+// Times a shard's forward and backward+update on the executor.
+ShardTiming time_shard(const Workload& workload, const std::vector<ShardTable>& shard,
+                       const ComputeBenchOptions& options);
+
+// Runs the whole benchmark (resuming), with progress on stderr. Returns the
+// number of records in the output file.
+int64_t run_compute_bench(const ComputeBenchOptions& options);
+
+// The header line's identity: machine, batch, threads, version and options.
+nlohmann::json compute_bench_header(const Workload& workload, const ComputeBenchOptions& options);
+
+}  // namespace embshard

@@ -1,0 +1,50 @@
+// An append-only file of JSON records, one per line, that survives kill -9.
+//
+// Line 1 is a header naming what the records are and how they were made; every
+// later line is one record, written with a single write() and fdatasync'd, so a
+// crash loses at most the record being written. Reopening the file checks the
+// header against the current run (the fields that must match), drops a torn
+// last line (no trailing newline, or not valid JSON) and hands back the
+// records already there, so that the caller resumes where it stopped.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace embshard {
+
+class RecordFile {
+ public:
+  // Creates `path` with `header` or reopens it. When reopening, every key of
+  // `header` listed in `must_match` must be equal in the file's header, else
+  // Error names the file, the field and both values.
+  RecordFile(std::string path, const nlohmann::json& header,
+             const std::vector<std::string>& must_match);
+  ~RecordFile();
+  RecordFile(const RecordFile&) = delete;
+  RecordFile& operator=(const RecordFile&) = delete;
+
+  const nlohmann::json& header() const { return header_; }
+  const std::vector<nlohmann::json>& records() const { return records_; }
+  // Bytes of a torn last line dropped on open (0 if none).
+  uint64_t dropped_bytes() const { return dropped_bytes_; }
+
+  void append(const nlohmann::json& record);
+
+  // Reads all records of a file without opening it for writing; a torn last
+  // line is skipped and reported through `dropped_bytes`.
+  static std::vector<nlohmann::json> read_all(const std::string& path, nlohmann::json* header,
+                                              uint64_t* dropped_bytes);
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  nlohmann::json header_;
+  std::vector<nlohmann::json> records_;
+  uint64_t dropped_bytes_ = 0;
+};
+
+}  // namespace embshard

@@ -1,0 +1,261 @@
+#include "embshard/bench/compute.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "embshard/util/error.h"
+#include "embshard/util/machine.h"
+#include "embshard/util/progress.h"
+#include "embshard/util/record_file.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+const char* optimizer_name(OptimizerType type) {
+  return type == OptimizerType::kSgd ? "sgd" : "rowwise_adagrad";
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Traces stay in memory across samples while they fit a budget.
+class TraceCache {
+ public:
+  explicit TraceCache(const std::string& path) : reader_(path) {}
+  const TableTrace& get(int table) {
+    auto it = cache_.find(table);
+    if (it != cache_.end()) return it->second;
+    if (bytes_ > kBudgetBytes) {
+      cache_.clear();
+      bytes_ = 0;
+    }
+    TableTrace trace = reader_.read_table(static_cast<uint64_t>(table));
+    bytes_ += (trace.offsets.size() + trace.indices.size()) * sizeof(int64_t);
+    return cache_.emplace(table, std::move(trace)).first->second;
+  }
+
+ private:
+  static constexpr uint64_t kBudgetBytes = uint64_t{4} << 30;
+  TraceReader reader_;
+  std::map<int, TableTrace> cache_;
+  uint64_t bytes_ = 0;
+};
+
+void fill_weights(std::vector<float>& weights, uint64_t seed) {
+  // Small, varied, cheap to make: a hash of the position, never denormal.
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const uint64_t h = splitmix64(seed + i);
+    weights[i] = static_cast<float>(static_cast<int>(h % 2001) - 1000) * 1e-4f;
+  }
+}
+
+ShardTiming time_shard_cached(const Workload& workload, const std::vector<ShardTable>& shard,
+                              const ComputeBenchOptions& options, TraceCache& traces) {
+  const int64_t batch = workload.batch_size;
+  std::vector<std::vector<float>> weights(shard.size()), momentum(shard.size());
+  FusedBatch fused;
+  fused.batch_size = batch;
+  fused.pooling = options.pooling;
+  for (size_t i = 0; i < shard.size(); ++i) {
+    const TableSpec& spec = workload.tables[shard[i].table];
+    const TableTrace& trace = traces.get(shard[i].table);
+    weights[i].resize(static_cast<size_t>(spec.rows) * shard[i].dim);
+    fill_weights(weights[i], i);
+    momentum[i].assign(static_cast<size_t>(spec.rows), 0.0f);
+    TableBatch t;
+    t.weights = weights[i].data();
+    t.momentum = momentum[i].data();
+    t.rows = spec.rows;
+    t.dim = shard[i].dim;
+    t.offsets = trace.offsets.data();
+    t.indices = trace.indices.data();
+    fused.tables.push_back(t);
+  }
+  std::vector<float> output(static_cast<size_t>(batch * fused.total_dim()));
+  std::vector<float> grad(output.size());
+  fill_weights(grad, 7);
+  OptimizerConfig optimizer;
+  optimizer.type = options.optimizer;
+  TbeWorkspace workspace;
+
+  std::vector<double> fwd, bwd, total;
+  for (int run = 0; run < options.warmup + options.repeats; ++run) {
+    const auto start = Clock::now();
+    Status status = tbe_forward(fused, output.data(), options.threads);
+    const double fwd_ms = ms_since(start);
+    ES_CHECK(status.ok(), "bench compute: forward failed: {}", status.message());
+    const auto mid = Clock::now();
+    status = tbe_backward_update(fused, grad.data(), optimizer, options.threads, workspace);
+    const double bwd_ms = ms_since(mid);
+    ES_CHECK(status.ok(), "bench compute: backward failed: {}", status.message());
+    if (run < options.warmup) continue;
+    fwd.push_back(fwd_ms);
+    bwd.push_back(bwd_ms);
+    total.push_back(fwd_ms + bwd_ms);
+  }
+  return {median(fwd), median(bwd), median(total)};
+}
+
+void check_options(const Workload& workload, const ComputeBenchOptions& o) {
+  ES_CHECK(o.samples >= 0, "bench compute: --samples is {}, must be >= 0", o.samples);
+  ES_CHECK(o.max_tables >= 1, "bench compute: --max-tables is {}, must be >= 1", o.max_tables);
+  ES_CHECK(o.mem_cap_bytes > 0, "bench compute: --mem-cap is {}, must be positive",
+           o.mem_cap_bytes);
+  ES_CHECK(o.threads >= 1, "bench compute: --threads is {}, must be >= 1", o.threads);
+  ES_CHECK(o.repeats >= 1 && o.warmup >= 0, "bench compute: --repeats {} / --warmup {} invalid",
+           o.repeats, o.warmup);
+  ES_CHECK(!o.dims.empty(), "bench compute: --dims is empty");
+  for (int dim : o.dims) {
+    ES_CHECK(dim >= 1 && dim <= 1024, "bench compute: --dims holds {}, dims must be in 1..1024",
+             dim);
+  }
+  ES_CHECK(!workload.tables.empty(), "bench compute: workload '{}' has no tables",
+           workload.dir);
+  const int min_dim = *std::min_element(o.dims.begin(), o.dims.end());
+  auto smallest = std::min_element(
+      workload.tables.begin(), workload.tables.end(),
+      [](const TableSpec& a, const TableSpec& b) { return a.rows < b.rows; });
+  ES_CHECK(smallest->rows * int64_t{min_dim} * 4 <= o.mem_cap_bytes,
+           "bench compute: no shard can fit the memory cap: the smallest table '{}' needs {} "
+           "bytes at dim {}, --mem-cap is {} bytes",
+           smallest->name, smallest->rows * int64_t{min_dim} * 4, min_dim, o.mem_cap_bytes);
+}
+
+json table_record(const Workload& workload, const ShardTable& t) {
+  const TableSpec& spec = workload.tables[t.table];
+  return {{"table", t.table},
+          {"name", spec.name},
+          {"rows", spec.rows},
+          {"dim", t.dim},
+          {"pooling_factor", spec.pooling_factor},
+          {"unique_rows", spec.unique_rows},
+          {"row_reuse_histogram", spec.row_reuse},
+          {"lookup_reuse_histogram", spec.lookup_reuse}};
+}
+
+}  // namespace
+
+std::vector<ShardTable> draw_shard(const Workload& workload, const ComputeBenchOptions& options,
+                                   int64_t index) {
+  std::mt19937_64 rng(splitmix64(options.seed * 0x100000001b3ULL + splitmix64(index)));
+  const int pool = static_cast<int>(workload.tables.size());
+  const int wanted = std::uniform_int_distribution<int>(1, options.max_tables)(rng);
+  std::vector<int> order(pool);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::uniform_int_distribution<size_t> pick_dim(0, options.dims.size() - 1);
+  std::vector<ShardTable> shard;
+  int64_t used_bytes = 0;
+  for (int table : order) {
+    if (static_cast<int>(shard.size()) == wanted) break;
+    const int dim = options.dims[pick_dim(rng)];
+    const int64_t bytes = workload.tables[table].rows * int64_t{dim} * 4;
+    if (used_bytes + bytes > options.mem_cap_bytes) continue;
+    used_bytes += bytes;
+    shard.push_back({table, dim});
+  }
+  if (shard.empty()) {
+    // Every draw was too big: fall back to the smallest table at the smallest dim
+    // (check_options guarantees that it fits).
+    const int smallest = static_cast<int>(std::min_element(workload.tables.begin(),
+                                                           workload.tables.end(),
+                                                           [](auto& a, auto& b) {
+                                                             return a.rows < b.rows;
+                                                           }) -
+                                          workload.tables.begin());
+    shard.push_back({smallest, *std::min_element(options.dims.begin(), options.dims.end())});
+  }
+  return shard;
+}
+
+ShardTiming time_shard(const Workload& workload, const std::vector<ShardTable>& shard,
+                       const ComputeBenchOptions& options) {
+  TraceCache traces(workload.trace_path());
+  return time_shard_cached(workload, shard, options, traces);
+}
+
+json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o) {
+  return {{"format", "embshard-compute-costs"},
+          {"version", 1},
+          {"embshard_version", EMBSHARD_VERSION},
+          {"machine", machine_info()},
+          {"workload", std::filesystem::absolute(workload.dir).lexically_normal().string()},
+          {"workload_source", workload.source},
+          {"num_pool_tables", workload.tables.size()},
+          {"batch_size", workload.batch_size},
+          {"threads", o.threads},
+          {"seed", o.seed},
+          {"dims", o.dims},
+          {"max_tables", o.max_tables},
+          {"mem_cap_bytes", o.mem_cap_bytes},
+          {"warmup", o.warmup},
+          {"repeats", o.repeats},
+          {"optimizer", optimizer_name(o.optimizer)},
+          {"pooling", o.pooling == PoolingMode::kSum ? "sum" : "mean"}};
+}
+
+int64_t run_compute_bench(const ComputeBenchOptions& options) {
+  const Workload workload = load_workload(options.workload_dir);
+  check_options(workload, options);
+  RecordFile out(options.out_path, compute_bench_header(workload, options),
+                 {"format", "version", "machine", "workload", "batch_size", "threads", "seed",
+                  "dims", "max_tables", "mem_cap_bytes", "warmup", "repeats", "optimizer",
+                  "pooling"});
+  if (out.dropped_bytes() > 0) {
+    fmt::print(stderr, "bench compute: dropped a torn last record ({} bytes) from {}\n",
+               out.dropped_bytes(), options.out_path);
+  }
+  // Records are numbered 0, 1, ...: anything else means a foreign or edited file.
+  const auto& existing = out.records();
+  for (size_t i = 0; i < existing.size(); ++i) {
+    ES_CHECK(existing[i].value("sample", int64_t{-1}) == static_cast<int64_t>(i),
+             "{}: record {} has sample {}, expected {}: the file is not a clean run", 
+             options.out_path, i + 1, existing[i].value("sample", json()).dump(), i);
+  }
+  int64_t next = static_cast<int64_t>(existing.size());
+  if (next >= options.samples) return next;
+
+  TraceCache traces(workload.trace_path());
+  Progress progress("bench compute", static_cast<uint64_t>(options.samples),
+                    static_cast<uint64_t>(next));
+  for (; next < options.samples; ++next) {
+    const std::vector<ShardTable> shard = draw_shard(workload, options, next);
+    const ShardTiming timing = time_shard_cached(workload, shard, options, traces);
+    json tables = json::array();
+    for (const ShardTable& t : shard) tables.push_back(table_record(workload, t));
+    out.append({{"sample", next},
+                {"tables", tables},
+                {"fwd_ms", timing.fwd_ms},
+                {"bwd_ms", timing.bwd_ms},
+                {"ms", timing.total_ms}});
+    progress.update(static_cast<uint64_t>(next + 1),
+                    fmt::format("last {} tables {:.2f} ms", shard.size(), timing.total_ms));
+  }
+  progress.finish();
+  return next;
+}
+
+}  // namespace embshard

@@ -1,0 +1,120 @@
+#include "embshard/util/record_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "embshard/util/error.h"
+#include "embshard/util/file.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+
+struct ParsedFile {
+  json header;
+  std::vector<json> records;
+  uint64_t good_bytes = 0;     // length of the valid prefix
+  uint64_t dropped_bytes = 0;  // torn tail
+};
+
+ParsedFile parse_records(const std::string& path, const std::string& text) {
+  ParsedFile parsed;
+  size_t begin = 0;
+  int line_number = 0;
+  while (begin < text.size()) {
+    ++line_number;
+    const size_t end = text.find('\n', begin);
+    const bool complete = end != std::string::npos;
+    const std::string line = text.substr(begin, complete ? end - begin : std::string::npos);
+    json value = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const size_t next = complete ? end + 1 : text.size();
+    const bool last = next >= text.size();
+    if (!complete || value.is_discarded() || !value.is_object()) {
+      // Only the last line can be torn by a crash; anything earlier is corruption.
+      ES_CHECK(last, "{}: line {} is not a valid JSON record ('{}'): the file is corrupted", path,
+               line_number, line.substr(0, 80));
+      parsed.dropped_bytes = text.size() - begin;
+      break;
+    }
+    if (line_number == 1) {
+      parsed.header = std::move(value);
+    } else {
+      parsed.records.push_back(std::move(value));
+    }
+    parsed.good_bytes = next;
+    begin = next;
+  }
+  return parsed;
+}
+
+void write_all(int fd, const std::string& data, const std::string& path) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ES_CHECK(n > 0, "cannot write '{}' (disk full?): {}", path, std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+std::vector<json> RecordFile::read_all(const std::string& path, json* header,
+                                       uint64_t* dropped_bytes) {
+  ParsedFile parsed = parse_records(path, read_file(path));
+  ES_CHECK(parsed.header.is_object(), "{}: no header line (empty or torn file)", path);
+  if (header != nullptr) *header = parsed.header;
+  if (dropped_bytes != nullptr) *dropped_bytes = parsed.dropped_bytes;
+  return std::move(parsed.records);
+}
+
+RecordFile::RecordFile(std::string path, const json& header,
+                       const std::vector<std::string>& must_match)
+    : path_(std::move(path)), header_(header) {
+  const bool exists = file_exists(path_) && file_size_bytes(path_) > 0;
+  if (exists) {
+    ParsedFile parsed = parse_records(path_, read_file(path_));
+    if (parsed.header.is_object()) {
+      for (const std::string& key : must_match) {
+        const json stored = parsed.header.value(key, json());
+        const json wanted = header.value(key, json());
+        ES_CHECK(stored == wanted,
+                 "{}: cannot resume: header field '{}' is {} in the file but {} in this run "
+                 "(use another --out file, or the same options)",
+                 path_, key, stored.dump(), wanted.dump());
+      }
+      header_ = parsed.header;
+      records_ = std::move(parsed.records);
+      dropped_bytes_ = parsed.dropped_bytes;
+      fd_ = ::open(path_.c_str(), O_WRONLY);
+      ES_CHECK(fd_ >= 0, "cannot open '{}' for appending: {}", path_, std::strerror(errno));
+      ES_CHECK(::ftruncate(fd_, static_cast<off_t>(parsed.good_bytes)) == 0,
+               "cannot drop the torn last record of '{}': {}", path_, std::strerror(errno));
+      ES_CHECK(::lseek(fd_, 0, SEEK_END) >= 0, "cannot seek '{}'", path_);
+      return;
+    }
+    // Only a torn header: nothing was recorded yet, start over.
+    dropped_bytes_ = parsed.dropped_bytes;
+  }
+  // The header appears whole or not at all.
+  write_file_atomic(path_, header.dump() + "\n");
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND);
+  ES_CHECK(fd_ >= 0, "cannot open '{}' for appending: {}", path_, std::strerror(errno));
+}
+
+RecordFile::~RecordFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void RecordFile::append(const json& record) {
+  // One write of the whole line, then fdatasync: a crash tears at most this line.
+  write_all(fd_, record.dump() + "\n", path_);
+  ES_CHECK(::fdatasync(fd_) == 0, "cannot sync '{}': {}", path_, std::strerror(errno));
+  records_.push_back(record);
+}
+
+}  // namespace embshard

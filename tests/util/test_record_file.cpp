@@ -1,0 +1,101 @@
+#include <gtest/gtest.h>
+
+#include "embshard/util/error.h"
+#include "embshard/util/record_file.h"
+#include "embshard/util/text_table.h"
+#include "embshard/workload/table.h"
+#include "test_util.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+using testing::ScratchDir;
+using testing::slurp;
+using testing::spit;
+
+TEST(RecordFile, AppendsAndResumes) {
+  ScratchDir dir("records");
+  const std::string path = dir.file("r.jsonl");
+  const json header{{"format", "x"}, {"seed", 1}};
+  {
+    RecordFile f(path, header, {"format", "seed"});
+    EXPECT_TRUE(f.records().empty());
+    f.append({{"sample", 0}});
+    f.append({{"sample", 1}});
+  }
+  RecordFile again(path, header, {"format", "seed"});
+  ASSERT_EQ(again.records().size(), 2u);
+  EXPECT_EQ(again.records()[1]["sample"], 1);
+  EXPECT_EQ(again.dropped_bytes(), 0u);
+}
+
+TEST(RecordFile, DropsTornLastLineOnly) {
+  ScratchDir dir("records_torn");
+  const std::string path = dir.file("r.jsonl");
+  const json header{{"format", "x"}};
+  spit(path, "{\"format\":\"x\"}\n{\"sample\":0}\n{\"sample\":1,\"ms\":0.");
+  {
+    RecordFile f(path, header, {"format"});
+    ASSERT_EQ(f.records().size(), 1u);
+    EXPECT_EQ(f.dropped_bytes(), std::string("{\"sample\":1,\"ms\":0.").size());
+    f.append({{"sample", 1}});
+  }
+  EXPECT_EQ(slurp(path), "{\"format\":\"x\"}\n{\"sample\":0}\n{\"sample\":1}\n");
+  // A complete but garbled last line (e.g. zeros after a power cut) is torn too.
+  spit(path, "{\"format\":\"x\"}\n{\"sample\":0}\n\0\0\0\n");
+  RecordFile g(path, header, {"format"});
+  EXPECT_EQ(g.records().size(), 1u);
+}
+
+TEST(RecordFile, CorruptMiddleLineAndHeaderMismatchAreErrors) {
+  ScratchDir dir("records_bad");
+  const std::string path = dir.file("r.jsonl");
+  spit(path, "{\"format\":\"x\",\"seed\":1}\n{\"sample\":0\n{\"sample\":1}\n");
+  EXPECT_THROW(RecordFile(path, json{{"format", "x"}, {"seed", 1}}, {"format"}), Error);
+  spit(path, "{\"format\":\"x\",\"seed\":1}\n{\"sample\":0}\n");
+  try {
+    RecordFile f(path, json{{"format", "x"}, {"seed", 2}}, {"format", "seed"});
+    FAIL() << "resumed with another seed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'seed'"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(slurp(path), "{\"format\":\"x\",\"seed\":1}\n{\"sample\":0}\n");  // untouched
+}
+
+TEST(ReuseBins, MatchPublishedBinEdges) {
+  EXPECT_EQ(reuse_bin(1), 0);
+  EXPECT_EQ(reuse_bin(2), 1);
+  EXPECT_EQ(reuse_bin(3), 2);
+  EXPECT_EQ(reuse_bin(4), 2);
+  EXPECT_EQ(reuse_bin(5), 3);
+  EXPECT_EQ(reuse_bin(32768), 15);
+  EXPECT_EQ(reuse_bin(32769), 16);
+  EXPECT_EQ(reuse_bin(uint64_t{1} << 40), 16);
+  for (int k = 0; k < kReuseBins; ++k) {
+    EXPECT_EQ(reuse_bin(reuse_bin_lower(k)), k);
+    if (k < kReuseBins - 1) EXPECT_EQ(reuse_bin(reuse_bin_upper(k)), k);
+  }
+  EXPECT_EQ(reuse_bin_label(0), "(0, 1]");
+  EXPECT_EQ(reuse_bin_label(5), "(16, 32]");
+  EXPECT_EQ(reuse_bin_label(16), "(32768+");
+  ReuseHistogram a{}, b{};
+  a[0] = 1;
+  b[1] = 1;
+  EXPECT_DOUBLE_EQ(total_variation(a, b), 1.0);
+  EXPECT_DOUBLE_EQ(total_variation(a, a), 0.0);
+}
+
+TEST(TextTable, AlignsColumns) {
+  TextTable t({"name", "ms"});
+  t.add_row({"a", "1.5"});
+  t.add_row({"long name", "12.25"});
+  EXPECT_EQ(t.render(),
+            "name       ms\n"
+            "----------------\n"
+            "a            1.5\n"
+            "long name  12.25\n");
+}
+
+}  // namespace
+}  // namespace embshard
