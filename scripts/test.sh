@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# README's second command: install, build and run every test; then build the
+# readers and their tests under AddressSanitizer + UndefinedBehaviorSanitizer
+# and run those too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/build.sh
+(cd build && ctest --output-on-failure -j2)
+
+# Reader tests (trace file, tables.json, .pt files, record files) under ASan+UBSan.
+sanitized_tests=(test_trace test_record_file test_pt_reader test_stats)
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DEMBSHARD_SANITIZE=ON \
+  -DEMBSHARD_WITH_TORCH=OFF -DEMBSHARD_NATIVE=OFF >/dev/null
+present=()
+for t in "${sanitized_tests[@]}"; do
+  if ls tests/*/"$t".cpp >/dev/null 2>&1; then present+=("$t"); fi
+done
+cmake --build build-asan -j2 --target "${present[@]}"
+for t in "${present[@]}"; do
+  echo "== $t (ASan+UBSan)"
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "./build-asan/$t" --gtest_brief=1
+done
+echo "sanitized reader tests: ${#present[@]} binaries passed"
