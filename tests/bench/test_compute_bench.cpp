@@ -1,0 +1,193 @@
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "embshard/bench/compute.h"
+#include "embshard/util/error.h"
+#include "embshard/util/record_file.h"
+#include "test_util.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+using testing::ScratchDir;
+using testing::run_cli;
+using testing::slurp;
+using testing::spit;
+
+// A small workload on disk: `tables` tables of varied rows, batch 64.
+std::string make_workload(const ScratchDir& dir, int tables) {
+  std::mt19937_64 rng(5);
+  Workload w;
+  w.batch_size = 64;
+  w.source = "test";
+  w.trace_file = kTraceFile;
+  TraceWriter writer(dir.file(kTraceFile), tables, w.batch_size, 4);
+  for (int t = 0; t < tables; ++t) {
+    TableSpec spec;
+    spec.name = "t" + std::to_string(t);
+    spec.rows = 50 + 400 * t;
+    spec.dim = 16;
+    TableTrace trace;
+    trace.offsets.push_back(0);
+    std::uniform_int_distribution<int64_t> row(0, spec.rows - 1);
+    for (int64_t b = 0; b < w.batch_size; ++b) {
+      for (int i = 0; i < 1 + t % 4; ++i) trace.indices.push_back(row(rng));
+      trace.offsets.push_back(static_cast<int64_t>(trace.indices.size()));
+    }
+    spec.pooling_factor = static_cast<double>(trace.indices.size()) / w.batch_size;
+    writer.add_table(trace);
+    w.tables.push_back(spec);
+  }
+  writer.finish();
+  save_workload_specs(w, dir.path().string());
+  return dir.path().string();
+}
+
+ComputeBenchOptions small_options(const std::string& workload, const std::string& out) {
+  ComputeBenchOptions o;
+  o.workload_dir = workload;
+  o.out_path = out;
+  o.samples = 6;
+  o.max_tables = 4;
+  o.mem_cap_bytes = 1 << 20;
+  o.warmup = 1;
+  o.repeats = 3;
+  o.seed = 11;
+  return o;
+}
+
+TEST(ComputeBench, DrawsAreDeterministicAndRespectTheCap) {
+  ScratchDir dir("compute_draw");
+  const Workload w = load_workload(make_workload(dir, 8));
+  ComputeBenchOptions o = small_options(dir.path().string(), "");
+  o.mem_cap_bytes = 200'000;
+  for (int64_t i = 0; i < 50; ++i) {
+    const auto a = draw_shard(w, o, i), b = draw_shard(w, o, i);
+    ASSERT_EQ(a.size(), b.size());
+    int64_t bytes = 0;
+    for (size_t k = 0; k < a.size(); ++k) {
+      EXPECT_EQ(a[k].table, b[k].table);
+      EXPECT_EQ(a[k].dim, b[k].dim);
+      bytes += w.tables[a[k].table].rows * a[k].dim * 4;
+    }
+    EXPECT_GE(a.size(), 1u);
+    EXPECT_LE(a.size(), 4u);
+    EXPECT_LE(bytes, o.mem_cap_bytes);
+  }
+}
+
+TEST(ComputeBench, ResumesAfterATornRecordWithoutDuplicates) {
+  ScratchDir dir("compute_resume");
+  const std::string workload = make_workload(dir, 6);
+  const std::string out = dir.file("costs.jsonl");
+  ComputeBenchOptions o = small_options(workload, out);
+  EXPECT_EQ(run_compute_bench(o), 6);
+  const std::string full = slurp(out);
+  // Tear the last record in half, as a crash in the middle of a write would.
+  const size_t last_line = full.rfind('\n', full.size() - 2);
+  spit(out, full.substr(0, last_line + 1 + (full.size() - last_line) / 2));
+  EXPECT_EQ(run_compute_bench(o), 6);
+  json header;
+  const auto records = RecordFile::read_all(out, &header, nullptr);
+  ASSERT_EQ(records.size(), 6u);
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(records[i]["sample"], static_cast<int>(i));
+    EXPECT_GT(records[i]["ms"].get<double>(), 0.0);
+  }
+  // The resumed record is the same shard the first run measured.
+  const auto first_run = [&] {
+    std::vector<json> lines;
+    size_t begin = 0;
+    while (begin < full.size()) {
+      const size_t end = full.find('\n', begin);
+      lines.push_back(json::parse(full.substr(begin, end - begin)));
+      begin = end + 1;
+    }
+    return lines;
+  }();
+  EXPECT_EQ(records.back()["tables"], first_run.back()["tables"]);
+  EXPECT_EQ(header["batch_size"], 64);
+  EXPECT_EQ(header["threads"], 1);
+  EXPECT_TRUE(header.contains("machine"));
+  EXPECT_TRUE(header.contains("embshard_version"));
+
+  // More samples extend the run; other options refuse to mix.
+  o.samples = 8;
+  EXPECT_EQ(run_compute_bench(o), 8);
+  o.seed = 12;
+  EXPECT_THROW(run_compute_bench(o), Error);
+}
+
+TEST(ComputeBench, ShardThatCannotFitTheCapIsAnError) {
+  ScratchDir dir("compute_cap");
+  const std::string workload = make_workload(dir, 3);
+  ComputeBenchOptions o = small_options(workload, dir.file("costs.jsonl"));
+  o.mem_cap_bytes = 50 * 4 * 4 - 1;  // the smallest table at dim 4 needs 800 bytes
+  try {
+    run_compute_bench(o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'t0'"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("costs.jsonl")));
+}
+
+// kill -9 in the middle of a run loses at most the shard being measured; the
+// same command then completes the run with every sample exactly once.
+TEST(ComputeBench, SurvivesKillNine) {
+  ScratchDir dir("compute_kill");
+  const std::string workload = make_workload(dir, 6);
+  const std::string out = dir.file("costs.jsonl");
+  const std::string args = "bench compute --workload " + workload + " --out " + out +
+                           " --samples 400 --max-tables 4 --mem-cap 1048576 --warmup 1 "
+                           "--repeats 2 --seed 3";
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const std::string command = std::string(EMBSHARD_CLI_PATH) + " " + args + " >/dev/null 2>&1";
+      ::execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300 + 200 * attempt));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+  }
+  const auto result = run_cli(args + " --show 0");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto records = RecordFile::read_all(out, nullptr, nullptr);
+  ASSERT_EQ(records.size(), 400u);
+  for (size_t i = 0; i < records.size(); ++i) EXPECT_EQ(records[i]["sample"], static_cast<int>(i));
+}
+
+TEST(ComputeBench, BadFlagsFailCleanly) {
+  ScratchDir dir("compute_flags");
+  const std::string workload = make_workload(dir, 2);
+  const std::string out = dir.file("c.jsonl");
+  auto fails = [&](const std::string& extra, const std::string& needle) {
+    const auto r = run_cli("bench compute --workload " + workload + " --out " + out +
+                           " --samples 2 " + extra);
+    EXPECT_NE(r.exit_code, 0) << extra;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << extra << ": " << r.output;
+    EXPECT_FALSE(std::filesystem::exists(out)) << extra;
+  };
+  fails("--dims 4,0", "--dims");
+  fails("--threads 0", "--threads");
+  fails("--max-tables 0", "--max-tables");
+  fails("--optimizer adam", "adam");
+  const auto r = run_cli("bench compute --workload " + dir.file("nope") + " --out " + out +
+                         " --samples 2");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("nope"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace embshard
