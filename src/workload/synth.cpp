@@ -211,20 +211,35 @@ std::array<double, kReuseBins> mean_counts(const PublishedStats& target) {
   return m;
 }
 
-BinTotals bin_totals(const PublishedStats& target, int64_t num_indices,
-                     double largest_table_lookups) {
+// Bin k has lookups but fewer than one row needs (small batches): either
+// fold them into the bin below, or top the bin up to one row with lookups
+// borrowed from the bins below, whichever moves fewer lookups.
+void settle_small_bin(BinTotals& b, int k) {
+  const int64_t have = b.lookups[k], deficit = bin_count_lower(k) - have;
+  int64_t below = 0;
+  for (int j = 0; j < k; ++j) below += b.lookups[j];
+  if (deficit < have && deficit <= below) {
+    for (int j = k - 1; j >= 0 && b.lookups[k] < have + deficit; --j) {
+      const int64_t take = std::min(b.lookups[j], have + deficit - b.lookups[k]);
+      b.lookups[j] -= take;
+      b.lookups[k] += take;
+    }
+  } else {
+    b.lookups[k - 1] += have;
+    b.lookups[k] = 0;
+  }
+}
+
+BinTotals bin_totals(const PublishedStats& target, int64_t num_indices) {
   const auto m = mean_counts(target);
   const ReuseHistogram shares = normalized(target.lookup_reuse);
   const auto split = apportion(num_indices, std::vector<double>(shares.begin(), shares.end()));
   BinTotals b;
   std::copy(split.begin(), split.end(), b.lookups.begin());
   for (int k = kReuseBins - 1; k >= 1; --k) {
+    if (b.lookups[k] > 0 && b.lookups[k] < bin_count_lower(k)) settle_small_bin(b, k);
     const int64_t lo = bin_count_lower(k), hi = bin_count_upper(k), n = b.lookups[k];
-    if (n < lo || largest_table_lookups < lo) {  // not even one row fits: fold down
-      b.lookups[k - 1] += n;
-      b.lookups[k] = 0;
-      continue;
-    }
+    if (n == 0) continue;
     const int64_t fewest = (n + hi - 1) / hi, most = n / lo;
     b.rows[k] = fewest <= most ? std::clamp<int64_t>(std::llround(n / m[k]), fewest, most) : most;
     const int64_t excess = std::max<int64_t>(0, n - b.rows[k] * hi);  // e.g. odd n in bin (1, 2]
@@ -266,8 +281,7 @@ SynthPlan plan_synth(const SynthOptions& options, const PublishedStats& target) 
   std::vector<double> table_lookups;
   for (const TableDraw& d : draws) table_lookups.push_back(d.pooling * options.batch_size);
   const int64_t num_indices = std::llround(target.avg_pooling_factor * T * options.batch_size);
-  const BinTotals bins = bin_totals(
-      target, num_indices, *std::max_element(table_lookups.begin(), table_lookups.end()));
+  const BinTotals bins = bin_totals(target, num_indices);
   const auto m = mean_counts(target);
   const Matrix fitted =
       fit_lookups(table_lookups, bins.lookups, m, table_skews(draws, options.batch_size));

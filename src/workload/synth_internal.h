@@ -26,14 +26,13 @@ std::vector<int64_t> apportion_exact(int64_t total, const std::vector<int64_t>& 
 // published row share rounds to zero).
 std::array<double, kReuseBins> mean_counts(const PublishedStats& target);
 
-// Lookups and distinct rows per bin for `num_indices` lookups in all. Bins
-// that cannot hold one row (too few lookups, or a row would exceed the largest
-// table) fold into the bin below.
+// Lookups and distinct rows per bin for `num_indices` lookups in all. A bin
+// with fewer lookups than one of its rows needs (small batches) folds into the
+// bin below or borrows from it, whichever moves fewer lookups.
 struct BinTotals {
   ReuseCounts lookups{};
   ReuseCounts rows{};
 };
-BinTotals bin_totals(const PublishedStats& target, int64_t num_indices,
-                     double largest_table_lookups);
+BinTotals bin_totals(const PublishedStats& target, int64_t num_indices);
 
 }  // namespace embshard::synth_detail

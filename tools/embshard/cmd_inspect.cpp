@@ -87,17 +87,17 @@ std::string top_bins(const ReuseHistogram& lookups) {
                    [&](int a, int b) { return lookups[a] > lookups[b]; });
   std::string out;
   for (int i = 0; i < 3 && lookups[order[i]] > 0; ++i) {
-    out += fmt::format("{:<15}", fmt::format("{} {:.0f}%", reuse_bin_label(order[i]),
+    out += fmt::format("{:<18}", fmt::format("{} {:.0f}%", reuse_bin_label(order[i]),
                                              100 * lookups[order[i]]));
   }
   return out;
 }
 
 void print_tables(const Workload& w) {
-  fmt::print("{:<12} {:>13} {:>5} {:>9} {:>12}  {:<45} {:>11}\n", "table", "rows", "dim",
+  fmt::print("{:<12} {:>13} {:>5} {:>9} {:>12}  {:<54} {:>11}\n", "table", "rows", "dim",
              "pooling", "unique rows", "top reuse bins (share of lookups)", "weights");
   for (const TableSpec& t : w.tables) {
-    fmt::print("{:<12} {:>13} {:>5} {:>9.2f} {:>12}  {:<45} {:>11}\n", t.name, grouped(t.rows),
+    fmt::print("{:<12} {:>13} {:>5} {:>9.2f} {:>12}  {:<54} {:>11}\n", t.name, grouped(t.rows),
                t.dim, t.pooling_factor, grouped(t.unique_rows), top_bins(t.lookup_reuse),
                human_bytes(static_cast<double>(t.weight_bytes())));
   }
