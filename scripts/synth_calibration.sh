@@ -25,8 +25,8 @@ if [[ $quick != --quick ]]; then
   runs+=("2021 100 65536 1" "2022 100 65536 1")
 fi
 
-echo "| profile | tables | batch | seed | avg pooling (published) | unique ratio (published) | TV rows | TV lookups | pooling err | unique ratio err | synth s |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| profile | tables | batch | seed | avg pooling (published) | unique ratio (published) | TV rows | TV lookups | pooling err | unique ratio err | per-table pooling min/median/max | synth s |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for run in "${runs[@]}"; do
   read -r profile tables batch seed <<< "$run"
   dir="$work/w_${profile}_${tables}_${batch}_${seed}"
@@ -41,6 +41,7 @@ for run in "${runs[@]}"; do
     "\(.aggregate.unique_ratio * 10000 | round / 10000) (\(.comparison.unique_ratio * 10000 | round / 10000)) | " +
     "\(.comparison.row_reuse_tv * 100000 | round / 100000) | \(.comparison.lookup_reuse_tv * 100000 | round / 100000) | " +
     "\(.comparison.pooling_rel_error * 10000 | round / 100)% | \(.comparison.unique_ratio_rel_error * 10000 | round / 100)% | " +
+    "\(.aggregate.pooling_factor | "\(.min * 100 | round / 100) / \(.median * 100 | round / 100) / \(.max * 10 | round / 10)") | " +
     "\($secs | tonumber * 10 | round / 10) |"'
   rm -rf "$dir"
 done
