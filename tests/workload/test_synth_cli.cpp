@@ -1,0 +1,87 @@
+// The synth and inspect commands end to end: flags, errors, JSON names.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "embshard/workload/stats.h"
+
+namespace embshard {
+namespace {
+
+struct CliResult {
+  int rc = -1;
+  std::string output;  // stdout and stderr
+};
+
+CliResult run_cli(const std::string& args) {
+  CliResult r;
+  const std::string command = std::string(EMBSHARD_CLI_PATH) + " " + args + " 2>&1";
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t got;
+  while ((got = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), got);
+  const int status = ::pclose(pipe);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class SynthCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(EMBSHARD_CLI_PATH)) GTEST_SKIP() << "no CLI at " EMBSHARD_CLI_PATH;
+    dir_ = (std::filesystem::temp_directory_path() /
+            ("embshard_test_synth_cli_" + std::to_string(::getpid())))
+               .string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(SynthCli, BadFlagsFailWithAMessage) {
+  const struct {
+    std::string args, message;
+  } cases[] = {
+      {"synth --profile 2020 --tables 4 --batch 8 -o " + dir_, "valid profiles: 2021, 2022"},
+      {"synth --profile 2021 --tables 0 --batch 8 -o " + dir_, "--tables is 0, must be positive"},
+      {"synth --profile 2021 --tables 4 --batch 8 --dims 16,4096 -o " + dir_,
+       "--dims value 4096 is out of range 1..1024"},
+      {"synth --profile 2021 --tables 4 --batch 8 --index-bytes 2 -o " + dir_,
+       "--index-bytes is 2, must be 4 or 8"},
+      {"synth --tables 4 --batch 8 -o " + dir_, "--profile is required"},
+      {"inspect " + dir_ + "/missing", "no tables.json"},
+  };
+  for (const auto& c : cases) {
+    const CliResult r = run_cli(c.args);
+    EXPECT_NE(r.rc, 0) << c.args;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << "\n" << r.output;
+  }
+}
+
+TEST_F(SynthCli, SynthThenInspectJson) {
+  const CliResult synth = run_cli("synth --profile 2022 --tables 30 --batch 1024 --seed 4 -o " + dir_);
+  ASSERT_EQ(synth.rc, 0) << synth.output;
+  EXPECT_NE(synth.output.find("table 30/30"), std::string::npos) << synth.output;
+  const CliResult inspect = run_cli("inspect " + dir_ + " --json --compare 2022 2>/dev/null");
+  ASSERT_EQ(inspect.rc, 0) << inspect.output;
+  const auto j = nlohmann::json::parse(inspect.output);
+  const auto& a = j.at("aggregate");
+  EXPECT_EQ(a.at("row_reuse_histogram").size(), kReuseBins);
+  EXPECT_EQ(a.at("lookup_reuse_histogram").size(), kReuseBins);
+  for (const char* field : {"avg_pooling_factor", "unique_ratio", "num_indices", "unique_rows",
+                            "weight_bytes"}) {
+    EXPECT_TRUE(a.contains(field)) << field;
+  }
+  EXPECT_EQ(j.at("tables").size(), 30u);
+  EXPECT_LE(j.at("comparison").at("lookup_reuse_tv").get<double>(), 0.05);
+  EXPECT_LE(j.at("comparison").at("row_reuse_tv").get<double>(), 0.05);
+}
+
+}  // namespace
+}  // namespace embshard

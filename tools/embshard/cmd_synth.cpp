@@ -1,0 +1,63 @@
+// embshard synth: a synthetic workload calibrated to published statistics.
+#include <cstdio>
+#include <memory>
+
+#include "commands.h"
+#include "embshard/util/error.h"
+#include "embshard/workload/synth.h"
+
+namespace embshard::cli {
+namespace {
+
+struct SynthArgs {
+  SynthOptions options;
+  std::string out_dir;
+  std::string stats_dir;  // "" = the statistics committed with the repo
+};
+
+void run_synth(const SynthArgs& args) {
+  validate_synth_options(args.options);
+  const PublishedStats target = load_published_profile(args.options.profile, args.stats_dir);
+  std::fprintf(stderr,
+               "synth: profile %s (%s): avg pooling %.3f, unique ratio %.4f; %lld tables x "
+               "batch %lld, seed %llu\n",
+               target.profile.c_str(), target.dataset.c_str(), target.avg_pooling_factor,
+               target.unique_ratio, static_cast<long long>(args.options.num_tables),
+               static_cast<long long>(args.options.batch_size),
+               static_cast<unsigned long long>(args.options.seed));
+  const auto progress = [](size_t t, size_t count, const TableSpec& spec) {
+    std::fprintf(stderr, "synth: table %zu/%zu %s: %lld rows, dim %d, pooling %.2f, %lld unique\n",
+                 t + 1, count, spec.name.c_str(), static_cast<long long>(spec.rows), spec.dim,
+                 spec.pooling_factor, static_cast<long long>(spec.unique_rows));
+  };
+  const Workload w = synthesize_workload(args.options, target, args.out_dir, progress);
+  std::fprintf(stderr, "synth: wrote %s/%s and %s/%s\n", args.out_dir.c_str(), kTablesFile,
+               args.out_dir.c_str(), kTraceFile);
+}
+
+}  // namespace
+
+void add_synth_command(CLI::App& app) {
+  auto args = std::make_shared<SynthArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "synth", "Generate a synthetic workload (tables + traces) calibrated to the published "
+               "dlrm_datasets statistics");
+  cmd->add_option("--profile", args->options.profile, "Published statistics to match: 2021 | 2022")
+      ->required();
+  cmd->add_option("--tables", args->options.num_tables, "Number of tables")->required();
+  cmd->add_option("--batch", args->options.batch_size, "Batch size (bags per table)")->required();
+  cmd->add_option("--seed", args->options.seed, "Random seed (same seed, same bytes)")
+      ->capture_default_str();
+  cmd->add_option("-o,--out", args->out_dir, "Output workload directory")->required();
+  cmd->add_option("--dims", args->options.dims, "Embedding dimensions to draw from")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--index-bytes", args->options.index_bytes, "Trace index width: 4 or 8")
+      ->capture_default_str();
+  cmd->add_option("--stats-dir", args->stats_dir,
+                  "Directory of the published statistics files (default: the repo's "
+                  "data/published)");
+  cmd->callback([args] { run_synth(*args); });
+}
+
+}  // namespace embshard::cli
