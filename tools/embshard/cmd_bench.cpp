@@ -1,4 +1,4 @@
-// embshard bench compute | kernel
+// embshard bench compute | kernel | comm
 #include <algorithm>
 #include <cstdio>
 
@@ -95,6 +95,7 @@ void add_bench_command(CLI::App& app) {
   bench->require_subcommand(1);
   add_compute_command(*bench);
   add_bench_kernel_command(*bench);
+  add_bench_comm_command(*bench);
 }
 
 }  // namespace embshard::cli

@@ -1,0 +1,131 @@
+// The pure half of `bench comm`: sample drawing, option checks, the header.
+#include <algorithm>
+#include <climits>
+#include <numeric>
+#include <random>
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "embshard/bench/comm.h"
+#include "embshard/util/error.h"
+#include "embshard/util/machine.h"
+
+namespace embshard {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Largest dim first, each table to the device with the smallest dim sum (the
+// lowest index on ties).
+void place_greedy(CommSample& s, int num_devices) {
+  std::vector<int> order(s.table_dims.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return s.table_dims[a] > s.table_dims[b]; });
+  std::vector<int64_t> sums(num_devices, 0);
+  for (int t : order) {
+    const int device = static_cast<int>(std::min_element(sums.begin(), sums.end()) - sums.begin());
+    s.table_device[t] = device;
+    sums[device] += s.table_dims[t];
+  }
+}
+
+}  // namespace
+
+CommSample draw_comm_sample(const CommBenchOptions& o, int num_devices, int64_t index) {
+  // A stream apart from bench compute's for the same (seed, index).
+  std::mt19937_64 rng(splitmix64(o.seed * 0x100000001b3ULL + splitmix64(index)) ^
+                      splitmix64(0xc033ULL + static_cast<uint64_t>(num_devices)));
+  CommSample s;
+  const int64_t min_tables = int64_t{num_devices} * o.tables_per_device[0];
+  const int64_t max_tables = int64_t{num_devices} * o.tables_per_device[1];
+  const int64_t tables = std::uniform_int_distribution<int64_t>(min_tables, max_tables)(rng);
+  std::uniform_int_distribution<size_t> pick_dim(0, o.dims.size() - 1);
+  for (int64_t t = 0; t < tables; ++t) s.table_dims.push_back(o.dims[pick_dim(rng)]);
+  s.table_device.assign(s.table_dims.size(), 0);
+  place_greedy(s, num_devices);
+
+  s.move_share = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  std::uniform_real_distribution<double> coin(0.0, 1.0);
+  std::uniform_int_distribution<int> pick_device(0, num_devices - 1);
+  for (int& device : s.table_device) {
+    if (coin(rng) < s.move_share) device = pick_device(rng);
+  }
+  s.dim_sums.assign(num_devices, 0);
+  s.num_tables.assign(num_devices, 0);
+  for (size_t t = 0; t < s.table_dims.size(); ++t) {
+    s.dim_sums[s.table_device[t]] += s.table_dims[t];
+    s.num_tables[s.table_device[t]] += 1;
+  }
+
+  std::uniform_real_distribution<double> delay(0.0, o.max_delay_ms);
+  for (int d = 0; d < num_devices; ++d) s.delays_ms.push_back(o.max_delay_ms > 0 ? delay(rng) : 0);
+  const double min_delay = *std::min_element(s.delays_ms.begin(), s.delays_ms.end());
+  for (double& d : s.delays_ms) d -= min_delay;
+  return s;
+}
+
+void check_comm_options(const CommBenchOptions& o, int num_devices) {
+  ES_CHECK(num_devices >= 1, "bench comm: {} MPI ranks, need at least 1", num_devices);
+  ES_CHECK(o.samples >= 0, "bench comm: --samples is {}, must be >= 0", o.samples);
+  ES_CHECK(o.batch >= num_devices && o.batch % num_devices == 0 && o.batch / num_devices <= INT_MAX,
+           "bench comm: --batch is {}, must be a positive multiple of the number of ranks ({}) "
+           "so that every rank gets batch / N rows",
+           o.batch, num_devices);
+  ES_CHECK(o.max_delay_ms >= 0 && o.max_delay_ms <= 60'000,
+           "bench comm: --max-delay-ms is {}, must be in 0..60000", o.max_delay_ms);
+  ES_CHECK(o.timeout_s > 0, "bench comm: --timeout-s is {}, must be positive", o.timeout_s);
+  ES_CHECK(o.max_delay_ms < 500 * o.timeout_s,
+           "bench comm: --max-delay-ms {} must be under half of --timeout-s {} (in ms)",
+           o.max_delay_ms, o.timeout_s);
+  ES_CHECK(o.repeats >= 1 && o.warmup >= 0, "bench comm: --repeats {} / --warmup {} invalid",
+           o.repeats, o.warmup);
+  ES_CHECK(!o.dims.empty(), "bench comm: --dims is empty");
+  for (int dim : o.dims) {
+    ES_CHECK(dim >= 1 && dim <= 4096, "bench comm: --dims holds {}, dims must be in 1..4096", dim);
+  }
+  const auto& t = o.tables_per_device;
+  ES_CHECK(t.size() == 2 && t[0] >= 0 && t[1] >= t[0] && t[1] >= 1 && t[1] <= 100'000,
+           "bench comm: --tables-per-device is '{}', must be MIN,MAX with 0 <= MIN <= MAX, "
+           "1 <= MAX <= 100000",
+           fmt::join(t, ","));
+  // The densest placement (every table on one device) must keep its dim sum an int.
+  const int64_t max_dim = *std::max_element(o.dims.begin(), o.dims.end());
+  ES_CHECK(int64_t{num_devices} * t[1] * max_dim <= INT_MAX,
+           "bench comm: {} ranks x --tables-per-device max {} x dim {} overflows a dim sum",
+           num_devices, t[1], max_dim);
+}
+
+nlohmann::json comm_bench_header(const CommBenchOptions& o, int num_devices,
+                                 const std::vector<std::string>& rank_hosts) {
+  nlohmann::json machine = machine_info();
+  machine["rank_hosts"] = rank_hosts;
+  return {{"format", "embshard-comm-costs"},
+          {"version", 1},
+          {"embshard_version", EMBSHARD_VERSION},
+          {"machine", machine},
+          {"num_devices", num_devices},
+          {"batch", o.batch},
+          {"seed", o.seed},
+          {"dims", o.dims},
+          {"tables_per_device", o.tables_per_device},
+          {"max_delay_ms", o.max_delay_ms},
+          {"warmup", o.warmup},
+          {"repeats", o.repeats},
+          {"dtype", "float32"}};
+}
+
+const std::vector<std::string>& comm_bench_must_match() {
+  static const std::vector<std::string> fields = {
+      "format", "version",           "machine",      "num_devices", "batch",  "seed",
+      "dims",   "tables_per_device", "max_delay_ms", "warmup",      "repeats"};
+  return fields;
+}
+
+}  // namespace embshard

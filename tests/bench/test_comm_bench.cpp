@@ -1,0 +1,230 @@
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+
+#include <nlohmann/json.hpp>
+
+#include "embshard/bench/comm.h"
+#include "embshard/util/error.h"
+#include "embshard/util/record_file.h"
+#include "test_util.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+using testing::CommandResult;
+using testing::ScratchDir;
+using testing::slurp;
+using testing::spit;
+
+TEST(CommBench, DrawsAreDeterministicAndConsistent) {
+  CommBenchOptions o;
+  o.seed = 7;
+  o.max_delay_ms = 3.5;
+  o.tables_per_device = {2, 6};
+  bool some_unbalanced = false, some_differ = false;
+  for (int n : {1, 2, 4, 8}) {
+    for (int64_t i = 0; i < 40; ++i) {
+      const CommSample a = draw_comm_sample(o, n, i), b = draw_comm_sample(o, n, i);
+      EXPECT_EQ(a.table_dims, b.table_dims);
+      EXPECT_EQ(a.table_device, b.table_device);
+      EXPECT_EQ(a.dim_sums, b.dim_sums);
+      EXPECT_EQ(a.delays_ms, b.delays_ms);
+      some_differ |= a.dim_sums != draw_comm_sample(o, n, i + 1).dim_sums;
+      ASSERT_EQ(a.dim_sums.size(), static_cast<size_t>(n));
+      ASSERT_EQ(a.delays_ms.size(), static_cast<size_t>(n));
+      EXPECT_GE(a.table_dims.size(), static_cast<size_t>(2 * n));
+      EXPECT_LE(a.table_dims.size(), static_cast<size_t>(6 * n));
+      // The dim sums are exactly the drawn tables' dims, device by device.
+      std::vector<int64_t> sums(n, 0);
+      for (size_t t = 0; t < a.table_dims.size(); ++t) {
+        EXPECT_NE(std::find(o.dims.begin(), o.dims.end(), a.table_dims[t]), o.dims.end());
+        ASSERT_GE(a.table_device[t], 0);
+        ASSERT_LT(a.table_device[t], n);
+        sums[a.table_device[t]] += a.table_dims[t];
+      }
+      EXPECT_EQ(sums, a.dim_sums);
+      EXPECT_EQ(std::accumulate(a.dim_sums.begin(), a.dim_sums.end(), int64_t{0}),
+                std::accumulate(a.table_dims.begin(), a.table_dims.end(), int64_t{0}));
+      EXPECT_EQ(*std::min_element(a.delays_ms.begin(), a.delays_ms.end()), 0.0);
+      EXPECT_LE(*std::max_element(a.delays_ms.begin(), a.delays_ms.end()), o.max_delay_ms);
+      const auto [lo, hi] = std::minmax_element(a.dim_sums.begin(), a.dim_sums.end());
+      some_unbalanced |= *hi > 2 * *lo + 128;
+    }
+  }
+  EXPECT_TRUE(some_differ);
+  EXPECT_TRUE(some_unbalanced);
+  o.seed = 8;
+  EXPECT_NE(draw_comm_sample(o, 4, 0).table_dims,
+            draw_comm_sample(CommBenchOptions{}, 4, 0).table_dims);
+}
+
+TEST(CommBench, BadOptionsNameTheFlag) {
+  auto fails = [](CommBenchOptions o, int n, const std::string& needle) {
+    try {
+      check_comm_options(o, n);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  CommBenchOptions o;
+  EXPECT_NO_THROW(check_comm_options(o, 4));
+  fails(o, 3, "--batch is 4096");
+  CommBenchOptions bad = o;
+  bad.dims = {4, 0};
+  fails(bad, 4, "--dims holds 0");
+  bad = o;
+  bad.tables_per_device = {5, 2};
+  fails(bad, 4, "--tables-per-device is '5,2'");
+  bad = o;
+  bad.max_delay_ms = -1;
+  fails(bad, 4, "--max-delay-ms is -1");
+  bad = o;
+  bad.timeout_s = 0;
+  fails(bad, 4, "--timeout-s is 0");
+}
+
+TEST(CommBench, HeaderHoldsTheIdentity) {
+  CommBenchOptions o;
+  const json h = comm_bench_header(o, 4, {"a", "a", "b", "b"});
+  EXPECT_EQ(h["format"], "embshard-comm-costs");
+  EXPECT_EQ(h["version"], 1);
+  EXPECT_EQ(h["num_devices"], 4);
+  EXPECT_EQ(h["machine"]["rank_hosts"].size(), 4u);
+  for (const std::string& field : comm_bench_must_match()) EXPECT_TRUE(h.contains(field)) << field;
+}
+
+// --- integration: the CLI under mpirun -----------------------------------
+
+struct Timed {
+  CommandResult result;
+  double seconds = 0;
+};
+
+Timed run_shell(const std::string& command) {
+  const auto start = std::chrono::steady_clock::now();
+  Timed timed;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {{-1, "popen failed"}, 0};
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
+    timed.result.output.append(buffer, n);
+  }
+  const int status = ::pclose(pipe);
+  timed.result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  timed.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return timed;
+}
+
+bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
+
+// `timeout` bounds a broken run so that the test fails instead of hanging.
+Timed run_mpi(int ranks, const std::string& args) {
+  return run_shell("timeout -k 5 90 mpirun --allow-run-as-root --oversubscribe -np " +
+                   std::to_string(ranks) + " " + EMBSHARD_CLI_PATH + " bench comm " + args);
+}
+
+std::string small_args(const std::string& out, int samples) {
+  return "--out " + out + " --samples " + std::to_string(samples) +
+         " --batch 512 --warmup 1 --repeats 3 --max-delay-ms 2 --tables-per-device 1,4 --seed 5";
+}
+
+void expect_clean_records(const std::vector<json>& records, size_t count, int ranks) {
+  ASSERT_EQ(records.size(), count);
+  for (size_t i = 0; i < records.size(); ++i) {
+    const json& r = records[i];
+    EXPECT_EQ(r["sample"], static_cast<int>(i));
+    ASSERT_EQ(r["fwd_ms"].size(), static_cast<size_t>(ranks));
+    ASSERT_EQ(r["bwd_ms"].size(), static_cast<size_t>(ranks));
+    EXPECT_EQ(r["dim_sums"].size(), static_cast<size_t>(ranks));
+    EXPECT_EQ(r["delays_ms"].size(), static_cast<size_t>(ranks));
+    for (int k = 0; k < ranks; ++k) {
+      EXPECT_GT(r["fwd_ms"][k].get<double>(), 0.0) << r.dump();
+      EXPECT_GT(r["bwd_ms"][k].get<double>(), 0.0) << r.dump();
+    }
+  }
+}
+
+TEST(CommBench, FourRanksMeasureResumeAndDropATornLine) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not found";
+  ScratchDir dir("comm_resume");
+  const std::string out = dir.file("comm.jsonl");
+  Timed run = run_mpi(4, small_args(out, 5));
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  json header;
+  expect_clean_records(RecordFile::read_all(out, &header, nullptr), 5, 4);
+  EXPECT_EQ(header["format"], "embshard-comm-costs");
+  EXPECT_EQ(header["num_devices"], 4);
+  EXPECT_EQ(header["batch"], 512);
+  EXPECT_EQ(header["machine"]["rank_hosts"].size(), 4u);
+  const std::string first = slurp(out);
+
+  // More samples extend the run; the records there stay byte for byte.
+  run = run_mpi(4, small_args(out, 7));
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  const std::string second = slurp(out);
+  EXPECT_EQ(second.substr(0, first.size()), first);
+  expect_clean_records(RecordFile::read_all(out, nullptr, nullptr), 7, 4);
+
+  // A torn last line (a crash mid-write) is dropped and measured again.
+  const size_t last_line = second.rfind('\n', second.size() - 2);
+  spit(out, second.substr(0, last_line + 1 + (second.size() - last_line) / 2));
+  run = run_mpi(4, small_args(out, 7));
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  EXPECT_NE(run.result.output.find("dropped a torn last record"), std::string::npos)
+      << run.result.output;
+  expect_clean_records(RecordFile::read_all(out, nullptr, nullptr), 7, 4);
+  EXPECT_EQ(slurp(out).substr(0, last_line + 1), second.substr(0, last_line + 1));
+
+  // Other options refuse to mix, naming the field; the file is untouched.
+  const std::string before = slurp(out);
+  run = run_mpi(4, small_args(out, 7) + " --dims 4,8");
+  EXPECT_NE(run.result.exit_code, 0);
+  EXPECT_NE(run.result.output.find("'dims'"), std::string::npos) << run.result.output;
+  EXPECT_EQ(slurp(out), before);
+}
+
+TEST(CommBench, RunsAsOneRankWithoutMpirun) {
+  ScratchDir dir("comm_single");
+  const std::string out = dir.file("comm.jsonl");
+  const Timed run = run_shell(std::string("timeout -k 5 60 ") + EMBSHARD_CLI_PATH +
+                              " bench comm " + small_args(out, 2));
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  const auto records = RecordFile::read_all(out, nullptr, nullptr);
+  expect_clean_records(records, 2, 1);
+  EXPECT_EQ(records[0]["delays_ms"][0], 0.0);
+}
+
+// A rank that dies, or hangs, at sample 3 ends the job with an error within
+// bounded time; the 3 records written before stay intact.
+void expect_bounded_failure(const std::string& mode, const std::string& name) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not found";
+  ScratchDir dir(name);
+  const std::string out = dir.file("comm.jsonl");
+  const Timed run = run_mpi(4, small_args(out, 20) + " --timeout-s 3 --test-kill-rank 2 "
+                                                     "--test-kill-at-sample 3 --test-kill-mode " +
+                                   mode);
+  EXPECT_NE(run.result.exit_code, 0) << run.result.output;
+  EXPECT_LT(run.seconds, 30.0) << run.result.output;
+  EXPECT_NE(run.result.output.find("rank 2: test fault"), std::string::npos) << run.result.output;
+  if (mode == "hang") {
+    EXPECT_NE(run.result.output.find("did not complete within 3 s (a rank died or hangs)"),
+              std::string::npos)
+        << run.result.output;
+  }
+  expect_clean_records(RecordFile::read_all(out, nullptr, nullptr), 3, 4);
+}
+
+TEST(CommBench, DeadRankEndsTheRunInBoundedTime) { expect_bounded_failure("exit", "comm_dead"); }
+
+TEST(CommBench, HungRankEndsTheRunInBoundedTime) { expect_bounded_failure("hang", "comm_hang"); }
+
+}  // namespace
+}  // namespace embshard
