@@ -19,6 +19,8 @@ struct ComputeArgs {
   int64_t show = 12;
 };
 
+}  // namespace
+
 // The last `show` records of a cost file as a table.
 void print_compute_records(const std::string& path, int64_t show) {
   nlohmann::json header;
@@ -52,6 +54,8 @@ void print_compute_records(const std::string& path, int64_t show) {
              first > 0 ? fmt::format("; the last {}:", records.size() - first) : ":");
   fmt::print("{}", table.render());
 }
+
+namespace {
 
 void add_compute_command(CLI::App& bench) {
   auto args = std::make_shared<ComputeArgs>();

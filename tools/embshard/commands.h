@@ -3,6 +3,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+#include <string>
+
 namespace embshard::cli {
 
 void add_inspect_command(CLI::App& app);
@@ -12,5 +15,8 @@ void add_bench_command(CLI::App& app);  // bench kernel | bench compute | bench 
 void add_demo_command(CLI::App& app);
 void add_bench_kernel_command(CLI::App& bench);  // under bench
 void add_bench_comm_command(CLI::App& bench);    // under bench
+
+// Prints the last `show` records of a `bench compute` output file as a table.
+void print_compute_records(const std::string& path, int64_t show);
 
 }  // namespace embshard::cli

@@ -1,0 +1,61 @@
+// Cost models: what the planner searches against.
+//
+// cost(plan) = max over devices d of (compute_d + fwd_comm_d + bwd_comm_d).
+// A CostModel predicts each term. Tables are registered once with add_table()
+// and named by id afterwards, so that a model can pre-compute each table's
+// share of the work: NeuroShard's compute model is per-table MLP -> sum ->
+// MLP, so the per-table part is computed once per table, not once per shard.
+// Implementations are created by name from one registry (create_cost_model).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "embshard/workload/table.h"
+
+namespace embshard {
+
+// One table (or column shard of one) as the cost models see it.
+struct TableFeatures {
+  int64_t rows = 0;
+  int dim = 0;
+  double pooling_factor = 0;
+  ReuseHistogram row_reuse{};
+  ReuseHistogram lookup_reuse{};
+};
+TableFeatures table_features(const TableSpec& spec, int dim);
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  virtual std::string name() const = 0;
+  // The batch size the predicted milliseconds are for.
+  virtual int64_t batch_size() const = 0;
+
+  // Registers a table; returns its id (0, 1, 2, ... in order of registration).
+  virtual int add_table(const TableFeatures& table) = 0;
+  // Fused forward + backward + update of the given tables on one device, ms.
+  virtual double compute_ms(std::span<const int> table_ids) const = 0;
+  // Per-device all-to-all ms. dim_sums[d]: sum of the dims placed on device d;
+  // delays_ms[d]: how much later than the fastest device d starts its forward
+  // all-to-all (the straggler effect). Outputs have one entry per device.
+  virtual void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
+                       std::span<double> fwd_ms, std::span<double> bwd_ms) const = 0;
+};
+
+struct CostModelOptions {
+  std::string model_dir;   // neural: the trained model directory; analytic: calibration file dir
+  int64_t batch_size = 0;  // 0: the model's own
+  int threads = 1;
+};
+
+// Valid names: "analytic", "neural", "measured". Error lists them when
+// `name` is unknown.
+std::unique_ptr<CostModel> create_cost_model(const std::string& name,
+                                             const CostModelOptions& options);
+const std::vector<std::string>& cost_model_names();
+
+}  // namespace embshard
