@@ -1,6 +1,8 @@
 // Optimized TBE backward fused with the optimizer update.
 //
-// Per table, (row << 32 | position) keys are radix-sorted by row. The sort is
+// Per table, (row << 32 | bag) keys are radix-sorted by row, with the
+// per-sample weights (if any) moved alongside, so that the update loop reads
+// everything it needs sequentially except the rows themselves. The sort is
 // stable, so each row's occurrences stay in position order and the gradient
 // is summed in the same order as the reference. The gradient of each distinct
 // row is segment-summed into a per-thread accumulator and the optimizer is
@@ -20,9 +22,10 @@ namespace embshard {
 
 struct TbeWorkspace::Impl {
   struct TableScratch {
-    std::vector<uint64_t> keys, tmp;    // row << 32 | position
+    std::vector<uint64_t> keys, tmp;    // row << 32 | bag
+    std::vector<float> weights, tmp_weights;  // per-sample weights, sorted with keys
     const uint64_t* sorted = nullptr;   // keys or tmp, whichever holds the result
-    std::vector<uint32_t> bag_of_position;
+    const float* sorted_weights = nullptr;
     int64_t bad_position = -1;          // first out-of-range index, -1 if none
   };
   std::vector<TableScratch> tables;
@@ -42,6 +45,7 @@ constexpr int kMaxDigitBits = 11;
 constexpr int kMaxPasses = 3;  // rows < 2^31
 
 inline uint32_t row_of(uint64_t key) { return static_cast<uint32_t>(key >> 32); }
+inline uint32_t bag_of(uint64_t key) { return static_cast<uint32_t>(key); }
 
 int row_bits(int64_t rows) {
   int bits = 0;
@@ -49,9 +53,11 @@ int row_bits(int64_t rows) {
   return bits;
 }
 
-// Stable LSD radix sort of keys by row. Returns the buffer holding the result.
-const uint64_t* radix_sort_by_row(uint64_t* keys, uint64_t* tmp, int64_t n, int bits) {
-  if (bits == 0 || n < 2) return keys;
+// Stable LSD radix sort of keys by row; `values` (may be null) move with
+// them. Leaves the result in keys/values or tmp/tmp_values and says which.
+bool radix_sort_by_row(uint64_t* keys, uint64_t* tmp, float* values, float* tmp_values,
+                       int64_t n, int bits) {
+  if (bits == 0 || n < 2) return false;
   const int passes = (bits + kMaxDigitBits - 1) / kMaxDigitBits;
   const int digit_bits = (bits + passes - 1) / passes;
   const uint32_t mask = (1u << digit_bits) - 1;
@@ -61,10 +67,11 @@ const uint64_t* radix_sort_by_row(uint64_t* keys, uint64_t* tmp, int64_t n, int 
     const uint32_t row = row_of(keys[i]);
     for (int p = 0; p < passes; ++p) ++counts[p][(row >> (p * digit_bits)) & mask];
   }
-  uint64_t* src = keys;
-  uint64_t* dst = tmp;
+  bool in_tmp = false;
   for (int p = 0; p < passes; ++p) {
     const int shift = 32 + p * digit_bits;
+    const uint64_t* src = in_tmp ? tmp : keys;
+    uint64_t* dst = in_tmp ? keys : tmp;
     if (counts[p][(src[0] >> shift) & mask] == n) continue;  // one digit: already sorted
     uint32_t sum = 0;
     for (uint32_t d = 0; d <= mask; ++d) {
@@ -72,35 +79,48 @@ const uint64_t* radix_sort_by_row(uint64_t* keys, uint64_t* tmp, int64_t n, int 
       counts[p][d] = sum;
       sum += c;
     }
-    for (int64_t i = 0; i < n; ++i) dst[counts[p][(src[i] >> shift) & mask]++] = src[i];
-    std::swap(src, dst);
+    if (values != nullptr) {
+      const float* vsrc = in_tmp ? tmp_values : values;
+      float* vdst = in_tmp ? values : tmp_values;
+      for (int64_t i = 0; i < n; ++i) {
+        const uint32_t to = counts[p][(src[i] >> shift) & mask]++;
+        dst[to] = src[i];
+        vdst[to] = vsrc[i];
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) dst[counts[p][(src[i] >> shift) & mask]++] = src[i];
+    }
+    in_tmp = !in_tmp;
   }
-  return src;
+  return in_tmp;
 }
 
 // Builds and sorts one table's keys; stops at the first out-of-range index.
 void build_sorted_keys(const FusedBatch& batch, int table, TableScratch& s) {
   const TableBatch& t = batch.tables[table];
   const int64_t nnz = t.offsets[batch.batch_size];
+  const bool weighted = t.per_sample_weights != nullptr;
   s.keys.resize(nnz);
   s.tmp.resize(nnz);
-  s.bag_of_position.resize(nnz);
+  s.weights.resize(weighted ? nnz : 0);
+  s.tmp_weights.resize(weighted ? nnz : 0);
   s.bad_position = -1;
-  s.sorted = s.keys.data();
   for (int64_t b = 0; b < batch.batch_size; ++b) {
     for (int64_t i = t.offsets[b]; i < t.offsets[b + 1]; ++i) {
-      s.bag_of_position[i] = static_cast<uint32_t>(b);
+      const int64_t r = t.indices[i];
+      if (!detail::index_in_range(r, t.rows)) {
+        s.bad_position = i;
+        return;
+      }
+      s.keys[i] = (static_cast<uint64_t>(r) << 32) | static_cast<uint64_t>(b);
     }
   }
-  for (int64_t i = 0; i < nnz; ++i) {
-    const int64_t r = t.indices[i];
-    if (!detail::index_in_range(r, t.rows)) {
-      s.bad_position = i;
-      return;
-    }
-    s.keys[i] = (static_cast<uint64_t>(r) << 32) | static_cast<uint64_t>(i);
-  }
-  s.sorted = radix_sort_by_row(s.keys.data(), s.tmp.data(), nnz, row_bits(t.rows));
+  if (weighted) std::copy_n(t.per_sample_weights, nnz, s.weights.data());
+  const bool in_tmp = radix_sort_by_row(s.keys.data(), s.tmp.data(),
+                                        weighted ? s.weights.data() : nullptr,
+                                        s.tmp_weights.data(), nnz, row_bits(t.rows));
+  s.sorted = in_tmp ? s.tmp.data() : s.keys.data();
+  s.sorted_weights = weighted ? (in_tmp ? s.tmp_weights.data() : s.weights.data()) : nullptr;
 }
 
 struct UpdateArgs {
@@ -112,12 +132,13 @@ struct UpdateArgs {
   OptimizerConfig optimizer;
 };
 
-inline float occurrence_scale(const UpdateArgs& a, uint32_t position, uint32_t bag) {
+// `i` indexes the sorted keys.
+inline float occurrence_scale(const UpdateArgs& a, int64_t i, uint32_t bag) {
   const TableBatch& t = *a.table;
   if (a.batch->pooling == PoolingMode::kMean) {
     return detail::mean_scale(t.offsets[bag + 1] - t.offsets[bag]);
   }
-  return t.per_sample_weights != nullptr ? t.per_sample_weights[position] : 1.0f;
+  return a.scratch->sorted_weights != nullptr ? a.scratch->sorted_weights[i] : 1.0f;
 }
 
 inline void apply_update(const UpdateArgs& a, uint32_t row, const float* grad) {
@@ -141,7 +162,6 @@ inline void apply_update(const UpdateArgs& a, uint32_t row, const float* grad) {
 void update_rows(const UpdateArgs& a, int64_t begin, int64_t end, float* acc) {
   const TableBatch& t = *a.table;
   const uint64_t* keys = a.scratch->sorted;
-  const uint32_t* bag_of = a.scratch->bag_of_position.data();
   const int dim = t.dim;
   int64_t i = begin;
   while (i < end) {
@@ -150,13 +170,11 @@ void update_rows(const UpdateArgs& a, int64_t begin, int64_t end, float* acc) {
     for (; i < end && row_of(keys[i]) == row; ++i) {
       if (i + kUpdatePrefetchDistance < end) {
         const uint64_t ahead = keys[i + kUpdatePrefetchDistance];
-        const uint32_t ahead_bag = bag_of[static_cast<uint32_t>(ahead)];
         detail::prefetch_row_for_write(t.weights + int64_t{row_of(ahead)} * dim, dim);
-        detail::prefetch_row(a.grad + int64_t{ahead_bag} * a.grad_stride, dim);
+        detail::prefetch_row(a.grad + int64_t{bag_of(ahead)} * a.grad_stride, dim);
       }
-      const uint32_t position = static_cast<uint32_t>(keys[i]);
-      const uint32_t bag = bag_of[position];
-      const float scale = occurrence_scale(a, position, bag);
+      const uint32_t bag = bag_of(keys[i]);
+      const float scale = occurrence_scale(a, i, bag);
       const float* g = a.grad + int64_t{bag} * a.grad_stride;
       for (int d = 0; d < dim; ++d) acc[d] += scale * g[d];
     }
