@@ -109,7 +109,8 @@ int64_t zipf_row(std::mt19937_64& rng, int64_t n, double s, uint64_t scatter) {
 // Owns the weights of a case's tables and binds them into a FusedBatch.
 struct CaseData {
   std::vector<std::unique_ptr<HugeBuffer>> weights;
-  std::vector<float> grad_output, output;
+  std::vector<float> grad_output;
+  std::unique_ptr<HugeBuffer> output;  // 64-byte aligned, as a framework's would be
   FusedBatch batch;
 };
 
@@ -135,7 +136,8 @@ CaseData bind_case(const std::vector<BenchTable>& tables, int64_t batch_size, ui
   }
   c.grad_output.resize(batch_size * c.batch.total_dim());
   fill_uniform(c.grad_output, 1.0f, seed ^ 0xABCDEFull);
-  c.output.resize(c.grad_output.size());
+  c.output = std::make_unique<HugeBuffer>(
+      static_cast<int64_t>(c.grad_output.size() * sizeof(float)));
   return c;
 }
 
@@ -229,7 +231,7 @@ KernelCaseResult run_kernel_case(const std::string& name, const std::string& des
   OptimizerConfig sgd;
   sgd.learning_rate = 1e-4f;  // small: weights stay sane over many timed steps
   TbeWorkspace workspace;
-  auto ours_fwd = [&] { check_ok(tbe_forward(c.batch, c.output.data(), threads), "forward"); };
+  auto ours_fwd = [&] { check_ok(tbe_forward(c.batch, c.output->floats(), threads), "forward"); };
   auto ours_train = [&] {
     ours_fwd();
     check_ok(tbe_backward_update(c.batch, c.grad_output.data(), sgd, threads, workspace),

@@ -150,6 +150,39 @@ TEST(TbeFused, SeveralTablesInOneCall) {
   }
 }
 
+// Forward into a 64-byte aligned output with sentinels past its end.
+void check_forward_aligned(const Problem& p, const std::string& what) {
+  Problem::State state = p.initial_state();
+  const FusedBatch batch = p.batch(state);
+  const int64_t size = batch.batch_size * batch.total_dim();
+  std::vector<float> want(size);
+  ASSERT_TRUE(tbe_forward_ref(batch, want.data()).ok());
+  constexpr int64_t kAlignFloats = 16;
+  std::vector<float> storage(size + kSentinelCount + kAlignFloats, 777.0f);
+  float* got = storage.data();
+  while (reinterpret_cast<uintptr_t>(got) % 64 != 0) ++got;
+  std::fill(got + size, got + size + kSentinelCount, kSentinel);
+  for (int threads : {1, 2}) {
+    ASSERT_TRUE(tbe_forward(batch, got, threads).ok()) << what;
+    expect_sentinels(std::vector<float>(got, got + size + kSentinelCount), size);
+    expect_close(std::vector<float>(got, got + size), want, what);
+  }
+}
+
+// Outputs of 4 MiB and more whose lines are whole (64-byte aligned, dims and
+// column offsets multiples of 16) take the streaming-store path.
+TEST(TbeFused, LargeAlignedOutputMatchesReference) {
+  std::vector<TableShape> shapes = {TableShape{3000, 128, 6, false, 0.1},
+                                    TableShape{500, 16, 3, true, 0.1},
+                                    TableShape{700, 17, 2, false, 0.1},  // misaligns the rest
+                                    TableShape{900, 64, 4, false, 0.1}};
+  check_forward_aligned(make_problem(shapes, 4096, PoolingMode::kSum, 17), "mixed columns");
+  shapes.erase(shapes.begin() + 2);  // total_dim 208 = 13 x 16: every table streams
+  check_forward_aligned(make_problem(shapes, 5000, PoolingMode::kSum, 18), "aligned columns");
+  shapes[1].weighted = false;
+  check_forward_aligned(make_problem(shapes, 5000, PoolingMode::kMean, 19), "aligned mean");
+}
+
 TEST(TbeFused, AllBagsEmptyGiveZerosAndNoUpdate) {
   std::vector<TableShape> shapes = {TableShape{10, 7, 0, false, 1.0},
                                     TableShape{10, 64, 5, false, 1.0}};
