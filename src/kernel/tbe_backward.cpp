@@ -39,7 +39,7 @@ namespace {
 using TableScratch = TbeWorkspace::Impl::TableScratch;
 
 // Occurrences ahead whose weight and gradient rows are prefetched.
-constexpr int64_t kUpdatePrefetchDistance = 8;
+constexpr int64_t kUpdatePrefetchDistance = 16;
 // 11-bit digits: the 2048 counters of a pass stay in L1; 2M rows take 2 passes.
 constexpr int kMaxDigitBits = 11;
 constexpr int kMaxPasses = 3;  // rows < 2^31
@@ -170,7 +170,9 @@ void update_rows(const UpdateArgs& a, int64_t begin, int64_t end, float* acc) {
     for (; i < end && row_of(keys[i]) == row; ++i) {
       if (i + kUpdatePrefetchDistance < end) {
         const uint64_t ahead = keys[i + kUpdatePrefetchDistance];
-        detail::prefetch_row_for_write(t.weights + int64_t{row_of(ahead)} * dim, dim);
+        if (row_of(ahead) != row_of(keys[i + kUpdatePrefetchDistance - 1])) {  // once per row
+          detail::prefetch_row_for_write(t.weights + int64_t{row_of(ahead)} * dim, dim);
+        }
         detail::prefetch_row(a.grad + int64_t{bag_of(ahead)} * a.grad_stride, dim);
       }
       const uint32_t bag = bag_of(keys[i]);
