@@ -47,10 +47,17 @@ class CostModel {
 };
 
 struct CostModelOptions {
-  std::string model_dir;   // neural: the trained model directory; analytic: calibration file dir
-  int64_t batch_size = 0;  // 0: the model's own
+  std::string model_dir;     // neural: the trained model directory
+  std::string calibration;   // analytic: the file written by `embshard calibrate`
+  std::string workload_dir;  // measured: the workload whose traces are executed
+  int64_t batch_size = 0;    // 0: the model's own
   int threads = 1;
 };
+
+// The implementations (src/cost/<name>*.cpp), reached through the registry.
+std::unique_ptr<CostModel> make_neural_cost_model(const CostModelOptions& options);
+std::unique_ptr<CostModel> make_analytic_cost_model(const CostModelOptions& options);
+std::unique_ptr<CostModel> make_measured_cost_model(const CostModelOptions& options);
 
 // Valid names: "analytic", "neural", "measured". Error lists them when
 // `name` is unknown.
