@@ -145,6 +145,14 @@ class GzipSource : public ByteSource {
     const int got = ::gzread(file_, out, static_cast<unsigned>(std::min<size_t>(n, 1 << 30)));
     ES_CHECK(got >= 0, "'{}': corrupted gzip stream near uncompressed byte {}: {}", path_, pos_,
              error_text());
+    if (got == 0) {
+      // zlib reports a stream cut short (even in its CRC trailer) as a
+      // non-fatal Z_BUF_ERROR, to allow reading a growing file.
+      int code = Z_OK;
+      ::gzerror(file_, &code);
+      ES_CHECK(code == Z_OK, "'{}': truncated or corrupted gzip stream after {} uncompressed "
+               "bytes: {}", path_, pos_, error_text());
+    }
     return static_cast<size_t>(got);
   }
 
