@@ -63,7 +63,7 @@ class ByteSource {
 
   void seek(uint64_t pos) {
     if (pos == pos_) return;
-    if (pos > pos_) done_ += pos - pos_;  // a gzip stream decompresses what it skips
+    if (pos > pos_ && gzipped()) done_ += pos - pos_;  // zlib decompresses what it skips
     do_seek(pos);
     pos_ = pos;
     report();

@@ -81,6 +81,9 @@ int main(int argc, char** argv) {
   };
   embshard::testing::PtWriteOptions options;
   options.archive = "dlrm_big";
+  // Like torch.save, switch to ZIP64 records when sizes or offsets may pass 4 GiB.
+  const uint64_t approx_bytes = (uint64_t(total) * (int32 ? 4 : 8)) + uint64_t(tables * batch) * 16;
+  options.zip64 = approx_bytes >= (uint64_t{1} << 32) - (uint64_t{1} << 20);
   embshard::testing::write_pt_tuple(out, {indices, offs, lengths}, options);
   std::printf("wrote %s: %lld tables x batch %lld, %lld indices (%s)\n", out.c_str(),
               static_cast<long long>(tables), static_cast<long long>(batch),

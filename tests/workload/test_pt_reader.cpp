@@ -156,7 +156,20 @@ TEST_F(PtReaderTest, RejectsBadTensors) {
   expect_import_error(write_batch("len.pt", with_values(2, &v, [](auto& l) { l[6] += 1; })),
                       "lengths[1][2]");
   expect_import_error(write_batch("neg.pt", with_values(0, &v, [](auto& i) { i[3] = -4; })),
-                      "indices[3] = -4 is negative");
+                      "indices[3] = -4 (table 0) is negative");
+  const std::string wide =
+      write_batch("wide.pt", with_values(0, &v, [](auto& i) { i[2] = int64_t{1} << 33; }));
+  ImportOptions narrow;
+  narrow.index_bytes = 4;
+  try {
+    import_pt(wide, path("narrow"), narrow);
+    ADD_FAILURE() << "an index of 2^33 imported with index_bytes 4";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(wide + "': indices[2] = 8589934592 (table 0) is too "
+                                         "large for --index-bytes 4"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(path("narrow")));
 
   auto t = tensors();
   t[0].storage_type = "FloatStorage";
