@@ -1,15 +1,15 @@
 // A streaming reader for torch.save'd files, without libtorch.
 //
 // torch.save writes a zip archive (PyTorchStreamWriter): every record stored
-// uncompressed (method 0) with its sizes and CRC-32 in the local header (ZIP64
-// extra field for records of 4 GiB and more), named "<archive>/data.pkl" (the
-// pickled object), "<archive>/data/<key>" (one per storage), and
-// "<archive>/version", "<archive>/byteorder", ... The file may be gzip'd as a
-// whole (detected by its magic bytes, not its name).
+// uncompressed (method 0), named "<archive>/data.pkl" (the pickled object),
+// "<archive>/data/<key>" (one per storage), "<archive>/version",
+// "<archive>/byteorder", ...; ZIP64 extra fields and end records past 4 GiB.
+// The file may be gzip'd as a whole (detected by its magic bytes, not its name).
 //
-// libtorch's writer puts sizes and CRC-32 in a data descriptor after each
-// record, not in its local header, so PtArchive reads the central directory at
-// the end of the archive first, then seeks to the records it needs. A gzip'd
+// libtorch's writer (1.13) puts sizes and CRC-32 in a data descriptor after
+// each record, not in its local header, so PtArchive reads the central
+// directory at the end of the archive first, then seeks to the records it
+// needs. A gzip'd
 // file has no cheap seek: finding the directory decompresses it once (zlib
 // checks the gzip CRC), and each backward seek decompresses again from the
 // start. Every record read is checked against its CRC-32 (a streamed one when
@@ -52,7 +52,8 @@ struct ZipEntry {
   uint32_t crc32 = 0;
 };
 
-// Called with the number of (uncompressed) bytes read or skipped so far.
+// Called with the number of (uncompressed) bytes processed so far: read, or
+// skipped in a gzip stream (which decompresses them).
 using ProgressFn = std::function<void(uint64_t bytes_done)>;
 
 class ByteSource;
@@ -60,8 +61,9 @@ class TensorStream;
 
 class PtArchive {
  public:
-  // Opens `path`, walks to data.pkl and parses it. Throws Error naming the
-  // file on anything malformed.
+  // Opens `path`, reads the central directory and parses data.pkl (and, in a
+  // plain file, checks the CRC of every small record). Throws Error naming
+  // the file on anything malformed.
   explicit PtArchive(std::string path, ProgressFn progress = {});
   ~PtArchive();
   PtArchive(const PtArchive&) = delete;
