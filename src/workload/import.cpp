@@ -1,4 +1,5 @@
 #include "embshard/workload/import.h"
+#include "embshard/workload/stats.h"
 
 #include <unistd.h>
 
@@ -22,44 +23,14 @@ using pt::TensorInfo;
 // Per-table statistics of one batch: rows, pooling factor, unique rows and the
 // two reuse histograms. Self-contained so that a general statistics module
 // can replace it.
-TableSpec table_stats_from_trace(const TableTrace& trace, std::string name, int dim) {
+TableSpec table_spec_from_trace(const TableTrace& trace, std::string name, int dim) {
   TableSpec spec;
   spec.name = std::move(name);
   spec.dim = dim;
-  const int64_t lookups = static_cast<int64_t>(trace.indices.size());
-  spec.pooling_factor =
-      trace.batch_size() > 0 ? static_cast<double>(lookups) / trace.batch_size() : 0.0;
-  spec.rows = 1;
-  if (lookups == 0) return spec;
-  auto add_row = [&spec](uint64_t count) {
-    const int bin = reuse_bin(count);
-    spec.row_reuse[bin] += 1;
-    spec.lookup_reuse[bin] += static_cast<double>(count);
-    ++spec.unique_rows;
-  };
-  const int64_t max_index = *std::max_element(trace.indices.begin(), trace.indices.end());
-  spec.rows = max_index + 1;
-  if (max_index < 2 * lookups && lookups < std::numeric_limits<uint32_t>::max()) {
-    // Dense counts: no more memory than a sorted copy, and much faster.
-    std::vector<uint32_t> counts(static_cast<size_t>(max_index) + 1, 0);
-    for (int64_t index : trace.indices) ++counts[index];
-    for (uint32_t count : counts) {
-      if (count > 0) add_row(count);
-    }
-  } else {
-    std::vector<int64_t> sorted = trace.indices;
-    std::sort(sorted.begin(), sorted.end());
-    for (size_t begin = 0; begin < sorted.size();) {
-      size_t end = begin + 1;
-      while (end < sorted.size() && sorted[end] == sorted[begin]) ++end;
-      add_row(end - begin);
-      begin = end;
-    }
-  }
-  for (int k = 0; k < kReuseBins; ++k) {
-    spec.row_reuse[k] /= static_cast<double>(spec.unique_rows);
-    spec.lookup_reuse[k] /= static_cast<double>(lookups);
-  }
+  spec.rows = trace.indices.empty()
+                  ? 1
+                  : *std::max_element(trace.indices.begin(), trace.indices.end()) + 1;
+  fill_table_spec(compute_table_stats(trace, spec.rows, spec.name), spec);
   return spec;
 }
 
@@ -165,7 +136,7 @@ std::vector<TableSpec> convert_tables(pt::PtArchive& archive, const Layout& l,
                begin + static_cast<int64_t>(i), trace.indices[i], t,
                trace.indices[i] < 0 ? "negative" : "too large for --index-bytes 4");
     }
-    specs.push_back(table_stats_from_trace(trace, fmt::format("t{}", t), dim));
+    specs.push_back(table_spec_from_trace(trace, fmt::format("t{}", t), dim));
     writer.add_table(trace);
   }
   stream->finish();
