@@ -36,7 +36,7 @@ void Progress::update(uint64_t done, const std::string& note) {
   const auto now = std::chrono::steady_clock::now();
   const double since_draw = std::chrono::duration<double>(now - last_draw_).count();
   // A terminal redraws often; a log gets a line every 5 s at most.
-  if (since_draw >= (tty_ ? 0.1 : 5.0) || done_ == total_) draw(false, note);
+  if (since_draw >= (tty_ ? 0.1 : 5.0)) draw(false, note);
 }
 
 void Progress::finish(const std::string& note) {

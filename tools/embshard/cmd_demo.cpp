@@ -1,6 +1,7 @@
 // embshard demo: the main job on built-in defaults. Synthesizes a small
 // workload calibrated to the 2021 statistics and measures the cost of random
 // shards of it on the fused executor, printing what it did at each step.
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 
@@ -43,6 +44,7 @@ void run_demo(DemoArgs& args) {
   fmt::print("[1/2] synth --profile {} --tables {} --batch {} --seed {} -o {}\n",
              args.synth.profile, args.synth.num_tables, args.synth.batch_size, args.synth.seed,
              workload_dir);
+  std::fflush(stdout);
   Progress progress("synth", static_cast<uint64_t>(args.synth.num_tables));
   const Workload w = synthesize_workload(
       args.synth, target, workload_dir,
@@ -56,6 +58,7 @@ void run_demo(DemoArgs& args) {
              "--out {}\n",
              workload_dir, args.bench.samples, args.bench.max_tables, args.bench.threads,
              args.bench.out_path);
+  std::fflush(stdout);
   // A fresh measurement each time: the workload was just regenerated.
   std::filesystem::remove(args.bench.out_path);
   run_compute_bench(args.bench);

@@ -2,8 +2,11 @@
 #include <cstdio>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "commands.h"
 #include "embshard/util/error.h"
+#include "embshard/util/progress.h"
 #include "embshard/workload/synth.h"
 
 namespace embshard::cli {
@@ -25,12 +28,13 @@ void run_synth(const SynthArgs& args) {
                target.unique_ratio, static_cast<long long>(args.options.num_tables),
                static_cast<long long>(args.options.batch_size),
                static_cast<unsigned long long>(args.options.seed));
-  const auto progress = [](size_t t, size_t count, const TableSpec& spec) {
-    std::fprintf(stderr, "synth: table %zu/%zu %s: %lld rows, dim %d, pooling %.2f, %lld unique\n",
-                 t + 1, count, spec.name.c_str(), static_cast<long long>(spec.rows), spec.dim,
-                 spec.pooling_factor, static_cast<long long>(spec.unique_rows));
+  Progress progress("synth", static_cast<uint64_t>(args.options.num_tables));
+  const auto on_table = [&progress](size_t t, size_t, const TableSpec& spec) {
+    progress.update(t + 1, fmt::format("{}: {} rows, dim {}, pooling {:.2f}", spec.name,
+                                       spec.rows, spec.dim, spec.pooling_factor));
   };
-  const Workload w = synthesize_workload(args.options, target, args.out_dir, progress);
+  synthesize_workload(args.options, target, args.out_dir, on_table);
+  progress.finish();
   std::fprintf(stderr, "synth: wrote %s/%s and %s/%s\n", args.out_dir.c_str(), kTablesFile,
                args.out_dir.c_str(), kTraceFile);
 }
