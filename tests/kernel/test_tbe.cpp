@@ -59,9 +59,25 @@ void check_forward(const Problem& p, int threads, const std::string& what) {
   expect_close(got, want, what + " forward");
 }
 
+// Sentinels past every weight and momentum buffer: an update that writes
+// past a table is caught (the reference's copies carry them too).
+void add_sentinels(Problem::State& state) {
+  for (auto& w : state.weights) w.insert(w.end(), kSentinelCount, kSentinel);
+  for (auto& m : state.momentum) m.insert(m.end(), kSentinelCount, kSentinel);
+}
+
+void expect_state_sentinels(const Problem& p, const Problem::State& state) {
+  for (size_t t = 0; t < p.shapes.size(); ++t) {
+    expect_sentinels(state.weights[t], static_cast<int64_t>(p.weights[t].size()));
+    expect_sentinels(state.momentum[t], static_cast<int64_t>(p.momentum[t].size()));
+  }
+}
+
 void check_backward(const Problem& p, const OptimizerConfig& opt, int threads,
                     const std::string& what) {
   Problem::State ref = p.initial_state(), ours = p.initial_state();
+  add_sentinels(ref);
+  add_sentinels(ours);
   const FusedBatch ref_batch = p.batch(ref), our_batch = p.batch(ours);
   ASSERT_TRUE(tbe_backward_update_ref(ref_batch, p.grad_output.data(), opt).ok()) << what;
   TbeWorkspace ws;
@@ -79,6 +95,7 @@ void check_backward(const Problem& p, const OptimizerConfig& opt, int threads,
   for (size_t t = 0; t < p.shapes.size(); ++t) {
     expect_close(ours.weights[t], ref.weights[t], what + " 2nd call t" + std::to_string(t));
   }
+  expect_state_sentinels(p, ours);
 }
 
 std::string describe(int dim, PoolingMode pooling, bool weighted, int threads) {
@@ -139,7 +156,7 @@ TEST(TbeFused, SeveralTablesInOneCall) {
       for (TableShape& s : shapes) s.weighted = false;
     }
     const Problem p = make_problem(shapes, 333, pooling, 7);
-    for (int threads : {1, 2}) {
+    for (int threads : {1, 2, 3}) {
       check_forward(p, threads, "mixed forward");
       for (OptimizerType type : {OptimizerType::kSgd, OptimizerType::kRowWiseAdagrad}) {
         OptimizerConfig opt;
@@ -181,6 +198,16 @@ TEST(TbeFused, LargeAlignedOutputMatchesReference) {
   check_forward_aligned(make_problem(shapes, 5000, PoolingMode::kSum, 18), "aligned columns");
   shapes[1].weighted = false;
   check_forward_aligned(make_problem(shapes, 5000, PoolingMode::kMean, 19), "aligned mean");
+}
+
+// Hot rows shared by many bags and threads: row 0 and repeats dominate.
+TEST(TbeBackward, SkewedTablesManyThreads) {
+  const Problem p = make_problem({TableShape{5, 33, 40, true, 0.0}, TableShape{3, 8, 40, false, 0.0}},
+                                 200, PoolingMode::kSum, 29);
+  for (int threads : {1, 2, 4}) {
+    check_backward(p, OptimizerConfig{OptimizerType::kRowWiseAdagrad, 0.05f, 1e-8f}, threads,
+                   "skewed");
+  }
 }
 
 TEST(TbeFused, AllBagsEmptyGiveZerosAndNoUpdate) {
