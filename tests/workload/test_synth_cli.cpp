@@ -1,36 +1,19 @@
 // The synth and inspect commands end to end: flags, errors, JSON names.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "embshard/workload/stats.h"
+#include "test_util.h"
 
 namespace embshard {
 namespace {
 
-struct CliResult {
-  int rc = -1;
-  std::string output;  // stdout and stderr
-};
-
-CliResult run_cli(const std::string& args) {
-  CliResult r;
-  const std::string command = std::string(EMBSHARD_CLI_PATH) + " " + args + " 2>&1";
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t got;
-  while ((got = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), got);
-  const int status = ::pclose(pipe);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using CliResult = testing::CommandResult;
+using testing::run_cli;
 
 class SynthCli : public ::testing::Test {
  protected:
@@ -59,17 +42,17 @@ TEST_F(SynthCli, BadFlagsFailWithAMessage) {
   };
   for (const auto& c : cases) {
     const CliResult r = run_cli(c.args);
-    EXPECT_NE(r.rc, 0) << c.args;
+    EXPECT_NE(r.exit_code, 0) << c.args;
     EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << "\n" << r.output;
   }
 }
 
 TEST_F(SynthCli, SynthThenInspectJson) {
   const CliResult synth = run_cli("synth --profile 2022 --tables 30 --batch 1024 --seed 4 -o " + dir_);
-  ASSERT_EQ(synth.rc, 0) << synth.output;
-  EXPECT_NE(synth.output.find("table 30/30"), std::string::npos) << synth.output;
+  ASSERT_EQ(synth.exit_code, 0) << synth.output;
+  EXPECT_NE(synth.output.find("synth: 30/30 (100%)"), std::string::npos) << synth.output;
   const CliResult inspect = run_cli("inspect " + dir_ + " --json --compare 2022 2>/dev/null");
-  ASSERT_EQ(inspect.rc, 0) << inspect.output;
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
   const auto j = nlohmann::json::parse(inspect.output);
   const auto& a = j.at("aggregate");
   EXPECT_EQ(a.at("row_reuse_histogram").size(), kReuseBins);
