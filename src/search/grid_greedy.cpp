@@ -1,6 +1,7 @@
 // The greedy grid search inside every NeuroShard beam step.
 #include "grid_greedy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -27,6 +28,8 @@ void Layout::reset(int devices, size_t pieces) {
   dim_sum.assign(devices, 0.0);
   compute_ms.assign(devices, 0.0);
   device_of.assign(pieces, -1);
+  by_compute.resize(devices);
+  std::iota(by_compute.begin(), by_compute.end(), 0);
 }
 
 void Layout::copy_from(const Layout& other) {
@@ -37,6 +40,7 @@ void Layout::copy_from(const Layout& other) {
   dim_sum = other.dim_sum;
   compute_ms = other.compute_ms;
   device_of = other.device_of;
+  by_compute = other.by_compute;
 }
 
 void Layout::place(size_t index, int d, const Piece& p, double fused_ms) {
@@ -46,6 +50,14 @@ void Layout::place(size_t index, int d, const Piece& p, double fused_ms) {
   dim_sum[d] += p.cols;
   compute_ms[d] = fused_ms;
   device_of[index] = d;
+  // Keep by_compute sorted: d only got dearer, so it moves right.
+  size_t i = std::find(by_compute.begin(), by_compute.end(), d) - by_compute.begin();
+  while (i + 1 < by_compute.size()) {
+    const int next = by_compute[i + 1];
+    if (compute_ms[next] > fused_ms || (compute_ms[next] == fused_ms && next > d)) break;
+    by_compute[i] = next;
+    by_compute[++i] = d;
+  }
 }
 
 GridGreedy::GridGreedy(const PlanTask& task, CostModel& model, const PlannerOptions& options)
@@ -54,7 +66,8 @@ GridGreedy::GridGreedy(const PlanTask& task, CostModel& model, const PlannerOpti
       cache_(options.cache_log2_entries),
       grid_steps_(options.grid_steps),
       cap_low_(options.cap_low),
-      cap_high_(options.cap_high) {
+      cap_high_(options.cap_high),
+      prune_(options.prune_monotone) {
   ES_CHECK(grid_steps_ >= 1, "grid steps is {}, must be at least 1", grid_steps_);
   ES_CHECK(cap_low_ > 0 && cap_high_ >= cap_low_, "dim-sum caps {}..{} x mean are not a range",
            cap_low_, cap_high_);
@@ -112,12 +125,16 @@ bool GridGreedy::choose(Layout& L, const Piece& p, const std::vector<int>& caps,
   const int n = task_.num_devices();
   const double min_cap = caps_[caps.front()], max_cap = caps_[caps.back()];
   int best = -1;
-  for (int d = 0; d < n; ++d) {
-    cand_ms_[d] = -1;
+  for (int d = 0; d < n; ++d) cand_ms_[d] = -1;
+  for (const int d : L.by_compute) {
+    // Every device from here on costs at least its compute alone.
+    if (prune_ && best >= 0 && L.compute_ms[d] >= cand_ms_[best]) break;
     if (L.mem_bytes[d] + p.mem_bytes > task_.device_mem_bytes[d]) continue;
     if (L.dim_sum[d] + p.cols > max_cap) continue;
     cand_ms_[d] = fused_ms(L, d, p);
-    if (best < 0 || cand_ms_[d] < cand_ms_[best]) best = d;
+    if (best < 0 || cand_ms_[d] < cand_ms_[best] || (cand_ms_[d] == cand_ms_[best] && d < best)) {
+      best = d;
+    }
   }
   // The common case: the best device under the loosest cap is under all.
   if (best >= 0 && L.dim_sum[best] + p.cols <= min_cap) {

@@ -8,7 +8,11 @@
 // cached under a multiset hash of the device's pieces, so the same device
 // contents are costed once across caps, beam candidates and beam steps; and
 // per-device state (pieces, memory, dim sum, compute) is kept incrementally in
-// buffers reused from run to run (no allocation in the inner loop).
+// buffers reused from run to run (no allocation in the inner loop). With
+// `prune_monotone`, devices are tried in ascending order of their compute and
+// the scan stops at the first whose compute alone is no better than the best
+// fused cost found: exact when adding a piece never makes a device cheaper
+// (the assumption lower_bound() makes too); off, every device is costed.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +65,7 @@ struct Layout {
   std::vector<double> dim_sum;
   std::vector<double> compute_ms;
   std::vector<int> device_of;         // per piece, -1 until placed
+  std::vector<int> by_compute;        // devices by ascending (compute_ms, index)
 
   void reset(int devices, size_t pieces);
   void copy_from(const Layout& other);
@@ -91,6 +96,7 @@ class GridGreedy {
   CostCache cache_;
   int grid_steps_;
   double cap_low_, cap_high_;
+  bool prune_;
   std::vector<double> caps_;                  // this run's dim-sum caps
   const std::vector<Piece>* pieces_ = nullptr;
   std::vector<std::unique_ptr<Layout>> pool_;  // pool_[depth] for forks

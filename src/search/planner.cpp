@@ -39,11 +39,16 @@ LowerBound lower_bound(const PlanTask& task, ShardCosts& costs) {
   // The devices together cost at least the whole task fused into one call.
   b.work_ms = costs.model().compute_ms(all) / task.num_devices();
   const size_t n = task.num_devices();
-  std::vector<double> zero(n, 0.0), fwd(n), bwd(n);
-  costs.model().comm_ms(zero, zero, fwd, bwd);
+  std::vector<double> dims(n, 0.0), zero(n, 0.0), fwd(n), bwd(n);
+  costs.model().comm_ms(dims, zero, fwd, bwd);
   b.comm_ms = fwd[0] + bwd[0];
   for (size_t d = 1; d < n; ++d) b.comm_ms = std::min(b.comm_ms, fwd[d] + bwd[d]);
   b.comm_ms = std::max(0.0, b.comm_ms);
+  double total_dims = 0;
+  for (const TableSpec& t : task.tables) total_dims += t.dim;
+  dims.assign(n, total_dims / n);
+  costs.model().comm_ms(dims, zero, fwd, bwd);
+  for (size_t d = 0; d < n; ++d) b.mean_comm_ms += (fwd[d] + bwd[d]) / n;
   return b;
 }
 

@@ -27,7 +27,10 @@ struct PlannerOptions {
   int grid_steps = 11;      // per-device dim-sum caps from cap_low to cap_high x mean
   double cap_low = 1.0;
   double cap_high = 1.5;
-  int cache_log2_entries = 20;  // fused-cost cache (16 bytes an entry)
+  int cache_log2_entries = 18;  // fused-cost cache (16 bytes an entry)
+  // Stop costing devices once their compute alone exceeds the best fused cost
+  // found (exact for monotone cost models; see grid_greedy.h).
+  bool prune_monotone = true;
 };
 
 class Planner {
@@ -51,18 +54,23 @@ std::unique_ptr<Planner> make_score_greedy_planner(const std::string& score);
 std::unique_ptr<Planner> make_torchrec_planner(const PlannerOptions& options);
 std::unique_ptr<Planner> make_neuroshard_planner(const PlannerOptions& options);
 
-// A lower bound on the cost of every plan of the task under `costs`' model:
-//   max(largest unsplittable piece alone, fused cost of all tables / devices)
-//   + the least communication any device can have.
+// A lower bound on the cost of every plan of the task under `costs`' model,
+// the larger of
+//   the costliest narrowest piece alone + the least communication any device
+//     can have (zero load, no delay), and
+//   the mean device: (all tables fused into one call + the communication of
+//     every device at evenly spread dim sums, no delays) / devices.
 // Valid when the model's compute is monotone (adding a table never makes a
 // device cheaper) and fusing never costs more than running apart (the cost of
-// the union of shards <= the sum of their costs), and communication grows
-// with the dim sum and the delay. docs/plan.md explains the terms.
+// a union of shards <= the sum of their costs), and communication grows with
+// the dim sum and the delay, its sum over devices least when the dims are
+// spread evenly (convex). docs/plan.md explains the terms.
 struct LowerBound {
-  double piece_ms = 0;  // the costliest narrowest piece alone
-  double work_ms = 0;   // all tables fused, divided by the devices
-  double comm_ms = 0;   // communication at zero load
-  double total_ms() const { return std::max(piece_ms, work_ms) + comm_ms; }
+  double piece_ms = 0;       // the costliest narrowest piece alone
+  double comm_ms = 0;        // least communication of one device (zero load)
+  double work_ms = 0;        // all tables fused, divided by the devices
+  double mean_comm_ms = 0;   // mean device communication at even dim sums
+  double total_ms() const { return std::max(piece_ms + comm_ms, work_ms + mean_comm_ms); }
 };
 LowerBound lower_bound(const PlanTask& task, ShardCosts& costs);
 
