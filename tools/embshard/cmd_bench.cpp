@@ -1,4 +1,4 @@
-// embshard bench compute | kernel | comm
+// embshard bench compute | kernel | comm | plan
 #include <algorithm>
 #include <cstdio>
 
@@ -100,6 +100,7 @@ void add_bench_command(CLI::App& app) {
   add_compute_command(*bench);
   add_bench_kernel_command(*bench);
   add_bench_comm_command(*bench);
+  add_bench_plan_command(*bench);
 }
 
 }  // namespace embshard::cli

@@ -1,0 +1,114 @@
+// The plan model: a sharding task (tables, devices, constraints) and a plan
+// (which piece of which table lives on which device), with a validator that
+// every planner's output goes through.
+//
+// A shard is a rectangle of one table: a column range x a row range, on one
+// device. Table-wise (one shard covering the table), column-wise, row-wise and
+// grid shards are rectangles that tile the table exactly once. Data-parallel
+// tables are replicas: one full copy on every device, flagged `replica`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "embshard/workload/table.h"
+
+namespace embshard {
+
+// What a shard costs in device memory. The executor's default optimizer is
+// row-wise Adagrad: one fp32 accumulator per row per shard, on top of the
+// fp32 weights. Counting it avoids the under-estimated memory (and OOM) that
+// users report of planners that count weights only.
+struct MemoryModel {
+  int64_t bytes_per_weight = 4;
+  int64_t optimizer_bytes_per_row = 4;
+
+  int64_t shard_bytes(int64_t rows, int64_t cols) const {
+    return rows * (cols * bytes_per_weight + optimizer_bytes_per_row);
+  }
+};
+
+// Column widths a split may produce: a multiple of 4 (the executor's vector
+// width) and, when `allowed` is non-empty, one of the listed widths.
+struct SplitRule {
+  int multiple = 4;
+  std::vector<int> allowed;  // empty: every multiple of `multiple`
+
+  bool allows(int cols) const;
+  // Can a piece of `cols` columns be halved into two allowed pieces?
+  bool can_halve(int cols) const { return cols % 2 == 0 && allows(cols / 2); }
+};
+
+// What the planners are given. Build it with make_task(), which resolves the
+// constraints by table name and checks them.
+struct PlanTask {
+  std::vector<TableSpec> tables;
+  int64_t batch_size = 0;
+  std::vector<int64_t> device_mem_bytes;  // capacity of each device
+  MemoryModel memory;
+  SplitRule split;
+  std::vector<int> pinned_device;   // per table: its device, or -1
+  std::vector<uint8_t> no_split;    // per table: 1 if it must stay whole
+
+  int num_devices() const { return static_cast<int>(device_mem_bytes.size()); }
+  int num_tables() const { return static_cast<int>(tables.size()); }
+  int64_t table_bytes(int t) const { return memory.shard_bytes(tables[t].rows, tables[t].dim); }
+  // Pinned tables are never split: all of a pinned table stays on its device.
+  bool splittable(int t) const { return !no_split[t] && pinned_device[t] < 0; }
+  // The narrowest column piece a table can be cut into by halvings.
+  int min_piece_cols(int t) const;
+};
+
+struct TablePin {
+  std::string table;
+  int device = 0;
+};
+
+struct TaskConstraints {
+  std::vector<TablePin> pins;
+  std::vector<std::string> no_split;
+  SplitRule split;
+};
+
+// Resolves the constraints (unknown table names and out-of-range devices are
+// errors) and checks that the task is feasible piece by piece: Error names the
+// table that cannot fit, its bytes and the capacity it was compared with.
+PlanTask make_task(std::vector<TableSpec> tables, int64_t batch_size,
+                   std::vector<int64_t> device_mem_bytes, const TaskConstraints& constraints,
+                   MemoryModel memory = {});
+// The capacity list from the CLI's forms: `count` devices of `each_bytes`, or
+// an explicit list (whose length must be `count`).
+std::vector<int64_t> device_capacities(int count, int64_t each_bytes,
+                                       const std::vector<int64_t>& list);
+
+struct Shard {
+  int table = 0;
+  int col_offset = 0;
+  int cols = 0;
+  int64_t row_offset = 0;
+  int64_t rows = 0;
+  int device = 0;
+  bool replica = false;  // data parallel: a full copy on every device
+};
+
+struct Plan {
+  std::vector<Shard> shards;
+};
+
+// Memory of each device under the plan.
+std::vector<int64_t> device_memory_bytes(const PlanTask& task, const Plan& plan);
+
+// Throws Error naming the table (or device) and the fault: a shard outside
+// its table or on a device that does not exist; columns of a row range
+// covered twice or not at all; a replicated table without exactly one full
+// copy per device; memory over a device's capacity; a pinned table off its
+// device; a no-split table in pieces; a piece of a width the split rule
+// forbids.
+void validate_plan(const PlanTask& task, const Plan& plan);
+
+// TorchRec's names: "table_wise", "column_wise", "row_wise",
+// "table_column_wise", "table_row_wise", "grid_shard", "data_parallel".
+std::string sharding_type(const PlanTask& task, const Plan& plan, int table);
+
+}  // namespace embshard

@@ -1,0 +1,93 @@
+// Planners: search a plan for a task against a cost model.
+//
+// Every planner is created by name from one registry (create_planner), and
+// every plan goes through make_plan(), which validates it, predicts its costs
+// with the cost model and reports the lower bound and the optimality gap, so a
+// planner cannot hand back a plan that breaks a memory cap or a constraint.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "embshard/cost/cost_model.h"
+#include "embshard/plan/plan.h"
+#include "embshard/plan/predict.h"
+
+namespace embshard {
+
+struct PlannerOptions {
+  uint64_t seed = 1;  // random
+  // neuroshard: NeuroShard's published search parameters by default.
+  int beam_width = 3;
+  int max_steps = 10;
+  int candidates = 10;      // top-k pieces by size and top-k by single cost
+  int grid_steps = 11;      // per-device dim-sum caps from cap_low to cap_high x mean
+  double cap_low = 1.0;
+  double cap_high = 1.5;
+  int cache_log2_entries = 18;  // fused-cost cache (16 bytes an entry)
+  // Stop costing devices once their compute alone exceeds the best fused cost
+  // found (exact for monotone cost models; see grid_greedy.h).
+  bool prune_monotone = true;
+};
+
+class Planner {
+ public:
+  virtual ~Planner() = default;
+  virtual std::string name() const = 0;
+  // A plan that keeps every memory cap and constraint, or Error naming why
+  // there is none. `costs` registers the task's pieces with the cost model.
+  virtual Plan plan(const PlanTask& task, ShardCosts& costs) = 0;
+};
+
+// Valid names: random, size_greedy, dim_greedy, lookup_greedy,
+// size_lookup_greedy, torchrec, neuroshard. Error lists them when `name` is
+// unknown.
+std::unique_ptr<Planner> create_planner(const std::string& name, const PlannerOptions& options);
+const std::vector<std::string>& planner_names();
+
+// The implementations (src/search/*.cpp), reached through the registry.
+std::unique_ptr<Planner> make_random_planner(const PlannerOptions& options);
+std::unique_ptr<Planner> make_score_greedy_planner(const std::string& score);
+std::unique_ptr<Planner> make_torchrec_planner(const PlannerOptions& options);
+std::unique_ptr<Planner> make_neuroshard_planner(const PlannerOptions& options);
+
+// A lower bound on the cost of every plan of the task under `costs`' model,
+// the larger of
+//   the costliest narrowest piece alone + the least communication any device
+//     can have (zero load, no delay), and
+//   the mean device: (all tables fused into one call + the communication of
+//     every device at evenly spread dim sums, no delays) / devices.
+// Valid when the model's compute is monotone (adding a table never makes a
+// device cheaper) and fusing never costs more than running apart (the cost of
+// a union of shards <= the sum of their costs), and communication grows with
+// the dim sum and the delay, its sum over devices least when the dims are
+// spread evenly (convex). docs/plan.md explains the terms.
+struct LowerBound {
+  double piece_ms = 0;       // the costliest narrowest piece alone
+  double comm_ms = 0;        // least communication of one device (zero load)
+  double work_ms = 0;        // all tables fused, divided by the devices
+  double mean_comm_ms = 0;   // mean device communication at even dim sums
+  double total_ms() const { return std::max(piece_ms + comm_ms, work_ms + mean_comm_ms); }
+};
+LowerBound lower_bound(const PlanTask& task, ShardCosts& costs);
+
+struct PlanResult {
+  std::string algorithm;
+  std::string cost_model;
+  Plan plan;
+  PlanPrediction predicted;
+  LowerBound bound;
+  double search_s = 0;
+  double gap() const {  // (cost - bound) / bound
+    const double lb = bound.total_ms();
+    return lb > 0 ? (predicted.cost_ms - lb) / lb : 0.0;
+  }
+};
+
+// Runs the planner, validates its plan (Error if it is invalid) and predicts.
+PlanResult make_plan(Planner& planner, const PlanTask& task, CostModel& model);
+
+}  // namespace embshard

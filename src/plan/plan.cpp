@@ -1,0 +1,252 @@
+// Tasks and the plan validator.
+#include "embshard/plan/plan.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "embshard/util/error.h"
+
+namespace embshard {
+namespace {
+
+std::string gb(int64_t bytes) { return fmt::format("{:.3f} GB", bytes / 1e9); }
+
+// Why the task cannot fit, piece by piece: the narrowest piece of every table
+// must fit the device it may go to, and all tables must fit all devices.
+void check_feasible(const PlanTask& task) {
+  const int64_t largest = *std::max_element(task.device_mem_bytes.begin(),
+                                            task.device_mem_bytes.end());
+  int64_t total_need = 0, total_have = 0;
+  for (int64_t c : task.device_mem_bytes) total_have += c;
+  for (int t = 0; t < task.num_tables(); ++t) {
+    const TableSpec& s = task.tables[t];
+    const int pin = task.pinned_device[t];
+    total_need += task.table_bytes(t);
+    if (pin >= 0) {
+      ES_CHECK(task.table_bytes(t) <= task.device_mem_bytes[pin],
+               "table '{}' ({} rows x dim {}) needs {} but is pinned to device {} which holds "
+               "{}",
+               s.name, s.rows, s.dim, gb(task.table_bytes(t)), pin,
+               gb(task.device_mem_bytes[pin]));
+      continue;
+    }
+    const int cols = task.min_piece_cols(t);
+    const int64_t piece = task.memory.shard_bytes(s.rows, cols);
+    ES_CHECK(piece <= largest,
+             "table '{}' ({} rows x dim {}, {}) cannot fit: its smallest {} ({} columns) needs "
+             "{} but the largest device holds {}",
+             s.name, s.rows, s.dim, gb(task.table_bytes(t)),
+             cols == s.dim ? "form (it may not be split)" : "column piece", cols, gb(piece),
+             gb(largest));
+  }
+  ES_CHECK(total_need <= total_have,
+           "the tables need {} in all but the {} devices hold {} together", gb(total_need),
+           task.num_devices(), gb(total_have));
+}
+
+}  // namespace
+
+bool SplitRule::allows(int cols) const {
+  if (cols <= 0 || multiple <= 0 || cols % multiple != 0) return false;
+  return allowed.empty() || std::find(allowed.begin(), allowed.end(), cols) != allowed.end();
+}
+
+int PlanTask::min_piece_cols(int t) const {
+  int cols = tables[t].dim;
+  if (!splittable(t)) return cols;
+  while (split.can_halve(cols)) cols /= 2;
+  return cols;
+}
+
+std::vector<int64_t> device_capacities(int count, int64_t each_bytes,
+                                       const std::vector<int64_t>& list) {
+  ES_CHECK(count > 0, "--devices is {}, must be at least 1", count);
+  if (!list.empty()) {
+    ES_CHECK(static_cast<int>(list.size()) == count,
+             "--mem lists {} capacities but --devices is {}: give one per device",
+             list.size(), count);
+    for (size_t d = 0; d < list.size(); ++d) {
+      ES_CHECK(list[d] > 0, "--mem capacity of device {} is {}, must be positive", d, list[d]);
+    }
+    return list;
+  }
+  ES_CHECK(each_bytes > 0, "--mem-per-device is {}, must be positive", each_bytes);
+  return std::vector<int64_t>(count, each_bytes);
+}
+
+PlanTask make_task(std::vector<TableSpec> tables, int64_t batch_size,
+                   std::vector<int64_t> device_mem_bytes, const TaskConstraints& constraints,
+                   MemoryModel memory) {
+  ES_CHECK(!device_mem_bytes.empty(), "a task needs at least one device, got 0");
+  ES_CHECK(!tables.empty(), "a task needs at least one table, got 0");
+  ES_CHECK(batch_size > 0, "batch size is {}, must be positive", batch_size);
+  PlanTask task;
+  task.tables = std::move(tables);
+  task.batch_size = batch_size;
+  task.device_mem_bytes = std::move(device_mem_bytes);
+  task.memory = memory;
+  task.split = constraints.split;
+  task.pinned_device.assign(task.tables.size(), -1);
+  task.no_split.assign(task.tables.size(), 0);
+  std::unordered_map<std::string, int> index;
+  for (int t = 0; t < task.num_tables(); ++t) {
+    const TableSpec& s = task.tables[t];
+    ES_CHECK(s.rows > 0 && s.dim > 0, "table '{}' has {} rows and dim {}, both must be positive",
+             s.name, s.rows, s.dim);
+    ES_CHECK(index.emplace(s.name, t).second, "table name '{}' appears twice", s.name);
+  }
+  auto find = [&](const std::string& name, const char* what) {
+    const auto it = index.find(name);
+    ES_CHECK(it != index.end(), "{} names table '{}', which is not in the task", what, name);
+    return it->second;
+  };
+  for (const TablePin& pin : constraints.pins) {
+    const int t = find(pin.table, "--pin");
+    ES_CHECK(pin.device >= 0 && pin.device < task.num_devices(),
+             "--pin {}={}: device {} does not exist (devices 0..{})", pin.table, pin.device,
+             pin.device, task.num_devices() - 1);
+    task.pinned_device[t] = pin.device;
+  }
+  for (const std::string& name : constraints.no_split) task.no_split[find(name, "--no-split")] = 1;
+  check_feasible(task);
+  return task;
+}
+
+std::vector<int64_t> device_memory_bytes(const PlanTask& task, const Plan& plan) {
+  std::vector<int64_t> used(task.num_devices(), 0);
+  for (const Shard& s : plan.shards) {
+    if (s.device >= 0 && s.device < task.num_devices()) {
+      used[s.device] += task.memory.shard_bytes(s.rows, s.cols);
+    }
+  }
+  return used;
+}
+
+namespace {
+
+void check_shard_bounds(const PlanTask& task, const Shard& s) {
+  ES_CHECK(s.table >= 0 && s.table < task.num_tables(), "plan has a shard of table {} (of {})",
+           s.table, task.num_tables());
+  const TableSpec& spec = task.tables[s.table];
+  ES_CHECK(s.device >= 0 && s.device < task.num_devices(),
+           "table '{}': shard on device {}, which does not exist ({} devices)", spec.name,
+           s.device, task.num_devices());
+  ES_CHECK(s.cols > 0 && s.rows > 0 && s.col_offset >= 0 && s.row_offset >= 0 &&
+               s.col_offset + s.cols <= spec.dim && s.row_offset + s.rows <= spec.rows,
+           "table '{}': shard columns [{}, {}) x rows [{}, {}) outside its {} rows x dim {}",
+           spec.name, s.col_offset, s.col_offset + s.cols, s.row_offset,
+           s.row_offset + s.rows, spec.rows, spec.dim);
+}
+
+// Rectangles that do not overlap and whose areas add up to the table's tile it
+// exactly once.
+void check_exact_cover(const PlanTask& task, int t, const std::vector<const Shard*>& shards) {
+  const TableSpec& spec = task.tables[t];
+  ES_CHECK(!shards.empty(), "table '{}' has no shard in the plan", spec.name);
+  __int128 area = 0;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const Shard& a = *shards[i];
+    area += static_cast<__int128>(a.rows) * a.cols;
+    for (size_t j = i + 1; j < shards.size(); ++j) {
+      const Shard& b = *shards[j];
+      const bool cols_overlap = a.col_offset < b.col_offset + b.cols &&
+                                b.col_offset < a.col_offset + a.cols;
+      const bool rows_overlap = a.row_offset < b.row_offset + b.rows &&
+                                b.row_offset < a.row_offset + a.rows;
+      ES_CHECK(!(cols_overlap && rows_overlap),
+               "table '{}': columns [{}, {}) and [{}, {}) are covered twice in overlapping row "
+               "ranges",
+               spec.name, a.col_offset, a.col_offset + a.cols, b.col_offset,
+               b.col_offset + b.cols);
+    }
+  }
+  ES_CHECK(area == static_cast<__int128>(spec.rows) * spec.dim,
+           "table '{}': its shards cover {} of its {} rows x {} columns", spec.name,
+           static_cast<int64_t>(area), spec.rows, spec.dim);
+}
+
+void check_replicas(const PlanTask& task, int t, const std::vector<const Shard*>& shards) {
+  const TableSpec& spec = task.tables[t];
+  std::vector<int> copies(task.num_devices(), 0);
+  for (const Shard* s : shards) {
+    ES_CHECK(s->replica && s->col_offset == 0 && s->cols == spec.dim && s->row_offset == 0 &&
+                 s->rows == spec.rows,
+             "table '{}' is data parallel, so every shard must be a full replica", spec.name);
+    ++copies[s->device];
+  }
+  for (int d = 0; d < task.num_devices(); ++d) {
+    ES_CHECK(copies[d] == 1, "data-parallel table '{}' has {} copies on device {}, must have 1",
+             spec.name, copies[d], d);
+  }
+}
+
+void check_constraints(const PlanTask& task, int t, const std::vector<const Shard*>& shards) {
+  const TableSpec& spec = task.tables[t];
+  for (const Shard* s : shards) {
+    if (task.pinned_device[t] >= 0) {
+      ES_CHECK(s->device == task.pinned_device[t],
+               "table '{}' is pinned to device {} but a shard is on device {}", spec.name,
+               task.pinned_device[t], s->device);
+    }
+    if (s->cols != spec.dim) {
+      ES_CHECK(task.split.allows(s->cols),
+               "table '{}': a column piece of width {} is not an allowed split width", spec.name,
+               s->cols);
+    }
+  }
+  if (task.no_split[t] && !shards[0]->replica) {
+    ES_CHECK(shards.size() == 1, "table '{}' may not be split but has {} shards", spec.name,
+             shards.size());
+  }
+}
+
+}  // namespace
+
+void validate_plan(const PlanTask& task, const Plan& plan) {
+  std::vector<std::vector<const Shard*>> by_table(task.tables.size());
+  for (const Shard& s : plan.shards) {
+    check_shard_bounds(task, s);
+    by_table[s.table].push_back(&s);
+  }
+  for (int t = 0; t < task.num_tables(); ++t) {
+    const auto& shards = by_table[t];
+    ES_CHECK(!shards.empty(), "table '{}' has no shard in the plan", task.tables[t].name);
+    if (shards[0]->replica) {
+      check_replicas(task, t, shards);
+    } else {
+      for (const Shard* s : shards) {
+        ES_CHECK(!s->replica, "table '{}' mixes replicas and partial shards",
+                 task.tables[t].name);
+      }
+      check_exact_cover(task, t, shards);
+    }
+    check_constraints(task, t, shards);
+  }
+  const std::vector<int64_t> used = device_memory_bytes(task, plan);
+  for (int d = 0; d < task.num_devices(); ++d) {
+    ES_CHECK(used[d] <= task.device_mem_bytes[d],
+             "device {} holds {} bytes of shards, over its capacity of {} bytes", d, used[d],
+             task.device_mem_bytes[d]);
+  }
+}
+
+std::string sharding_type(const PlanTask& task, const Plan& plan, int table) {
+  const TableSpec& spec = task.tables[table];
+  int count = 0;
+  bool full_rows = true, full_cols = true, replica = false;
+  for (const Shard& s : plan.shards) {
+    if (s.table != table) continue;
+    ++count;
+    replica = replica || s.replica;
+    full_rows = full_rows && s.rows == spec.rows;
+    full_cols = full_cols && s.cols == spec.dim;
+  }
+  if (replica) return "data_parallel";
+  if (count <= 1) return "table_wise";
+  if (full_rows) return "column_wise";
+  if (full_cols) return "row_wise";
+  return "grid_shard";
+}
+
+}  // namespace embshard

@@ -1,0 +1,137 @@
+// Plan JSON and the terminal report.
+#include "embshard/plan/report.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "embshard/util/text_table.h"
+
+namespace embshard {
+namespace {
+
+// One rank per device on one host: rank N uses cuda:N.
+std::string placement(int device) { return fmt::format("rank:{}/cuda:{}", device, device); }
+
+nlohmann::json table_json(const PlanTask& task, const Plan& plan, int t,
+                          const std::vector<const Shard*>& shards) {
+  const std::string type = sharding_type(task, plan, t);
+  nlohmann::json j;
+  j["sharding_type"] = type;
+  // TorchRec's EmbeddingComputeKernel values: "dense" for data parallel.
+  j["compute_kernel"] = type == "data_parallel" ? "dense" : "fused";
+  std::vector<int> ranks;
+  nlohmann::json list = nlohmann::json::array();
+  int64_t memory = 0;
+  for (const Shard* s : shards) {
+    ranks.push_back(s->device);
+    memory += task.memory.shard_bytes(s->rows, s->cols);
+    list.push_back({{"shard_offsets", {s->row_offset, s->col_offset}},
+                    {"shard_sizes", {s->rows, s->cols}},
+                    {"placement", placement(s->device)}});
+  }
+  j["ranks"] = ranks;
+  j["shards"] = type == "data_parallel" ? nlohmann::json(nullptr) : list;
+  j["rows"] = task.tables[t].rows;
+  j["dim"] = task.tables[t].dim;
+  j["memory_bytes"] = memory;
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
+  nlohmann::json j;
+  j["format"] = kPlanFormat;
+  j["version"] = kPlanVersion;
+  j["algorithm"] = r.algorithm;
+  j["cost_model"] = r.cost_model;
+  j["batch_size"] = task.batch_size;
+  j["num_devices"] = task.num_devices();
+  j["device_memory_bytes"] = task.device_mem_bytes;
+  std::vector<std::vector<const Shard*>> by_table(task.tables.size());
+  for (const Shard& s : r.plan.shards) by_table[s.table].push_back(&s);
+  for (int t = 0; t < task.num_tables(); ++t) {
+    j["tables"][task.tables[t].name] = table_json(task, r.plan, t, by_table[t]);
+  }
+  // JSON objects are unordered (and written sorted): the task's order too.
+  j["table_order"] = nlohmann::json::array();
+  for (const TableSpec& s : task.tables) j["table_order"].push_back(s.name);
+  nlohmann::json devices = nlohmann::json::array();
+  for (int d = 0; d < task.num_devices(); ++d) {
+    const DeviceCosts& c = r.predicted.devices[d];
+    devices.push_back({{"memory_bytes", c.memory_bytes},
+                       {"memory_fraction",
+                        static_cast<double>(c.memory_bytes) / task.device_mem_bytes[d]},
+                       {"compute_ms", c.compute_ms},
+                       {"fwd_comm_ms", c.fwd_comm_ms},
+                       {"bwd_comm_ms", c.bwd_comm_ms},
+                       {"total_ms", c.total_ms()},
+                       {"num_shards", c.num_shards},
+                       {"dim_sum", c.dim_sum}});
+  }
+  j["predicted"] = {{"cost_ms", r.predicted.cost_ms},
+                    {"critical_device", r.predicted.critical_device},
+                    {"imbalance", r.predicted.imbalance},
+                    {"lower_bound_ms", r.bound.total_ms()},
+                    {"gap", r.gap()},
+                    {"search_s", r.search_s},
+                    {"devices", devices}};
+  return j;
+}
+
+namespace {
+
+void add_table_rows(const PlanTask& task, const PlanResult& r, std::string& out) {
+  TextTable table({"table", "sharding", "rows", "dim", "pooling", "memory MB", "shards (device:cols)"});
+  std::vector<std::string> where(task.tables.size());
+  for (const Shard& s : r.plan.shards) {
+    std::string& w = where[s.table];
+    if (!w.empty()) w += " ";
+    w += s.replica ? fmt::format("{}:all", s.device)
+                   : (s.rows == task.tables[s.table].rows
+                          ? fmt::format("{}:{}", s.device, s.cols)
+                          : fmt::format("{}:{}x{}", s.device, s.rows, s.cols));
+  }
+  for (int t = 0; t < task.num_tables(); ++t) {
+    const TableSpec& s = task.tables[t];
+    table.add_row({s.name, sharding_type(task, r.plan, t), std::to_string(s.rows),
+                   std::to_string(s.dim), fmt::format("{:.2f}", s.pooling_factor),
+                   fmt::format("{:.1f}", task.table_bytes(t) / 1e6), where[t]});
+  }
+  out += table.render() + "\n";
+}
+
+}  // namespace
+
+std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_table) {
+  std::string out;
+  if (per_table) add_table_rows(task, r, out);
+  TextTable table({"device", "memory GB", "memory %", "compute ms", "fwd comm ms", "bwd comm ms",
+                   "total ms", "shards", "dim sum"});
+  for (int d = 0; d < task.num_devices(); ++d) {
+    const DeviceCosts& c = r.predicted.devices[d];
+    table.add_row({fmt::format("{}{}", d, d == r.predicted.critical_device ? " *" : ""),
+                   fmt::format("{:.3f}", c.memory_bytes / 1e9),
+                   fmt::format("{:.1f}", 100.0 * c.memory_bytes / task.device_mem_bytes[d]),
+                   fmt::format("{:.3f}", c.compute_ms), fmt::format("{:.3f}", c.fwd_comm_ms),
+                   fmt::format("{:.3f}", c.bwd_comm_ms), fmt::format("{:.3f}", c.total_ms()),
+                   std::to_string(c.num_shards), fmt::format("{:.0f}", c.dim_sum)});
+  }
+  out += table.render();
+  out += fmt::format(
+      "plan {} with cost model {}: {} tables on {} devices, batch {}\n"
+      "predicted cost {:.3f} ms (critical device {}, marked *); imbalance {:.3f} (max / mean "
+      "device total)\n"
+      "lower bound {:.3f} ms (largest piece {:.3f} + comm {:.3f}; fused work / devices {:.3f} + "
+      "mean comm {:.3f}); gap {:.1f}%\n"
+      "search time {:.3f} s\n",
+      r.algorithm, r.cost_model, task.num_tables(), task.num_devices(), task.batch_size,
+      r.predicted.cost_ms, r.predicted.critical_device, r.predicted.imbalance, r.bound.total_ms(),
+      r.bound.piece_ms, r.bound.comm_ms, r.bound.work_ms, r.bound.mean_comm_ms, 100.0 * r.gap(),
+      r.search_s);
+  return out;
+}
+
+}  // namespace embshard

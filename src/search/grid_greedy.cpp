@@ -1,0 +1,238 @@
+// The greedy grid search inside every NeuroShard beam step.
+#include "grid_greedy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "embshard/util/error.h"
+
+namespace embshard::search {
+
+CostCache::CostCache(int log2_entries) {
+  ES_CHECK(log2_entries >= 4 && log2_entries <= 30, "cost cache size 2^{} is out of range 2^4..2^30",
+           log2_entries);
+  entries_.resize(size_t{1} << log2_entries);
+  mask_ = entries_.size() - 1;
+}
+
+void Layout::reset(int devices, size_t pieces) {
+  ids.resize(devices);
+  for (auto& v : ids) {
+    v.clear();
+    v.reserve(pieces + 1);
+  }
+  key.assign(devices, 0);
+  mem_bytes.assign(devices, 0);
+  dim_sum.assign(devices, 0.0);
+  compute_ms.assign(devices, 0.0);
+  device_of.assign(pieces, -1);
+  by_compute.resize(devices);
+  std::iota(by_compute.begin(), by_compute.end(), 0);
+}
+
+void Layout::copy_from(const Layout& other) {
+  // Capacities were reserved by reset(): these copies do not allocate.
+  for (size_t d = 0; d < ids.size(); ++d) ids[d].assign(other.ids[d].begin(), other.ids[d].end());
+  key = other.key;
+  mem_bytes = other.mem_bytes;
+  dim_sum = other.dim_sum;
+  compute_ms = other.compute_ms;
+  device_of = other.device_of;
+  by_compute = other.by_compute;
+}
+
+void Layout::place(size_t index, int d, const Piece& p, double fused_ms) {
+  ids[d].push_back(p.id);
+  key[d] += piece_key(p.id);
+  mem_bytes[d] += p.mem_bytes;
+  dim_sum[d] += p.cols;
+  compute_ms[d] = fused_ms;
+  device_of[index] = d;
+  // Keep by_compute sorted: d only got dearer, so it moves right.
+  size_t i = std::find(by_compute.begin(), by_compute.end(), d) - by_compute.begin();
+  while (i + 1 < by_compute.size()) {
+    const int next = by_compute[i + 1];
+    if (compute_ms[next] > fused_ms || (compute_ms[next] == fused_ms && next > d)) break;
+    by_compute[i] = next;
+    by_compute[++i] = d;
+  }
+}
+
+GridGreedy::GridGreedy(const PlanTask& task, CostModel& model, const PlannerOptions& options)
+    : task_(task),
+      model_(model),
+      cache_(options.cache_log2_entries),
+      grid_steps_(options.grid_steps),
+      cap_low_(options.cap_low),
+      cap_high_(options.cap_high),
+      prune_(options.prune_monotone) {
+  ES_CHECK(grid_steps_ >= 1, "grid steps is {}, must be at least 1", grid_steps_);
+  ES_CHECK(cap_low_ > 0 && cap_high_ >= cap_low_, "dim-sum caps {}..{} x mean are not a range",
+           cap_low_, cap_high_);
+  const size_t n = task.num_devices();
+  cand_ms_.resize(n);
+  zero_.assign(n, 0.0);
+  delays_.resize(n);
+  fwd_.resize(n);
+  bwd_.resize(n);
+  bwd2_.resize(n);
+}
+
+Layout& GridGreedy::acquire() {
+  while (pool_.size() <= depth_) pool_.push_back(std::make_unique<Layout>());
+  Layout& l = *pool_[depth_];
+  if (l.device_of.size() != pieces_->size() || l.ids.size() != zero_.size()) {
+    l.reset(task_.num_devices(), pieces_->size());
+  }
+  return l;
+}
+
+double GridGreedy::fused_ms(Layout& layout, int d, const Piece& p) {
+  const uint64_t key = layout.key[d] + piece_key(p.id);
+  double ms;
+  if (cache_.find(key, ms)) {
+    ++cache_.hits;
+    return ms;
+  }
+  ++cache_.misses;
+  std::vector<int>& ids = layout.ids[d];
+  ids.push_back(p.id);
+  ms = model_.compute_ms(ids);
+  ids.pop_back();
+  cache_.put(key, ms);
+  return ms;
+}
+
+// Same formula as finish_prediction, on scratch buffers.
+double GridGreedy::total_ms(const Layout& layout) {
+  const size_t n = zero_.size();
+  model_.comm_ms(layout.dim_sum, zero_, fwd_, bwd_);
+  double fastest = std::numeric_limits<double>::infinity();
+  for (size_t d = 0; d < n; ++d) fastest = std::min(fastest, layout.compute_ms[d] + bwd_[d]);
+  for (size_t d = 0; d < n; ++d) delays_[d] = layout.compute_ms[d] + bwd_[d] - fastest;
+  model_.comm_ms(layout.dim_sum, delays_, fwd_, bwd2_);
+  double worst = 0;
+  for (size_t d = 0; d < n; ++d) worst = std::max(worst, layout.compute_ms[d] + fwd_[d] + bwd_[d]);
+  return worst;
+}
+
+// Fills choice[k] (device, or -1 if none has memory) for each cap of the
+// group; returns true when they all agree. Costs land in cand_ms_.
+bool GridGreedy::choose(Layout& L, const Piece& p, const std::vector<int>& caps,
+                        std::vector<int>& choice) {
+  const int n = task_.num_devices();
+  const double min_cap = caps_[caps.front()], max_cap = caps_[caps.back()];
+  int best = -1;
+  for (int d = 0; d < n; ++d) cand_ms_[d] = -1;
+  for (const int d : L.by_compute) {
+    // Every device from here on costs at least its compute alone.
+    if (prune_ && best >= 0 && L.compute_ms[d] >= cand_ms_[best]) break;
+    if (L.mem_bytes[d] + p.mem_bytes > task_.device_mem_bytes[d]) continue;
+    if (L.dim_sum[d] + p.cols > max_cap) continue;
+    cand_ms_[d] = fused_ms(L, d, p);
+    if (best < 0 || cand_ms_[d] < cand_ms_[best] || (cand_ms_[d] == cand_ms_[best] && d < best)) {
+      best = d;
+    }
+  }
+  // The common case: the best device under the loosest cap is under all.
+  if (best >= 0 && L.dim_sum[best] + p.cols <= min_cap) {
+    choice.assign(caps.size(), best);
+    return true;
+  }
+  // Where no device is under a cap, the cap yields: the cheapest device with
+  // memory left takes the piece (a cap balances comm, memory is a must).
+  int fallback = -1;
+  for (int d = 0; d < n; ++d) {
+    if (L.mem_bytes[d] + p.mem_bytes > task_.device_mem_bytes[d]) continue;
+    if (cand_ms_[d] < 0) cand_ms_[d] = fused_ms(L, d, p);
+    if (fallback < 0 || cand_ms_[d] < cand_ms_[fallback]) fallback = d;
+  }
+  bool same = true;
+  for (size_t k = 0; k < caps.size(); ++k) {
+    int c = -1;
+    for (int d = 0; d < n; ++d) {
+      if (cand_ms_[d] < 0 || L.dim_sum[d] + p.cols > caps_[caps[k]]) continue;
+      if (c < 0 || cand_ms_[d] < cand_ms_[c]) c = d;
+    }
+    choice[k] = c >= 0 ? c : fallback;
+    same = same && choice[k] == choice[0];
+  }
+  return same;
+}
+
+void GridGreedy::descend(Layout& L, size_t next, std::vector<int> caps) {
+  const std::vector<Piece>& pieces = *pieces_;
+  std::vector<int> choice(caps.size()), sub;
+  for (size_t i = next; i < pieces.size(); ++i) {
+    const Piece& p = pieces[i];
+    const int pin = task_.pinned_device[p.table];
+    if (pin >= 0) {
+      if (L.mem_bytes[pin] + p.mem_bytes > task_.device_mem_bytes[pin]) return;
+      L.place(i, pin, p, fused_ms(L, pin, p));
+      continue;
+    }
+    if (!choose(L, p, caps, choice)) {
+      // Fork: caps that chose another device continue on a copy.
+      std::vector<double> chosen_ms(choice.size());
+      for (size_t k = 0; k < choice.size(); ++k) chosen_ms[k] = choice[k] >= 0 ? cand_ms_[choice[k]] : 0;
+      std::vector<uint8_t> done(choice.size(), 0);
+      for (size_t k = 1; k < choice.size(); ++k) {
+        if (done[k] || choice[k] == choice[0]) continue;
+        sub.clear();
+        for (size_t j = k; j < choice.size(); ++j) {
+          if (choice[j] == choice[k]) sub.push_back(caps[j]), done[j] = 1;
+        }
+        if (choice[k] < 0) continue;
+        Layout& f = acquire();
+        f.copy_from(L);
+        f.place(i, choice[k], p, chosen_ms[k]);
+        ++depth_;
+        descend(f, i + 1, sub);
+        --depth_;
+      }
+      sub.clear();
+      for (size_t k = 0; k < choice.size(); ++k) {
+        if (choice[k] == choice[0]) sub.push_back(caps[k]);
+      }
+      caps.swap(sub);
+      choice.resize(caps.size());
+      if (choice[0] < 0) return;
+      L.place(i, choice[0], p, chosen_ms[0]);
+      continue;
+    }
+    if (choice[0] < 0) return;  // no device has memory left for this piece
+    L.place(i, choice[0], p, cand_ms_[choice[0]]);
+  }
+  const double ms = total_ms(L);
+  if (ms < best_ms_) {
+    best_ms_ = ms;
+    *best_device_of_ = L.device_of;
+  }
+}
+
+double GridGreedy::run(const std::vector<Piece>& pieces, std::vector<int>& device_of) {
+  pieces_ = &pieces;
+  double total_cols = 0;
+  for (const Piece& p : pieces) total_cols += p.cols;
+  const double mean = total_cols / task_.num_devices();
+  caps_.resize(grid_steps_);
+  for (int k = 0; k < grid_steps_; ++k) {
+    const double f = grid_steps_ > 1 ? static_cast<double>(k) / (grid_steps_ - 1) : 0.0;
+    caps_[k] = mean * (cap_low_ + (cap_high_ - cap_low_) * f);
+  }
+  depth_ = 0;
+  Layout& root = acquire();
+  root.reset(task_.num_devices(), pieces.size());
+  depth_ = 1;
+  best_ms_ = std::numeric_limits<double>::infinity();
+  best_device_of_ = &device_of;
+  device_of.clear();
+  std::vector<int> all(grid_steps_);
+  std::iota(all.begin(), all.end(), 0);
+  descend(root, 0, std::move(all));
+  return best_ms_;
+}
+
+}  // namespace embshard::search

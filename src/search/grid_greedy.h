@@ -1,0 +1,110 @@
+// NeuroShard's inner search: greedy placement (pieces in the given order,
+// each to the device with the lowest predicted fused cost that has memory
+// left and stays under a per-device dim-sum cap) repeated over a grid of caps,
+// keeping the placement the cost model rates best.
+//
+// Why it is fast: the runs of the grid are identical until a cap first
+// changes a decision, so they run as one and fork only there; fused costs are
+// cached under a multiset hash of the device's pieces, so the same device
+// contents are costed once across caps, beam candidates and beam steps; and
+// per-device state (pieces, memory, dim sum, compute) is kept incrementally in
+// buffers reused from run to run (no allocation in the inner loop). With
+// `prune_monotone`, devices are tried in ascending order of their compute and
+// the scan stops at the first whose compute alone is no better than the best
+// fused cost found: exact when adding a piece never makes a device cheaper
+// (the assumption lower_bound() makes too); off, every device is costed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "embshard/search/planner.h"
+#include "pieces.h"
+
+namespace embshard::search {
+
+// 64-bit mix of a piece id: a device's key is the sum (a multiset hash: two
+// halves of one table have the same id) of its pieces' mixes.
+inline uint64_t piece_key(int id) {
+  uint64_t z = static_cast<uint64_t>(id) + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Direct-mapped cache of fused compute costs. A 64-bit key collision would
+// return another device's cost; at 2^-64 per pair it is not guarded against.
+class CostCache {
+ public:
+  explicit CostCache(int log2_entries);
+  bool find(uint64_t key, double& ms) const {
+    const Entry& e = entries_[key & mask_];
+    if (e.key != key) return false;
+    ms = e.ms;
+    return true;
+  }
+  void put(uint64_t key, double ms) { entries_[key & mask_] = {key, ms}; }
+  uint64_t hits = 0, misses = 0;
+
+ private:
+  struct Entry {
+    uint64_t key = 0;
+    double ms = 0;
+  };
+  std::vector<Entry> entries_;
+  uint64_t mask_;
+};
+
+// One greedy placement in progress.
+struct Layout {
+  std::vector<std::vector<int>> ids;  // per device: piece ids (one spare slot)
+  std::vector<uint64_t> key;          // per device: multiset hash of ids
+  std::vector<int64_t> mem_bytes;
+  std::vector<double> dim_sum;
+  std::vector<double> compute_ms;
+  std::vector<int> device_of;         // per piece, -1 until placed
+  std::vector<int> by_compute;        // devices by ascending (compute_ms, index)
+
+  void reset(int devices, size_t pieces);
+  void copy_from(const Layout& other);
+  void place(size_t index, int d, const Piece& p, double fused_ms);
+};
+
+class GridGreedy {
+ public:
+  GridGreedy(const PlanTask& task, CostModel& model, const PlannerOptions& options);
+
+  // Places `pieces` under every cap of the grid (mean dim sum x cap_low ..
+  // cap_high); returns the best cost (infinity if no run fits the memory) and
+  // that run's devices in `device_of`.
+  double run(const std::vector<Piece>& pieces, std::vector<int>& device_of);
+
+  const CostCache& cache() const { return cache_; }
+
+ private:
+  void descend(Layout& layout, size_t next, std::vector<int> caps);
+  bool choose(Layout& layout, const Piece& p, const std::vector<int>& caps,
+              std::vector<int>& choice);
+  double fused_ms(Layout& layout, int d, const Piece& p);
+  double total_ms(const Layout& layout);
+  Layout& acquire();
+
+  const PlanTask& task_;
+  CostModel& model_;
+  CostCache cache_;
+  int grid_steps_;
+  double cap_low_, cap_high_;
+  bool prune_;
+  std::vector<double> caps_;                  // this run's dim-sum caps
+  const std::vector<Piece>* pieces_ = nullptr;
+  std::vector<std::unique_ptr<Layout>> pool_;  // pool_[depth] for forks
+  size_t depth_ = 0;
+  std::vector<double> cand_ms_;               // per device, this step
+  std::vector<double> zero_, delays_, fwd_, bwd_, bwd2_;  // comm scratch
+  double best_ms_ = 0;
+  std::vector<int>* best_device_of_ = nullptr;
+};
+
+}  // namespace embshard::search

@@ -1,0 +1,150 @@
+// NeuroShard's search: beam search over column-wise halvings, each candidate
+// rated by the greedy grid search (grid_greedy.h) against the cost model.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_set>
+
+#include "embshard/search/planner.h"
+#include "embshard/util/error.h"
+#include "grid_greedy.h"
+#include "pieces.h"
+
+namespace embshard {
+namespace {
+
+using search::Piece;
+
+struct BeamState {
+  std::vector<Piece> pieces;  // placement order
+  std::vector<int> device_of;
+  double cost_ms = std::numeric_limits<double>::infinity();
+  uint64_t signature = 0;     // multiset hash of the pieces
+};
+
+// Pinned pieces first (they have one device; the rest go around them), then
+// by descending predicted cost; ties by table and width for determinism.
+void sort_pieces(const PlanTask& task, std::vector<Piece>& pieces) {
+  std::sort(pieces.begin(), pieces.end(), [&](const Piece& a, const Piece& b) {
+    const bool pa = task.pinned_device[a.table] >= 0, pb = task.pinned_device[b.table] >= 0;
+    if (pa != pb) return pa;
+    if (a.single_ms != b.single_ms) return a.single_ms > b.single_ms;
+    return a.table != b.table ? a.table < b.table : a.cols > b.cols;
+  });
+}
+
+uint64_t signature(const std::vector<Piece>& pieces) {
+  uint64_t s = 0;
+  for (const Piece& p : pieces) s += search::piece_key(p.id);
+  return s;
+}
+
+class NeuroShardPlanner : public Planner {
+ public:
+  explicit NeuroShardPlanner(const PlannerOptions& o) : options_(o) {
+    ES_CHECK(o.beam_width >= 1, "beam width is {}, must be at least 1", o.beam_width);
+    ES_CHECK(o.max_steps >= 0, "max steps is {}, must be at least 0", o.max_steps);
+    ES_CHECK(o.candidates >= 0, "candidates is {}, must be at least 0", o.candidates);
+  }
+  std::string name() const override { return "neuroshard"; }
+  Plan plan(const PlanTask& task, ShardCosts& costs) override;
+
+ private:
+  std::vector<size_t> candidates(const PlanTask& task, const BeamState& s) const;
+  BeamState split(const PlanTask& task, ShardCosts& costs, const BeamState& s, size_t i) const;
+
+  PlannerOptions options_;
+};
+
+// The top-k splittable pieces by memory and the top-k by single cost;
+// identical pieces (same table and width) give the same child, so once each.
+std::vector<size_t> NeuroShardPlanner::candidates(const PlanTask& task,
+                                                  const BeamState& s) const {
+  std::vector<size_t> ok;
+  for (size_t i = 0; i < s.pieces.size(); ++i) {
+    const Piece& p = s.pieces[i];
+    if (task.splittable(p.table) && task.split.can_halve(p.cols)) ok.push_back(i);
+  }
+  const size_t k = std::min<size_t>(options_.candidates, ok.size());
+  std::vector<size_t> by_mem = ok, picked;
+  std::stable_sort(by_mem.begin(), by_mem.end(), [&](size_t a, size_t b) {
+    return s.pieces[a].mem_bytes > s.pieces[b].mem_bytes;
+  });
+  by_mem.resize(k);
+  // s.pieces is sorted by descending cost already (pinned pieces are never
+  // candidates), so the first k candidates are the top-k by cost.
+  std::vector<size_t> by_cost(ok.begin(), ok.begin() + k);
+  std::unordered_set<int> seen;
+  for (const auto* list : {&by_cost, &by_mem}) {
+    for (size_t i : *list) {
+      if (seen.insert(s.pieces[i].id).second) picked.push_back(i);
+    }
+  }
+  return picked;
+}
+
+BeamState NeuroShardPlanner::split(const PlanTask& task, ShardCosts& costs, const BeamState& s,
+                                   size_t i) const {
+  BeamState child;
+  child.pieces = s.pieces;
+  const Piece half = search::make_piece(task, costs, s.pieces[i].table, s.pieces[i].cols / 2);
+  child.pieces[i] = half;
+  child.pieces.push_back(half);
+  sort_pieces(task, child.pieces);
+  child.signature = signature(child.pieces);
+  return child;
+}
+
+Plan NeuroShardPlanner::plan(const PlanTask& task, ShardCosts& costs) {
+  search::GridGreedy grid(task, costs.model(), options_);
+  BeamState start;
+  start.pieces = search::initial_pieces(task, costs);
+  sort_pieces(task, start.pieces);
+  start.signature = signature(start.pieces);
+  start.cost_ms = grid.run(start.pieces, start.device_of);
+  BeamState best = start;
+  std::vector<BeamState> beam{start}, children;
+  std::unordered_set<uint64_t> seen{start.signature};
+  for (int step = 0; step < options_.max_steps; ++step) {
+    children.clear();
+    for (const BeamState& s : beam) {
+      for (size_t i : candidates(task, s)) {
+        BeamState child = split(task, costs, s, i);
+        if (!seen.insert(child.signature).second) continue;
+        child.cost_ms = grid.run(child.pieces, child.device_of);
+        children.push_back(std::move(child));
+      }
+    }
+    if (children.empty()) break;
+    std::stable_sort(children.begin(), children.end(), [](const BeamState& a, const BeamState& b) {
+      return a.cost_ms < b.cost_ms;
+    });
+    if (children.size() > static_cast<size_t>(options_.beam_width)) {
+      children.resize(options_.beam_width);
+    }
+    beam.swap(children);
+    if (beam[0].cost_ms < best.cost_ms) best = beam[0];
+  }
+  if (!std::isfinite(best.cost_ms)) {
+    // Every greedy run ran out of memory somewhere: name the biggest piece.
+    const auto big = std::max_element(start.pieces.begin(), start.pieces.end(),
+                                      [](const Piece& a, const Piece& b) {
+                                        return a.mem_bytes < b.mem_bytes;
+                                      });
+    int64_t total = 0, have = 0;
+    for (const Piece& p : start.pieces) total += p.mem_bytes;
+    for (int64_t c : task.device_mem_bytes) have += c;
+    ES_THROW("neuroshard found no placement within the memory caps: the tables need {} bytes "
+             "of {} bytes on {} devices; the biggest piece is table '{}' ({} bytes)",
+             total, have, task.num_devices(), task.tables[big->table].name, big->mem_bytes);
+  }
+  return search::plan_from_pieces(task, best.pieces, best.device_of);
+}
+
+}  // namespace
+
+std::unique_ptr<Planner> make_neuroshard_planner(const PlannerOptions& options) {
+  return std::make_unique<NeuroShardPlanner>(options);
+}
+
+}  // namespace embshard

@@ -1,0 +1,73 @@
+// The planner registry, the lower bound, and make_plan (validate + predict).
+#include "embshard/search/planner.h"
+
+#include <chrono>
+#include <fmt/ranges.h>
+
+#include "embshard/util/error.h"
+
+namespace embshard {
+
+const std::vector<std::string>& planner_names() {
+  static const std::vector<std::string> names = {
+      "random",     "size_greedy", "dim_greedy", "lookup_greedy", "size_lookup_greedy",
+      "torchrec",   "neuroshard"};
+  return names;
+}
+
+std::unique_ptr<Planner> create_planner(const std::string& name, const PlannerOptions& options) {
+  if (name == "random") return make_random_planner(options);
+  if (name == "size_greedy" || name == "dim_greedy" || name == "lookup_greedy" ||
+      name == "size_lookup_greedy") {
+    return make_score_greedy_planner(name);
+  }
+  if (name == "torchrec") return make_torchrec_planner(options);
+  if (name == "neuroshard") return make_neuroshard_planner(options);
+  ES_THROW("unknown planner '{}'; valid planners: {}", name, fmt::join(planner_names(), ", "));
+}
+
+LowerBound lower_bound(const PlanTask& task, ShardCosts& costs) {
+  LowerBound b;
+  std::vector<int> all;
+  for (int t = 0; t < task.num_tables(); ++t) {
+    // Some device holds the table's narrowest piece (or the whole table if
+    // it may not be split), and costs at least that piece alone.
+    const int narrow = costs.piece_id(t, task.min_piece_cols(t));
+    b.piece_ms = std::max(b.piece_ms, costs.single_ms(narrow));
+    all.push_back(costs.piece_id(t, task.tables[t].dim));
+  }
+  // The devices together cost at least the whole task fused into one call.
+  b.work_ms = costs.model().compute_ms(all) / task.num_devices();
+  const size_t n = task.num_devices();
+  std::vector<double> dims(n, 0.0), zero(n, 0.0), fwd(n), bwd(n);
+  costs.model().comm_ms(dims, zero, fwd, bwd);
+  b.comm_ms = fwd[0] + bwd[0];
+  for (size_t d = 1; d < n; ++d) b.comm_ms = std::min(b.comm_ms, fwd[d] + bwd[d]);
+  b.comm_ms = std::max(0.0, b.comm_ms);
+  double total_dims = 0;
+  for (const TableSpec& t : task.tables) total_dims += t.dim;
+  dims.assign(n, total_dims / n);
+  costs.model().comm_ms(dims, zero, fwd, bwd);
+  for (size_t d = 0; d < n; ++d) b.mean_comm_ms += (fwd[d] + bwd[d]) / n;
+  return b;
+}
+
+PlanResult make_plan(Planner& planner, const PlanTask& task, CostModel& model) {
+  PlanResult r;
+  r.algorithm = planner.name();
+  r.cost_model = model.name();
+  ShardCosts costs(task, model);
+  const auto start = std::chrono::steady_clock::now();
+  r.plan = planner.plan(task, costs);
+  r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  try {
+    validate_plan(task, r.plan);
+  } catch (const Error& e) {
+    ES_THROW("planner {} produced an invalid plan: {}", planner.name(), e.what());
+  }
+  r.predicted = predict_plan(task, r.plan, costs);
+  r.bound = lower_bound(task, costs);
+  return r;
+}
+
+}  // namespace embshard

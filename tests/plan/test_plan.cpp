@@ -1,0 +1,189 @@
+// The plan model: validator faults, sharding types, plan JSON shape, and the
+// plan command's handling of bad input.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "embshard/plan/report.h"
+#include "embshard/util/error.h"
+#include "embshard/util/file.h"
+#include "search/task_util.h"
+#include "search/toy_cost_model.h"
+#include "test_util.h"
+
+namespace embshard {
+namespace {
+
+PlanTask small_task() {
+  std::vector<TableSpec> tables = testing::random_tables(3, 1);
+  tables[0].dim = 64;
+  return make_task(tables, 4096, std::vector<int64_t>(2, 1'000'000'000), {});
+}
+
+void expect_invalid(const PlanTask& task, const Plan& plan, const std::string& part) {
+  try {
+    validate_plan(task, plan);
+    FAIL() << "accepted; expected: " << part;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+Plan table_wise(const PlanTask& task) {
+  Plan p;
+  for (int t = 0; t < task.num_tables(); ++t) {
+    p.shards.push_back({t, 0, task.tables[t].dim, 0, task.tables[t].rows, t % 2, false});
+  }
+  return p;
+}
+
+TEST(Validator, AcceptsEveryShardingKind) {
+  const PlanTask task = small_task();
+  Plan p = table_wise(task);
+  EXPECT_NO_THROW(validate_plan(task, p));
+  const int64_t rows = task.tables[0].rows;
+  // Table 0: two column halves, the second split in rows too (grid).
+  p.shards[0] = {0, 0, 32, 0, rows, 0, false};
+  p.shards.push_back({0, 32, 32, 0, rows / 2, 1, false});
+  p.shards.push_back({0, 32, 32, rows / 2, rows - rows / 2, 0, false});
+  // Table 1: data parallel.
+  p.shards[1] = {1, 0, task.tables[1].dim, 0, task.tables[1].rows, 0, true};
+  p.shards.push_back({1, 0, task.tables[1].dim, 0, task.tables[1].rows, 1, true});
+  EXPECT_NO_THROW(validate_plan(task, p));
+  EXPECT_EQ(sharding_type(task, p, 0), "grid_shard");
+  EXPECT_EQ(sharding_type(task, p, 1), "data_parallel");
+  EXPECT_EQ(sharding_type(task, p, 2), "table_wise");
+}
+
+TEST(Validator, RejectsBrokenPlans) {
+  const PlanTask task = small_task();
+  const int64_t rows = task.tables[0].rows;
+  Plan p = table_wise(task);
+  p.shards[0].cols = 32;
+  expect_invalid(task, p, "cover");
+  p = table_wise(task);
+  p.shards.push_back({0, 0, 32, 0, rows, 1, false});
+  expect_invalid(task, p, "covered twice");
+  p = table_wise(task);
+  p.shards[2].device = 5;
+  expect_invalid(task, p, "device 5, which does not exist");
+  p = table_wise(task);
+  p.shards.pop_back();
+  expect_invalid(task, p, "has no shard");
+  p = table_wise(task);
+  p.shards[1].replica = true;
+  expect_invalid(task, p, "copies on device");
+  p = table_wise(task);
+  p.shards[0] = {0, 0, 30, 0, rows, 0, false};
+  p.shards.push_back({0, 30, 34, 0, rows, 1, false});
+  expect_invalid(task, p, "width 30 is not an allowed split width");
+  PlanTask tight = task;
+  tight.device_mem_bytes = {1000, 1000};
+  expect_invalid(tight, table_wise(task), "over its capacity");
+  PlanTask pinned = task;
+  pinned.pinned_device[1] = 0;
+  expect_invalid(pinned, table_wise(task), "pinned to device 0");
+}
+
+TEST(PlanJson, HasTorchRecShapeAndPredictions) {
+  const PlanTask task = testing::random_task(12, 4, 1.3, 2);
+  testing::ToyCostModel model;
+  auto planner = create_planner("neuroshard", {});
+  const PlanResult r = make_plan(*planner, task, model);
+  const nlohmann::json j = plan_to_json(task, r);
+  for (const char* key : {"format", "version", "algorithm", "cost_model", "batch_size",
+                          "num_devices", "device_memory_bytes", "tables", "table_order",
+                          "predicted"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["tables"].size(), 12u);
+  for (const auto& [name, t] : j["tables"].items()) {
+    for (const char* key : {"sharding_type", "compute_kernel", "ranks", "shards", "rows", "dim"}) {
+      EXPECT_TRUE(t.contains(key)) << name << " " << key;
+    }
+    int cols = 0;
+    for (const auto& s : t["shards"]) {
+      EXPECT_EQ(s["shard_offsets"].size(), 2u);
+      EXPECT_EQ(s["shard_sizes"][0], t["rows"]);
+      cols += s["shard_sizes"][1].get<int>();
+      const std::string place = s["placement"];
+      EXPECT_EQ(place.rfind("rank:", 0), 0u) << place;
+      EXPECT_NE(place.find("/cuda:"), std::string::npos) << place;
+    }
+    EXPECT_EQ(cols, t["dim"].get<int>()) << name;
+  }
+  const auto& p = j["predicted"];
+  for (const char* key : {"cost_ms", "critical_device", "imbalance", "lower_bound_ms", "gap",
+                          "search_s", "devices"}) {
+    EXPECT_TRUE(p.contains(key)) << key;
+  }
+  ASSERT_EQ(p["devices"].size(), 4u);
+  double worst = 0;
+  for (const auto& d : p["devices"]) {
+    EXPECT_NEAR(d["total_ms"].get<double>(), d["compute_ms"].get<double>() +
+                d["fwd_comm_ms"].get<double>() + d["bwd_comm_ms"].get<double>(), 1e-9);
+    worst = std::max(worst, d["total_ms"].get<double>());
+  }
+  EXPECT_DOUBLE_EQ(worst, p["cost_ms"].get<double>());
+  const std::string svg = plan_svg(task, r);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  const std::string report = plan_report(task, r, true);
+  EXPECT_NE(report.find("gap"), std::string::npos);
+  EXPECT_NE(report.find("critical device"), std::string::npos);
+}
+
+class PlanCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(EMBSHARD_CLI_PATH)) GTEST_SKIP() << "no CLI";
+  }
+  testing::ScratchDir dir_{"plan_cli"};
+  void write_tables() {
+    write_file_atomic(dir_.file("tables.json"), R"({"batch_size": 4096, "tables": [
+      {"name": "big", "rows": 1000000, "dim": 128},
+      {"name": "a", "rows": 1000, "dim": 16, "pooling_factor": 3.0},
+      {"name": "b", "rows": 5000, "dim": 32}]})");
+  }
+};
+
+TEST_F(PlanCli, PlansATableSpecFile) {
+  write_tables();
+  const auto r = testing::run_cli("plan --tables " + dir_.file("tables.json") +
+                                  " --devices 2 --mem-per-device 1000000000 --cost-model analytic "
+                                  "--out " + dir_.file("plan.json") + " --svg " +
+                                  dir_.file("plan.svg") + " --verbose");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("lower bound"), std::string::npos) << r.output;
+  const auto j = nlohmann::json::parse(read_file(dir_.file("plan.json")));
+  EXPECT_EQ(j["tables"].size(), 3u);
+  EXPECT_TRUE(file_exists(dir_.file("plan.svg")));
+}
+
+TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
+  write_tables();
+  const std::string base = "plan --tables " + dir_.file("tables.json") + " --cost-model analytic --out " +
+                           dir_.file("plan.json") + " ";
+  const struct {
+    std::string args, message;
+  } cases[] = {
+      {"--devices 2 --algo best", "valid planners: random, size_greedy"},
+      {"--devices 0", "--devices is 0"},
+      {"--devices 3 --mem 1000000000,1000000000", "--mem lists 2 capacities but --devices is 3"},
+      {"--devices 2 --mem 100000000,2000000000 --pin big=0",
+       "table 'big' (1000000 rows x dim 128) needs 0.516 GB but is pinned to device 0"},
+      {"--devices 2 --mem-per-device 1000000000 --pin nope=0", "table 'nope'"},
+      {"--devices 2 --mem-per-device 100000000 --no-split big", "table 'big'"},
+  };
+  for (const auto& c : cases) {
+    const auto r = testing::run_cli(base + c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_FALSE(file_exists(dir_.file("plan.json"))) << c.args;
+  }
+}
+
+}  // namespace
+}  // namespace embshard

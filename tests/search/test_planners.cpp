@@ -1,0 +1,178 @@
+// Every planner on random tasks: valid plans, caps kept, constraints kept,
+// infeasible tasks rejected by name, neuroshard no worse than the greedy
+// baselines, the lower bound below every plan.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "embshard/search/planner.h"
+#include "embshard/util/error.h"
+#include "search/task_util.h"
+#include "search/toy_cost_model.h"
+
+namespace embshard {
+namespace {
+
+using testing::random_task;
+using testing::ToyCostModel;
+
+PlanResult run(const std::string& algo, const PlanTask& task, PlannerOptions options = {}) {
+  ToyCostModel model;
+  auto planner = create_planner(algo, options);
+  return make_plan(*planner, task, model);
+}
+
+TEST(Planners, RegistryListsValidNamesOnUnknown) {
+  try {
+    create_planner("greedy", {});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown planner 'greedy'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("random, size_greedy, dim_greedy, lookup_greedy, "
+                                         "size_lookup_greedy, torchrec, neuroshard"),
+              std::string::npos)
+        << e.what();
+  }
+  for (const std::string& name : planner_names()) EXPECT_EQ(create_planner(name, {})->name(), name);
+}
+
+TEST(Planners, ValidPlansWithinCapsOnRandomTasks) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    const int devices = 2 + static_cast<int>(seed % 4) * 2;
+    const PlanTask task = random_task(10 + 5 * static_cast<int>(seed), devices, 1.25, seed);
+    for (const std::string& algo : planner_names()) {
+      SCOPED_TRACE(fmt::format("seed {} algo {}", seed, algo));
+      const PlanResult r = run(algo, task);
+      EXPECT_NO_THROW(validate_plan(task, r.plan));
+      const auto used = device_memory_bytes(task, r.plan);
+      for (int d = 0; d < devices; ++d) EXPECT_LE(used[d], task.device_mem_bytes[d]);
+      EXPECT_LE(r.bound.total_ms(), r.predicted.cost_ms * (1 + 1e-9));
+      EXPECT_GE(r.gap(), -1e-9);
+    }
+  }
+}
+
+TEST(Planners, NeuroShardAtLeastAsGoodAsGreedyBaselines) {
+  int strictly_better = 0;
+  for (uint64_t seed = 11; seed <= 20; ++seed) {
+    const int devices = seed % 2 ? 4 : 8;
+    const PlanTask task = random_task(20 + 4 * static_cast<int>(seed % 10), devices, 1.3, seed);
+    const double ns = run("neuroshard", task).predicted.cost_ms;
+    double best_baseline = 1e300;
+    for (const char* algo : {"random", "size_greedy", "dim_greedy", "lookup_greedy",
+                             "size_lookup_greedy", "torchrec"}) {
+      const double c = run(algo, task).predicted.cost_ms;
+      EXPECT_LE(ns, c * (1 + 1e-9)) << "seed " << seed << " vs " << algo;
+      best_baseline = std::min(best_baseline, c);
+    }
+    if (ns < best_baseline * 0.999) ++strictly_better;
+  }
+  // The search must actually find something the heuristics miss.
+  EXPECT_GE(strictly_better, 5);
+}
+
+TEST(Planners, PinsAndNoSplitAreKept) {
+  TaskConstraints c;
+  c.pins = {{"t0", 1}, {"t3", 0}};
+  c.no_split = {"t1", "t2", "t4"};
+  const PlanTask task = random_task(24, 4, 1.3, 7, c);
+  for (const std::string& algo : planner_names()) {
+    SCOPED_TRACE(algo);
+    const PlanResult r = run(algo, task);
+    int pieces[5] = {0, 0, 0, 0, 0};
+    for (const Shard& s : r.plan.shards) {
+      if (s.table == 0) { EXPECT_EQ(s.device, 1); }
+      if (s.table == 3) { EXPECT_EQ(s.device, 0); }
+      if (s.table < 5) ++pieces[s.table];
+    }
+    for (int t = 0; t < 5; ++t) EXPECT_EQ(pieces[t], 1) << "table " << t;
+  }
+}
+
+TEST(Planners, NeuroShardSplitsOnlyIntoAllowedWidths) {
+  TaskConstraints c;
+  c.split.allowed = {64, 128};  // so 128 -> 64 only
+  const PlanTask task = random_task(16, 4, 1.3, 3, c);
+  const PlanResult r = run("neuroshard", task);
+  for (const Shard& s : r.plan.shards) {
+    if (s.cols != task.tables[s.table].dim) { EXPECT_TRUE(s.cols == 64 || s.cols == 128); }
+  }
+}
+
+TEST(Planners, OversizedTableIsSplitToFit) {
+  std::vector<TableSpec> tables = testing::random_tables(8, 5);
+  tables[2].rows = 2'000'000;
+  tables[2].dim = 128;  // ~1 GB, devices of 0.6 GB
+  const PlanTask task = make_task(tables, 4096, std::vector<int64_t>(4, 600'000'000), {});
+  for (const std::string& algo : planner_names()) {
+    SCOPED_TRACE(algo);
+    EXPECT_EQ(sharding_type(task, run(algo, task).plan, 2), "column_wise");
+  }
+}
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
+}
+
+TEST(Planners, InfeasibleTasksNameTheTable) {
+  std::vector<TableSpec> tables = testing::random_tables(6, 9);
+  tables[4].name = "huge";
+  tables[4].rows = 50'000'000;
+  tables[4].dim = 16;
+  TaskConstraints no_split;
+  no_split.no_split = {"huge"};
+  expect_error([&] { make_task(tables, 4096, std::vector<int64_t>(4, 1'000'000'000), no_split); },
+               {"table 'huge'", "50000000 rows x dim 16", "3.400 GB", "1.000 GB"});
+  TaskConstraints pin;
+  pin.pins = {{"huge", 2}};
+  expect_error([&] { make_task(tables, 4096, {8'000'000'000, 8'000'000'000, 1'000'000'000}, pin); },
+               {"table 'huge'", "pinned to device 2", "3.400 GB", "1.000 GB"});
+  // Splittable, but even dim-4 pieces are 1 GB.
+  tables[4].rows = 200'000'000;
+  expect_error([&] { make_task(tables, 4096, std::vector<int64_t>(4, 1'000'000'000), {}); },
+               {"table 'huge'", "column piece", "4 columns"});
+  tables[4].rows = 10;
+  expect_error([&] { make_task(tables, 4096, {}, {}); }, {"at least one device"});
+  TaskConstraints bad_pin;
+  bad_pin.pins = {{"nope", 0}};
+  expect_error([&] { make_task(tables, 4096, {1'000'000'000}, bad_pin); }, {"'nope'"});
+  expect_error([] { device_capacities(3, 0, {1, 2}); }, {"--mem lists 2", "--devices is 3"});
+  expect_error([] { device_capacities(0, 10, {}); }, {"--devices is 0"});
+}
+
+TEST(Planners, TotalMemoryShortfallIsAnError) {
+  std::vector<TableSpec> tables = testing::random_tables(20, 4);
+  int64_t total = 0;
+  for (const auto& t : tables) total += MemoryModel{}.shard_bytes(t.rows, t.dim);
+  expect_error([&] { make_task(tables, 4096, std::vector<int64_t>(2, total / 3), {}); },
+               {"the tables need"});
+}
+
+TEST(Planners, DeterministicForAFixedSeed) {
+  const PlanTask task = random_task(30, 4, 1.3, 21);
+  for (const char* algo : {"random", "neuroshard"}) {
+    const PlanResult a = run(algo, task), b = run(algo, task);
+    ASSERT_EQ(a.plan.shards.size(), b.plan.shards.size());
+    for (size_t i = 0; i < a.plan.shards.size(); ++i) {
+      EXPECT_EQ(a.plan.shards[i].device, b.plan.shards[i].device);
+    }
+  }
+}
+
+TEST(Planners, NeuroShardPredictionMatchesSearchAndOptionsMatter) {
+  const PlanTask task = random_task(30, 8, 1.3, 31);
+  PlannerOptions narrow;
+  narrow.max_steps = 0;
+  narrow.grid_steps = 1;
+  const double plain = run("neuroshard", task, narrow).predicted.cost_ms;
+  const double full = run("neuroshard", task).predicted.cost_ms;
+  EXPECT_LE(full, plain * (1 + 1e-9));
+}
+
+}  // namespace
+}  // namespace embshard

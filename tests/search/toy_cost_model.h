@@ -1,0 +1,46 @@
+// A small cost model for the planner tests: fused compute is a call overhead
+// plus a concave function of the summed per-table work (fusing is cheaper
+// than running apart, so costs are not additive), communication grows with
+// the dim sum and the forward waits for stragglers. Monotone and subadditive,
+// as lower_bound() assumes.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "embshard/cost/cost_model.h"
+
+namespace embshard::testing {
+
+class ToyCostModel : public CostModel {
+ public:
+  std::string name() const override { return "toy"; }
+  int64_t batch_size() const override { return 4096; }
+  int add_table(const TableFeatures& t) override {
+    work_.push_back(1e-3 * t.pooling_factor * t.dim *
+                    (1.0 + std::log10(static_cast<double>(t.rows)) / 4));
+    return static_cast<int>(work_.size()) - 1;
+  }
+  double compute_ms(std::span<const int> ids) const override {
+    ++calls;
+    double s = 0;
+    for (int id : ids) s += work_.at(id);
+    return 0.05 + std::pow(s, 0.9);
+  }
+  void comm_ms(std::span<const double> dims, std::span<const double> delays,
+               std::span<double> fwd, std::span<double> bwd) const override {
+    double max_delay = 0;
+    for (double d : delays) max_delay = std::max(max_delay, d);
+    for (size_t d = 0; d < dims.size(); ++d) {
+      bwd[d] = 0.02 + 2e-4 * dims[d];
+      fwd[d] = 0.02 + 2e-4 * dims[d] + (max_delay - delays[d]);
+    }
+  }
+  mutable long calls = 0;
+
+ private:
+  std::vector<double> work_;
+};
+
+}  // namespace embshard::testing
