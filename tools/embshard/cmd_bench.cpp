@@ -100,6 +100,7 @@ void add_bench_command(CLI::App& app) {
   add_compute_command(*bench);
   add_bench_kernel_command(*bench);
   add_bench_comm_command(*bench);
+  add_bench_cost_model_command(*bench);
 }
 
 }  // namespace embshard::cli
