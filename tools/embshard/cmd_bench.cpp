@@ -101,6 +101,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_kernel_command(*bench);
   add_bench_comm_command(*bench);
   add_bench_plan_command(*bench);
+  add_bench_cost_model_command(*bench);
 }
 
 }  // namespace embshard::cli

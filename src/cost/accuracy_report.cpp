@@ -1,0 +1,170 @@
+// Accuracy figures (MAPE, p90 APE, Kendall's tau), scatter plots, reports.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "embshard/cost/cost_data.h"
+#include "embshard/util/error.h"
+#include "embshard/util/file.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+
+int sign(double x) { return (x > 0) - (x < 0); }
+
+// Nearest-rank percentile of unsorted values.
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * values.size()));
+  return values[std::clamp<size_t>(rank, 1, values.size()) - 1];
+}
+
+std::string escape_xml(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '&') out += "&amp;";
+    else out += c;
+  }
+  return out;
+}
+
+// Log-axis range covering [lo, hi] on whole decades (at least one decade).
+std::pair<double, double> decade_range(double lo, double hi) {
+  double a = std::floor(std::log10(lo)), b = std::ceil(std::log10(hi));
+  if (b <= a) b = a + 1;
+  return {a, b};
+}
+
+}  // namespace
+
+double kendall_tau_b(std::span<const double> a, std::span<const double> b) {
+  ES_CHECK(a.size() == b.size(), "kendall tau: {} vs {} values", a.size(), b.size());
+  // O(n^2): fine for the few thousand points of a test split.
+  double concordant = 0, discordant = 0, ties_a = 0, ties_b = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    for (size_t j = i + 1; j < a.size(); ++j) {
+      const int sa = sign(a[i] - a[j]), sb = sign(b[i] - b[j]);
+      if (sa == 0 && sb == 0) continue;
+      if (sa == 0) ties_a += 1;
+      else if (sb == 0) ties_b += 1;
+      else if (sa == sb) concordant += 1;
+      else discordant += 1;
+    }
+  }
+  const double denom =
+      std::sqrt((concordant + discordant + ties_a) * (concordant + discordant + ties_b));
+  return denom > 0 ? (concordant - discordant) / denom : 0.0;
+}
+
+AccuracyFigures accuracy_figures(std::span<const double> predicted,
+                                 std::span<const double> measured) {
+  ES_CHECK(predicted.size() == measured.size(), "accuracy: {} predictions for {} measurements",
+           predicted.size(), measured.size());
+  AccuracyFigures f;
+  f.count = static_cast<int64_t>(measured.size());
+  if (measured.empty()) return f;
+  std::vector<double> ape(measured.size());
+  for (size_t i = 0; i < measured.size(); ++i) {
+    ES_CHECK(measured[i] > 0, "accuracy: measured value {} at {} is not positive", measured[i], i);
+    ape[i] = 100.0 * std::abs(predicted[i] - measured[i]) / measured[i];
+  }
+  f.mape_pct = std::accumulate(ape.begin(), ape.end(), 0.0) / static_cast<double>(ape.size());
+  f.p90_ape_pct = percentile(ape, 90);
+  f.kendall_tau = kendall_tau_b(predicted, measured);
+  return f;
+}
+
+json to_json(const AccuracyFigures& f) {
+  return {{"count", f.count},
+          {"mape_pct", f.mape_pct},
+          {"p90_ape_pct", f.p90_ape_pct},
+          {"kendall_tau", f.kendall_tau}};
+}
+
+std::string scatter_svg(const Comparison& c) {
+  const AccuracyFigures f = accuracy_figures(c.predicted, c.measured);
+  constexpr double W = 480, H = 480, L = 70, R = 20, T = 50, B = 60;
+  double lo = 1e300, hi = 0;
+  for (size_t i = 0; i < c.measured.size(); ++i) {
+    for (double v : {c.predicted[i], c.measured[i]}) {
+      if (v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
+    }
+  }
+  if (hi <= 0) lo = 0.1, hi = 1;
+  const auto [d0, d1] = decade_range(lo, hi);
+  const auto px = [&](double v) { return L + (std::log10(v) - d0) / (d1 - d0) * (W - L - R); };
+  const auto py = [&](double v) { return H - B - (std::log10(v) - d0) / (d1 - d0) * (H - T - B); };
+  std::string s = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
+      "fill=\"white\"/>\n",
+      W, H);
+  s += fmt::format("<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">{}</text>\n",
+                   W / 2, escape_xml(c.title));
+  s += fmt::format("<text x=\"{}\" y=\"40\" text-anchor=\"middle\">MAPE {:.2f}%, p90 {:.2f}%, "
+                   "tau {:.3f}, n = {}</text>\n", W / 2, f.mape_pct, f.p90_ape_pct,
+                   f.kendall_tau, f.count);
+  for (int d = static_cast<int>(d0); d <= static_cast<int>(d1); ++d) {  // decade grid + labels
+    const double v = std::pow(10.0, d);
+    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#ddd\"/>"
+                     "<line x1=\"{3}\" y1=\"{4:.1f}\" x2=\"{5}\" y2=\"{4:.1f}\" stroke=\"#ddd\"/>\n",
+                     px(v), T, H - B, L, py(v), W - R);
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:g}</text>"
+                     "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n",
+                     px(v), H - B + 16, v, L - 6, py(v) + 4, v);
+  }
+  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" "
+                   "stroke=\"black\"/>\n", L, T, W - L - R, H - T - B);
+  const double a = std::pow(10.0, d0), b = std::pow(10.0, d1);
+  s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"red\" "
+                   "stroke-dasharray=\"4 3\"/>\n", px(a), py(a), px(b), py(b));
+  for (size_t i = 0; i < c.measured.size(); ++i) {
+    if (c.predicted[i] <= 0 || c.measured[i] <= 0) continue;
+    s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"#1f77b4\" "
+                     "fill-opacity=\"0.6\"/>\n", px(c.measured[i]), py(c.predicted[i]));
+  }
+  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">measured ms (log)</text>\n",
+                   (L + W - R) / 2, H - 20);
+  s += fmt::format("<text x=\"18\" y=\"{0}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {0})\">"
+                   "predicted ms (log)</text>\n</svg>\n", (T + H - B) / 2);
+  return s;
+}
+
+json write_accuracy_report(const std::string& dir, const std::string& heading,
+                           const std::vector<Comparison>& comparisons,
+                           const std::vector<std::string>& notes) {
+  std::filesystem::create_directories(dir);
+  json figures = json::object();
+  std::string md = "# " + heading + "\n\n";
+  md += "| split | n | MAPE % | p90 APE % | Kendall tau | plot |\n|---|---:|---:|---:|---:|---|\n";
+  for (const Comparison& c : comparisons) {
+    const AccuracyFigures f = accuracy_figures(c.predicted, c.measured);
+    figures[c.name] = to_json(f);
+    figures[c.name]["title"] = c.title;
+    if (f.count == 0) {
+      md += fmt::format("| {} | 0 | - | - | - | - |\n", c.title);
+      continue;
+    }
+    write_file_atomic((std::filesystem::path(dir) / (c.name + ".svg")).string(), scatter_svg(c));
+    md += fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.3f} | [{}.svg]({}.svg) |\n", c.title,
+                      f.count, f.mape_pct, f.p90_ape_pct, f.kendall_tau, c.name, c.name);
+  }
+  if (!notes.empty()) {
+    md += "\n";
+    for (const std::string& n : notes) md += "- " + n + "\n";
+  }
+  write_file_atomic((std::filesystem::path(dir) / "report.md").string(), md);
+  write_file_atomic((std::filesystem::path(dir) / "report.json").string(),
+                    json{{"heading", heading}, {"figures", figures}, {"notes", notes}}.dump(2) + "\n");
+  return figures;
+}
+
+}  // namespace embshard

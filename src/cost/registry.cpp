@@ -1,0 +1,35 @@
+// The one registry of cost models: created by name, never by static
+// initialisation, so that the list below is the whole truth.
+#include <fmt/ranges.h>
+
+#include "embshard/cost/cost_model.h"
+#include "embshard/util/error.h"
+
+namespace embshard {
+
+TableFeatures table_features(const TableSpec& spec, int dim) {
+  ES_CHECK(dim > 0, "table_features: table '{}' at dim {}, must be positive", spec.name, dim);
+  TableFeatures f;
+  f.rows = spec.rows;
+  f.dim = dim;
+  f.pooling_factor = spec.pooling_factor;
+  f.row_reuse = spec.row_reuse;
+  f.lookup_reuse = spec.lookup_reuse;
+  return f;
+}
+
+const std::vector<std::string>& cost_model_names() {
+  static const std::vector<std::string> names = {"analytic", "neural", "measured"};
+  return names;
+}
+
+std::unique_ptr<CostModel> create_cost_model(const std::string& name,
+                                             const CostModelOptions& options) {
+  if (name == "analytic") return make_analytic_cost_model(options);
+  if (name == "neural") return make_neural_cost_model(options);
+  if (name == "measured") return make_measured_cost_model(options);
+  ES_THROW("unknown cost model '{}': valid names are {}", name,
+           fmt::join(cost_model_names(), ", "));
+}
+
+}  // namespace embshard

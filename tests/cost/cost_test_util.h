@@ -1,0 +1,112 @@
+// Synthetic cost data with a known cost function, written through RecordFile
+// in the `bench compute` / `bench comm` formats, for the cost model tests.
+#pragma once
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "embshard/util/record_file.h"
+#include "embshard/workload/table.h"
+
+namespace embshard::testing {
+
+struct SynthTable {
+  int64_t rows;
+  double pooling;
+  ReuseHistogram row_reuse{}, lookup_reuse{};
+};
+
+inline std::vector<SynthTable> synth_pool(int count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<SynthTable> pool;
+  for (int i = 0; i < count; ++i) {
+    SynthTable t;
+    t.rows = static_cast<int64_t>(std::pow(10.0, 3 + 3 * u(rng)));
+    t.pooling = 1 + 29 * u(rng);
+    double rs = 0, ls = 0;
+    for (int k = 0; k < kReuseBins; ++k) {
+      rs += t.row_reuse[k] = u(rng) * std::exp(-0.6 * k);
+      ls += t.lookup_reuse[k] = u(rng) * std::exp(-0.3 * k);
+    }
+    for (int k = 0; k < kReuseBins; ++k) t.row_reuse[k] /= rs, t.lookup_reuse[k] /= ls;
+    pool.push_back(t);
+  }
+  return pool;
+}
+
+// The known cost function: a fixed overhead plus, per table, a*rows^0.3*dim*pooling.
+inline double synth_cost_ms(const std::vector<std::pair<SynthTable, int>>& shard) {
+  double ms = 0.05;
+  for (const auto& [t, dim] : shard) ms += 2e-5 * std::pow(t.rows, 0.3) * dim * t.pooling;
+  return ms;
+}
+
+inline nlohmann::json compute_header(int64_t batch) {
+  return {{"format", "embshard-compute-costs"}, {"version", 1}, {"batch_size", batch},
+          {"threads", 1}, {"machine", {{"cpu", "synthetic"}}}};
+}
+
+// `samples` records of shards of 1..max_tables pool tables, with multiplicative noise.
+inline void write_synth_compute(const std::string& path, int samples, uint64_t seed,
+                                int pool_size = 40, int max_tables = 8, double noise = 0.01,
+                                uint64_t pool_seed = 7) {
+  const std::vector<SynthTable> pool = synth_pool(pool_size, pool_seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  const int dims[] = {4, 8, 16, 32, 64};
+  RecordFile out(path, compute_header(512), {});
+  for (int s = 0; s < samples; ++s) {
+    const int n = 1 + static_cast<int>(rng() % max_tables);
+    std::vector<std::pair<SynthTable, int>> shard;
+    nlohmann::json tables = nlohmann::json::array();
+    for (int i = 0; i < n; ++i) {
+      const int id = static_cast<int>(rng() % pool.size());
+      const int dim = dims[rng() % 5];
+      shard.emplace_back(pool[id], dim);
+      tables.push_back({{"table", id}, {"rows", pool[id].rows}, {"dim", dim},
+                        {"pooling_factor", pool[id].pooling}, {"unique_rows", 1},
+                        {"row_reuse_histogram", pool[id].row_reuse},
+                        {"lookup_reuse_histogram", pool[id].lookup_reuse}});
+    }
+    const double ms = synth_cost_ms(shard) * (1 + noise * (2 * u(rng) - 1));
+    out.append({{"sample", s}, {"tables", tables}, {"fwd_ms", ms / 3}, {"bwd_ms", ms * 2 / 3},
+                {"ms", ms}});
+  }
+}
+
+// Known comm costs: latency + bytes / bandwidth for bwd; fwd adds the wait for
+// the slowest device.
+inline void write_synth_comm(const std::string& path, int devices, int samples, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  const int64_t batch = 1024;
+  RecordFile out(path,
+                 {{"format", "embshard-comm-costs"}, {"version", 1}, {"num_devices", devices},
+                  {"batch", batch}, {"machine", {{"cpu", "synthetic"}}}},
+                 {});
+  for (int s = 0; s < samples; ++s) {
+    std::vector<double> dims(devices), delays(devices), fwd(devices), bwd(devices);
+    double total = 0, max_delay = 0;
+    for (int d = 0; d < devices; ++d) {
+      dims[d] = std::floor(16 + 600 * u(rng));
+      delays[d] = 3 * u(rng);
+      total += dims[d];
+    }
+    const double min_delay = *std::min_element(delays.begin(), delays.end());
+    for (double& v : delays) max_delay = std::max(max_delay, v -= min_delay);
+    for (int d = 0; d < devices; ++d) {
+      const double mb = 4.0 * batch / devices * (dims[d] * (devices - 1) + total - dims[d]) / 1e6;
+      bwd[d] = 0.05 + 0.2 * mb;
+      fwd[d] = bwd[d] + (max_delay - delays[d]);
+    }
+    out.append({{"sample", s}, {"dim_sums", dims}, {"delays_ms", delays}, {"fwd_ms", fwd},
+                {"bwd_ms", bwd}, {"num_tables", std::vector<int>(devices, 1)}});
+  }
+}
+
+}  // namespace embshard::testing

@@ -1,0 +1,242 @@
+// Neural cost model without torch: data checks, accuracy figures, files,
+// the cached fast path, and that NaN never reaches the planner.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "cost_test_util.h"
+#include "embshard/cost/cost_data.h"
+#include "embshard/cost/neural_model.h"
+#include "embshard/util/error.h"
+#include "embshard/util/file.h"
+#include "test_util.h"
+
+namespace embshard {
+namespace {
+
+using testing::ScratchDir;
+
+Mlp random_mlp(const std::vector<int>& sizes, bool relu_last, std::mt19937_64& rng) {
+  std::normal_distribution<float> n(0, 0.3f);
+  Mlp mlp;
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
+    DenseLayer l;
+    l.in = sizes[i];
+    l.out = sizes[i + 1];
+    l.relu = i + 2 < sizes.size() || relu_last;
+    for (int k = 0; k < l.in * l.out; ++k) l.weight.push_back(n(rng));
+    for (int k = 0; k < l.out; ++k) l.bias.push_back(n(rng));
+    mlp.layers.push_back(l);
+  }
+  return mlp;
+}
+
+NeuralModel random_model(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  NeuralModel m;
+  m.batch_size = 512;
+  m.comm_batch_size = 1024;
+  const int nf = static_cast<int>(compute_feature_names().size());
+  m.compute.features.mean.assign(nf, 0.5f);
+  m.compute.features.scale.assign(nf, 0.7f);
+  m.compute.table = random_mlp({nf, 16, 8}, true, rng);
+  m.compute.head = random_mlp({8, 16, 1}, false, rng);
+  m.compute.target_mean = -1;
+  m.compute.target_std = 0.8;
+  m.has_comm = true;
+  for (auto* net : {&m.comm_fwd, &m.comm_bwd}) {
+    const int n = static_cast<int>(net == &m.comm_fwd ? comm_fwd_feature_names().size()
+                                                      : comm_bwd_feature_names().size());
+    net->features.mean.assign(n, 0.1f);
+    net->features.scale.assign(n, 0.5f);
+    net->mlp = random_mlp({n, 12, 1}, false, rng);
+  }
+  return m;
+}
+
+std::vector<TableFeatures> pool_features(int count) {
+  std::vector<TableFeatures> out;
+  for (const auto& t : testing::synth_pool(count, 3)) {
+    TableFeatures f;
+    f.rows = t.rows;
+    f.dim = 16;
+    f.pooling_factor = t.pooling;
+    f.row_reuse = t.row_reuse;
+    f.lookup_reuse = t.lookup_reuse;
+    out.push_back(f);
+  }
+  return out;
+}
+
+TEST(NeuralModel, FastPathEqualsReference) {
+  NeuralCostModel model(random_model(1));
+  const auto tables = pool_features(20);
+  for (const auto& t : tables) model.add_table(t);
+  std::mt19937_64 rng(5);
+  for (int s = 0; s < 50; ++s) {
+    std::vector<int> ids;
+    std::vector<TableFeatures> shard;
+    for (int i = 0; i < 1 + s % 12; ++i) {
+      ids.push_back(static_cast<int>(rng() % tables.size()));
+      shard.push_back(tables[ids.back()]);
+    }
+    const double fast = model.compute_ms(ids), ref = predict_compute_ms(model.model(), shard);
+    EXPECT_GT(fast, 0);
+    EXPECT_NEAR(fast, ref, 1e-6 * ref);
+  }
+  EXPECT_EQ(model.compute_ms({}), 0.0);
+  EXPECT_THROW(model.compute_ms(std::vector<int>{99}), Error);
+}
+
+TEST(NeuralModel, SaveLoadRoundTrip) {
+  ScratchDir dir("neural_roundtrip");
+  const NeuralModel m = random_model(2);
+  save_neural_model(m, dir.path().string());
+  const NeuralModel back = load_neural_model(dir.path().string());
+  const auto tables = pool_features(6);
+  EXPECT_EQ(predict_compute_ms(m, tables), predict_compute_ms(back, tables));
+  const std::vector<double> dims = {100, 40, 300}, delays = {0, 1.5, 0.2};
+  std::vector<double> f1(3), b1(3), f2(3), b2(3);
+  predict_comm_ms(m, dims, delays, f1, b1);
+  predict_comm_ms(back, dims, delays, f2, b2);
+  EXPECT_EQ(f1, f2);
+  EXPECT_EQ(b1, b2);
+}
+
+// Error text must name the file at fault.
+void expect_error_naming(const std::string& dir, const std::string& file) {
+  try {
+    load_neural_model(dir);
+    FAIL() << "loading " << dir << " should fail (" << file << ")";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
+  }
+}
+
+TEST(NeuralModel, BadDirectoriesNameTheFile) {
+  ScratchDir dir("neural_bad");
+  const std::string d = dir.path().string();
+  expect_error_naming(d, "manifest.json");  // missing manifest
+  save_neural_model(random_model(3), d);
+  const std::string weights = dir.file("compute_head.bin");
+  std::string bytes = read_file(weights);
+  bytes[bytes.size() / 2] ^= 0x40;  // one flipped bit
+  write_file_atomic(weights, bytes);
+  expect_error_naming(d, "compute_head.bin");
+
+  save_neural_model(random_model(3), d);
+  std::filesystem::remove(dir.file("comm_fwd.bin"));
+  expect_error_naming(d, "comm_fwd.bin");
+
+  save_neural_model(random_model(3), d);
+  auto manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
+  manifest["networks"]["compute"]["features"].erase(0);  // wrong feature count
+  write_file_atomic(dir.file("manifest.json"), manifest.dump());
+  expect_error_naming(d, "manifest.json");
+
+  save_neural_model(random_model(3), d);
+  manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
+  manifest["version"] = 99;
+  write_file_atomic(dir.file("manifest.json"), manifest.dump());
+  expect_error_naming(d, "manifest.json");
+
+  save_neural_model(random_model(3), d);
+  manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
+  manifest["networks"]["compute"]["head_mlp"]["sizes"] = {8, 32, 1};  // wrong layer sizes
+  write_file_atomic(dir.file("manifest.json"), manifest.dump());
+  expect_error_naming(d, "compute_head.bin");
+}
+
+TEST(NeuralModel, NanNeverReachesThePlanner) {
+  NeuralModel m = random_model(4);
+  auto tables = pool_features(3);
+  m.compute.head.layers.back().bias[0] = NAN;
+  EXPECT_THROW(predict_compute_ms(m, tables), Error);
+  m = random_model(4);
+  m.compute.head.layers.back().bias[0] = 1e30f;  // absurd: clamped, finite
+  EXPECT_TRUE(std::isfinite(predict_compute_ms(m, tables)));
+  tables[1].pooling_factor = NAN;
+  EXPECT_THROW(predict_compute_ms(m, tables), Error);
+  std::vector<double> f(2), b(2);
+  EXPECT_THROW(predict_comm_ms(random_model(4), std::vector<double>{1, NAN},
+                               std::vector<double>{0, 0}, f, b), Error);
+}
+
+TEST(CostData, BadRecordsAreSkippedAndCounted) {
+  ScratchDir dir("cost_data_bad");
+  const std::string path = dir.file("compute.jsonl");
+  testing::write_synth_compute(path, 40, 1);
+  std::string text = read_file(path);
+  // Line 3 gets a negative ms, line 5 is garbage, and the last line is torn.
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) {
+    lines.push_back(text.substr(at, nl - at));
+  }
+  auto r = nlohmann::json::parse(lines[2]);
+  r["ms"] = -1.0;
+  lines[2] = r.dump();
+  lines[4] = "{\"sample\": 3, \"tab";
+  r = nlohmann::json::parse(lines[6]);
+  r["ms"] = nullptr;  // how JSON spells NaN
+  lines[6] = r.dump();
+  text.clear();
+  for (const auto& l : lines) text += l + "\n";
+  text += "{\"sample\": 40, \"tables\": [";
+  write_file_atomic(path, text);
+  const ComputeData data = load_compute_data(path);
+  ASSERT_EQ(data.problems.size(), 4u);
+  EXPECT_EQ(data.problems[0].line, 3);
+  EXPECT_NE(data.problems[0].reason.find("ms"), std::string::npos);
+  EXPECT_EQ(data.problems[1].line, 5);
+  EXPECT_EQ(data.problems[2].line, 7);
+  EXPECT_EQ(data.problems[3].line, 42);
+  EXPECT_EQ(data.records.size(), 37u);
+  // Too many bad records: the file is refused, not trained on.
+  EXPECT_THROW(load_compute_data(path, 0.05), Error);
+  EXPECT_EQ(detect_cost_data_kind(path), CostDataKind::kCompute);
+  EXPECT_THROW(load_comm_data(path), Error);
+}
+
+TEST(CostData, AccuracyFigures) {
+  const std::vector<double> measured = {1, 2, 4, 8, 16};
+  const std::vector<double> predicted = {1.1, 2, 3.6, 8, 17.6};
+  const AccuracyFigures f = accuracy_figures(predicted, measured);
+  EXPECT_NEAR(f.mape_pct, (10 + 0 + 10 + 0 + 10) / 5.0, 1e-9);
+  EXPECT_NEAR(f.p90_ape_pct, 10, 1e-9);
+  EXPECT_NEAR(f.kendall_tau, 1.0, 1e-12);
+  const std::vector<double> reversed = {16, 8, 4, 2, 1};
+  EXPECT_NEAR(kendall_tau_b(reversed, measured), -1.0, 1e-12);
+  const std::vector<double> one_swap = {1, 2, 8, 4, 16};
+  EXPECT_NEAR(kendall_tau_b(one_swap, measured), 0.8, 1e-12);  // (9 - 1) / 10
+}
+
+TEST(CostData, ScatterSvgAndReport) {
+  ScratchDir dir("cost_report");
+  Comparison c{"compute_test", "compute <test>", {1, 2, 30}, {1.1, 2, 25}};
+  const std::string svg = scatter_svg(c);
+  EXPECT_NE(svg.find("<svg"), std::string::npos);
+  EXPECT_NE(svg.find("MAPE"), std::string::npos);
+  EXPECT_NE(svg.find("&lt;test&gt;"), std::string::npos);
+  EXPECT_EQ(std::count(svg.begin(), svg.end(), '<') , std::count(svg.begin(), svg.end(), '>'));
+  const auto figures = write_accuracy_report(dir.path().string(), "t", {c}, {"a note"});
+  EXPECT_TRUE(file_exists(dir.file("report.md")));
+  EXPECT_TRUE(file_exists(dir.file("compute_test.svg")));
+  EXPECT_GT(figures["compute_test"]["mape_pct"].get<double>(), 0);
+}
+
+TEST(Registry, UnknownNameListsValidNames) {
+  try {
+    create_cost_model("bogus", {});
+    FAIL();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    for (const auto& name : cost_model_names()) EXPECT_NE(what.find(name), std::string::npos);
+  }
+  EXPECT_THROW(create_cost_model("neural", {}), Error);  // no model dir
+}
+
+}  // namespace
+}  // namespace embshard

@@ -1,0 +1,177 @@
+// Training the neural cost models on synthetic data with a known cost
+// function: accuracy, determinism, the fast path against libtorch's forward,
+// and the train / validate commands end to end.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "cost_test_util.h"
+#include "embshard/cost/neural_train.h"
+#include "embshard/util/error.h"
+#include "embshard/util/file.h"
+#include "test_util.h"
+
+namespace embshard {
+namespace {
+
+using testing::ScratchDir;
+
+class NeuralTrain : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new ScratchDir("neural_train");
+    testing::write_synth_compute(dir_->file("compute.jsonl"), 500, 1);
+    testing::write_synth_compute(dir_->file("unseen.jsonl"), 60, 2, 20, 8, 0.01, /*pool_seed=*/99);
+    testing::write_synth_comm(dir_->file("comm2.jsonl"), 2, 150, 3);
+    testing::write_synth_comm(dir_->file("comm4.jsonl"), 4, 150, 4);
+    result_ = new TrainResult(train_neural_model(options()));
+  }
+  static void TearDownTestSuite() {
+    delete result_;
+    delete dir_;
+  }
+  static TrainOptions options() {
+    TrainOptions o;
+    o.compute_path = dir_->file("compute.jsonl");
+    o.comm_paths = {dir_->file("comm2.jsonl"), dir_->file("comm4.jsonl")};
+    o.seed = 5;
+    o.max_epochs = 300;
+    o.patience = 30;
+    o.hidden = 32;
+    o.embed = 16;
+    o.verbose = false;
+    return o;
+  }
+  static const AccuracyFigures figures(const std::string& name) {
+    for (const Comparison& c : result_->comparisons) {
+      if (c.name == name) return accuracy_figures(c.predicted, c.measured);
+    }
+    ADD_FAILURE() << "no comparison " << name;
+    return {};
+  }
+  static ScratchDir* dir_;
+  static TrainResult* result_;
+};
+ScratchDir* NeuralTrain::dir_ = nullptr;
+TrainResult* NeuralTrain::result_ = nullptr;
+
+TEST_F(NeuralTrain, LearnsTheKnownCostFunction) {
+  std::string notes;
+  for (const auto& n : result_->notes) notes += n + "\n";
+  SCOPED_TRACE(notes);
+  const AccuracyFigures test = figures("compute_test");
+  EXPECT_GT(test.count, 40);
+  EXPECT_LT(test.mape_pct, 5.0);
+  EXPECT_GT(test.kendall_tau, 0.85);
+  const AccuracyFigures fwd = figures("comm_fwd_test"), bwd = figures("comm_bwd_test");
+  EXPECT_LT(fwd.mape_pct, 10.0);
+  EXPECT_LT(bwd.mape_pct, 10.0);
+  EXPECT_GT(figures("comm_fwd_test_n2").count, 0);
+  EXPECT_GT(figures("comm_bwd_test_n4").count, 0);
+  // Held-out tables: few records are made only of them, but the split exists.
+  EXPECT_FALSE(result_->model.info["holdout_pool_tables"].empty());
+}
+
+TEST_F(NeuralTrain, FastPathEqualsLibtorchForward) {
+  NeuralCostModel fast(result_->model);
+  TorchComputeReference torch_model(result_->model);
+  const auto pool = testing::synth_pool(30, 9);
+  std::mt19937_64 rng(1);
+  for (const auto& t : pool) {
+    TableFeatures f;
+    f.rows = t.rows;
+    f.dim = 4 << (rng() % 5);
+    f.pooling_factor = t.pooling;
+    f.row_reuse = t.row_reuse;
+    f.lookup_reuse = t.lookup_reuse;
+    EXPECT_EQ(fast.add_table(f), torch_model.add_table(f));
+  }
+  for (int s = 0; s < 200; ++s) {
+    std::vector<int> ids;
+    for (int i = 0; i < 1 + s % 15; ++i) ids.push_back(static_cast<int>(rng() % pool.size()));
+    const double a = fast.compute_ms(ids), b = torch_model.compute_ms(ids);
+    ASSERT_NEAR(a, b, 1e-5 * std::abs(b)) << "shard " << s;
+  }
+  const std::vector<double> dims = {100, 900, 30, 250}, delays = {0, 2, 0.5, 1};
+  std::vector<double> f1(4), b1(4), f2(4), b2(4);
+  fast.comm_ms(dims, delays, f1, b1);
+  torch_comm_ms(result_->model, dims, delays, f2, b2);
+  for (int d = 0; d < 4; ++d) {
+    EXPECT_NEAR(f1[d], f2[d], 1e-5 * f2[d]);
+    EXPECT_NEAR(b1[d], b2[d], 1e-5 * b2[d]);
+  }
+}
+
+TEST_F(NeuralTrain, SavedModelPredictsTheSame) {
+  ScratchDir out("neural_train_save");
+  save_neural_model(result_->model, out.path().string());
+  auto model = create_cost_model("neural", {.model_dir = out.path().string()});
+  NeuralCostModel direct(result_->model);
+  const auto pool = testing::synth_pool(5, 11);
+  for (const auto& t : pool) {
+    TableFeatures f{t.rows, 32, t.pooling, t.row_reuse, t.lookup_reuse};
+    model->add_table(f);
+    direct.add_table(f);
+  }
+  const std::vector<int> ids = {0, 1, 2, 3, 4, 2};
+  EXPECT_EQ(model->compute_ms(ids), direct.compute_ms(ids));
+  EXPECT_EQ(model->batch_size(), 512);
+  EXPECT_THROW(create_cost_model("neural", {.model_dir = out.path().string(), .batch_size = 64}),
+               Error);
+}
+
+TEST_F(NeuralTrain, SameSeedSameWeights) {
+  TrainOptions o = options();
+  o.comm_paths.clear();
+  o.max_epochs = 15;
+  const TrainResult a = train_neural_model(o), b = train_neural_model(o);
+  ASSERT_EQ(a.model.compute.head.layers.size(), b.model.compute.head.layers.size());
+  for (size_t l = 0; l < a.model.compute.table.layers.size(); ++l) {
+    EXPECT_EQ(a.model.compute.table.layers[l].weight, b.model.compute.table.layers[l].weight);
+  }
+  for (size_t l = 0; l < a.model.compute.head.layers.size(); ++l) {
+    EXPECT_EQ(a.model.compute.head.layers[l].weight, b.model.compute.head.layers[l].weight);
+  }
+  o.seed += 1;
+  const TrainResult c = train_neural_model(o);
+  EXPECT_NE(a.model.compute.head.layers[0].weight, c.model.compute.head.layers[0].weight);
+}
+
+TEST_F(NeuralTrain, TrainAndValidateCommands) {
+  ScratchDir out("neural_cli");
+  const std::string model = out.file("model");
+  auto r = testing::run_cli(fmt::format(
+      "train --compute {} --comm {} --comm {} --unseen-compute {} --out {} --epochs 40 --seed 2",
+      dir_->file("compute.jsonl"), dir_->file("comm2.jsonl"), dir_->file("comm4.jsonl"),
+      dir_->file("unseen.jsonl"), model));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("MAPE"), std::string::npos) << r.output;
+  for (const char* f : {"manifest.json", "report.md", "report.json", "compute_test.svg",
+                        "comm_fwd_test.svg", "compute_unseen_file.svg"}) {
+    EXPECT_TRUE(file_exists(model + "/" + f)) << f;
+  }
+  // A torn last record in the validation data: reported and skipped.
+  const std::string data = out.file("more.jsonl");
+  testing::write_synth_compute(data, 30, 8);
+  write_file_atomic(data, read_file(data) + "{\"sample\": 30, \"tab");
+  r = testing::run_cli(fmt::format("validate --model {} --data {} --json", model, data));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("line 32"), std::string::npos) << r.output;
+  const auto json_start = r.output.find("{\n");
+  ASSERT_NE(json_start, std::string::npos) << r.output;
+  const auto j = nlohmann::json::parse(r.output.substr(json_start));
+  EXPECT_EQ(j["count"], 30);
+  EXPECT_EQ(j["skipped_bad_records"], 1);
+  for (const char* key : {"mape_pct", "p90_ape_pct", "kendall_tau"}) EXPECT_TRUE(j.contains(key));
+  r = testing::run_cli(fmt::format("validate --model {} --data {} --json", model,
+                                   dir_->file("comm4.jsonl")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"fwd\""), std::string::npos);
+  r = testing::run_cli(fmt::format("validate --model {} --data {}", out.file("nope"), data));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("manifest.json"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace embshard

@@ -1,0 +1,118 @@
+// embshard validate: a model's accuracy figures on any measured data file
+// (bench compute or bench comm, told apart by the header's format).
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "embshard/cost/cost_data.h"
+#include "embshard/cost/neural_model.h"
+#include "embshard/util/error.h"
+#include "embshard/util/text_table.h"
+
+namespace embshard::cli {
+namespace {
+
+using nlohmann::json;
+
+struct ValidateArgs {
+  std::string model_dir, data_path, plot_dir;
+  bool json_output = false;
+  // Hook for the placement-ranking check (issue 3, item 3: `--ranking`, which
+  // adds `pick_within_2pct_rate`): parse its options here, run it in
+  // run_validate after the accuracy figures, and add its figures to `out`.
+};
+
+std::vector<Comparison> compute_comparisons(const NeuralModel& model, const std::string& path,
+                                            size_t& skipped) {
+  const ComputeData data = load_compute_data(path);
+  report_problems(path, data.problems);
+  skipped = data.problems.size();
+  ES_CHECK(data.batch_size == model.batch_size,
+           "{}: measured at batch {}, the model predicts batch {}", path, data.batch_size,
+           model.batch_size);
+  Comparison c{"compute", "compute: " + path, {}, {}};
+  for (const ComputeRecord& r : data.records) {
+    c.predicted.push_back(predict_compute_ms(model, r.tables));
+    c.measured.push_back(r.ms);
+  }
+  return {c};
+}
+
+std::vector<Comparison> comm_comparisons(const NeuralModel& model, const std::string& path,
+                                         size_t& skipped) {
+  const CommData data = load_comm_data(path);
+  report_problems(path, data.problems);
+  skipped = data.problems.size();
+  ES_CHECK(data.batch == model.comm_batch_size,
+           "{}: measured at batch {}, the model's comm networks predict batch {}", path,
+           data.batch, model.comm_batch_size);
+  Comparison fwd{"comm_fwd", fmt::format("comm forward, {} devices", data.num_devices), {}, {}};
+  Comparison bwd{"comm_bwd", fmt::format("comm backward, {} devices", data.num_devices), {}, {}};
+  for (const CommRecord& r : data.records) {
+    std::vector<double> pf(r.dim_sums.size()), pb(r.dim_sums.size());
+    predict_comm_ms(model, r.dim_sums, r.delays_ms, pf, pb);
+    fwd.predicted.insert(fwd.predicted.end(), pf.begin(), pf.end());
+    fwd.measured.insert(fwd.measured.end(), r.fwd_ms.begin(), r.fwd_ms.end());
+    bwd.predicted.insert(bwd.predicted.end(), pb.begin(), pb.end());
+    bwd.measured.insert(bwd.measured.end(), r.bwd_ms.begin(), r.bwd_ms.end());
+  }
+  return {fwd, bwd};
+}
+
+void run_validate(const ValidateArgs& args) {
+  const NeuralModel model = load_neural_model(args.model_dir);
+  const CostDataKind kind = detect_cost_data_kind(args.data_path);
+  size_t skipped = 0;
+  const std::vector<Comparison> comparisons =
+      kind == CostDataKind::kCompute ? compute_comparisons(model, args.data_path, skipped)
+                                     : comm_comparisons(model, args.data_path, skipped);
+  // Top level: compute's figures, or for comm both directions pooled (every
+  // device's fwd and bwd ms); per direction under "fwd" / "bwd".
+  Comparison pooled{"all", "all", {}, {}};
+  for (const Comparison& c : comparisons) {
+    pooled.predicted.insert(pooled.predicted.end(), c.predicted.begin(), c.predicted.end());
+    pooled.measured.insert(pooled.measured.end(), c.measured.begin(), c.measured.end());
+  }
+  json out = to_json(accuracy_figures(pooled.predicted, pooled.measured));
+  out["kind"] = kind == CostDataKind::kCompute ? "compute" : "comm";
+  out["model"] = args.model_dir;
+  out["data"] = args.data_path;
+  out["skipped_bad_records"] = skipped;
+  if (kind == CostDataKind::kComm) {
+    out["fwd"] = to_json(accuracy_figures(comparisons[0].predicted, comparisons[0].measured));
+    out["bwd"] = to_json(accuracy_figures(comparisons[1].predicted, comparisons[1].measured));
+  }
+  if (!args.plot_dir.empty()) {
+    write_accuracy_report(args.plot_dir, "Validation of " + args.model_dir + " on " + args.data_path,
+                          comparisons, {});
+  }
+  if (args.json_output) {
+    fmt::print("{}\n", out.dump(2));
+    return;
+  }
+  TextTable table({"data", "n", "MAPE %", "p90 APE %", "Kendall tau"});
+  for (const Comparison& c : comparisons) {
+    const AccuracyFigures f = accuracy_figures(c.predicted, c.measured);
+    table.add_row({c.title, std::to_string(f.count), fmt::format("{:.2f}", f.mape_pct),
+                   fmt::format("{:.2f}", f.p90_ape_pct), fmt::format("{:.3f}", f.kendall_tau)});
+  }
+  fmt::print("model {} on {}{}:\n{}", args.model_dir, args.data_path,
+             skipped ? fmt::format(" ({} bad records skipped)", skipped) : "", table.render());
+}
+
+}  // namespace
+
+void add_validate_command(CLI::App& app) {
+  auto args = std::make_shared<ValidateArgs>();
+  CLI::App* cmd = app.add_subcommand("validate", "Accuracy of a cost model on measured data");
+  cmd->add_option("--model", args->model_dir, "Model directory (embshard train --out)")->required();
+  cmd->add_option("--data", args->data_path, "bench compute or bench comm file")->required();
+  cmd->add_flag("--json", args->json_output,
+                "Print JSON (mape_pct, p90_ape_pct, kendall_tau, count, ...)");
+  cmd->add_option("--plot-dir", args->plot_dir, "Also write report.md/json and SVG plots here");
+  cmd->callback([args] { run_validate(*args); });
+}
+
+}  // namespace embshard::cli
