@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   embshard::cli::add_import_command(app);
   embshard::cli::add_inspect_command(app);
   embshard::cli::add_bench_command(app);
+  embshard::cli::add_calibrate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
