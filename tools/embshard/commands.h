@@ -13,6 +13,7 @@ void add_import_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_bench_command(CLI::App& app);  // bench kernel | compute | comm | plan
 void add_demo_command(CLI::App& app);
+void add_calibrate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_validate_command(CLI::App& app);

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   embshard::cli::add_plan_command(app);
   embshard::cli::add_train_command(app);
   embshard::cli::add_validate_command(app);
+  embshard::cli::add_calibrate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

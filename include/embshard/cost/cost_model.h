@@ -25,6 +25,10 @@ struct TableFeatures {
   double pooling_factor = 0;
   ReuseHistogram row_reuse{};
   ReuseHistogram lookup_reuse{};
+  // The table's index in the workload it came from, or -1 when unknown. Only
+  // the measured (executor-backed) model needs it, to find the table's trace;
+  // without it that model matches tables by rows, pooling factor and reuse.
+  int source_table = -1;
 };
 TableFeatures table_features(const TableSpec& spec, int dim);
 

@@ -1,0 +1,24 @@
+// Accuracy figures of a cost model against measured costs.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace embshard {
+
+struct AccuracyFigures {
+  double mape_pct = 0;     // mean of |pred - meas| / meas, in percent
+  double p90_ape_pct = 0;  // 90th percentile of the same (linear interpolation)
+  double kendall_tau = 0;  // Kendall's tau-b between predicted and measured
+  int64_t count = 0;
+};
+
+// Throws Error when the spans differ in length, are empty, or a measured value
+// is not finite and positive, or a prediction is not finite. tau-b is 0 when
+// either side is constant (no ranking to agree with).
+AccuracyFigures accuracy(std::span<const double> predicted, std::span<const double> measured);
+
+// Kendall's tau-b, O(n^2) pairs (accuracy data holds thousands, not millions).
+double kendall_tau_b(std::span<const double> x, std::span<const double> y);
+
+}  // namespace embshard

@@ -1,0 +1,73 @@
+// The analytic CostModel: calibrated bandwidths and overheads, no training data.
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "embshard/cost/analytic.h"
+#include "embshard/util/error.h"
+
+namespace embshard {
+namespace {
+
+class AnalyticCostModel : public CostModel {
+ public:
+  AnalyticCostModel(Calibration c, int64_t batch_size)
+      : c_(std::move(c)), batch_size_(batch_size) {}
+
+  std::string name() const override { return "analytic"; }
+  int64_t batch_size() const override { return batch_size_; }
+
+  int add_table(const TableFeatures& table) override {
+    // Lookups scale with the batch (pooling factor is per sample); the share of
+    // distinct rows per lookup is taken from the histograms as is (see
+    // estimate_distinct_rows).
+    tables_.push_back(analytic_table(table, batch_size_));
+    return static_cast<int>(tables_.size()) - 1;
+  }
+
+  double compute_ms(std::span<const int> table_ids) const override {
+    std::vector<AnalyticTable> shard;
+    shard.reserve(table_ids.size());
+    for (int id : table_ids) {
+      ES_CHECK(id >= 0 && id < static_cast<int>(tables_.size()),
+               "analytic model: table id {} is not registered ({} tables)", id, tables_.size());
+      shard.push_back(tables_[id]);
+    }
+    if (shard.empty()) return 0.0;
+    const AnalyticTerms terms = analytic_terms(shard, batch_size_, c_.cache_bytes);
+    const double ms = analytic_fwd_ms(terms, c_) + analytic_bwd_ms(terms, c_);
+    // Never hand the planner a NaN or inf (inputs are checked, so this is a bug).
+    ES_CHECK(std::isfinite(ms) && ms >= 0, "analytic model: predicted {} ms", ms);
+    return ms;
+  }
+
+  void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
+               std::span<double> fwd_ms, std::span<double> bwd_ms) const override {
+    analytic_comm_ms(c_, batch_size_, dim_sums, delays_ms, fwd_ms, bwd_ms);
+  }
+
+ private:
+  Calibration c_;
+  int64_t batch_size_;
+  std::vector<AnalyticTable> tables_;
+};
+
+}  // namespace
+
+std::unique_ptr<CostModel> make_analytic_cost_model(const CostModelOptions& options) {
+  ES_CHECK(!options.calibration.empty(),
+           "analytic model: no calibration file given (run `embshard calibrate`)");
+  Calibration c = load_calibration(options.calibration);
+  ES_CHECK(options.batch_size >= 0, "analytic model: batch size {} is negative",
+           options.batch_size);
+  const int64_t batch = options.batch_size > 0 ? options.batch_size : c.batch_size;
+  return std::make_unique<AnalyticCostModel>(std::move(c), batch);
+}
+
+// For tests and tools that already hold a calibration in memory.
+std::unique_ptr<CostModel> make_analytic_cost_model(const Calibration& c, int64_t batch_size) {
+  return std::make_unique<AnalyticCostModel>(c, batch_size > 0 ? batch_size : c.batch_size);
+}
+
+}  // namespace embshard

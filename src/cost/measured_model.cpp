@@ -1,0 +1,122 @@
+// The measured CostModel: ground truth from the executor, for evaluation.
+//
+// compute_ms runs the shard's forward + backward + update on the fused
+// executor with the workload's real traces (bench compute's time_shard: median
+// of kRepeats runs after kWarmup) and caches the result per shard. One process
+// cannot measure an all-to-all, so comm_ms is the analytic formula (latency +
+// bytes / bandwidth) with the calibration given in the options, or with
+// kDefaultCommLatencyUs and kDefaultCommGbps without one; its name says so.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+
+#include "embshard/bench/compute.h"
+#include "embshard/cost/analytic.h"
+#include "embshard/util/error.h"
+#include "embshard/workload/workload.h"
+
+namespace embshard {
+namespace {
+
+constexpr int kWarmup = 2;
+constexpr int kRepeats = 5;
+// Without a calibration file: a typical shared-memory all-to-all bandwidth.
+constexpr double kDefaultCommGbps = 10.0;
+
+// The workload table a feature set came from: by source_table when given,
+// else the table with the same rows whose pooling factor and reuse are closest.
+int match_table(const Workload& w, const TableFeatures& t) {
+  if (t.source_table >= 0) {
+    ES_CHECK(t.source_table < static_cast<int>(w.tables.size()) &&
+                 w.tables[t.source_table].rows == t.rows,
+             "measured model: source_table {} is not a table of {} rows in workload '{}' ({} "
+             "tables)",
+             t.source_table, t.rows, w.dir, w.tables.size());
+    return t.source_table;
+  }
+  int best = -1;
+  double best_distance = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < w.tables.size(); ++i) {
+    const TableSpec& s = w.tables[i];
+    if (s.rows != t.rows) continue;
+    const double distance = std::abs(s.pooling_factor - t.pooling_factor) /
+                                std::max(1e-9, s.pooling_factor) +
+                            total_variation(s.row_reuse, t.row_reuse);
+    if (distance < best_distance) best_distance = distance, best = static_cast<int>(i);
+  }
+  ES_CHECK(best >= 0, "measured model: no table of workload '{}' has {} rows", w.dir, t.rows);
+  return best;
+}
+
+class MeasuredCostModel : public CostModel {
+ public:
+  MeasuredCostModel(Workload w, const CostModelOptions& o, Calibration comm)
+      : workload_(std::move(w)), comm_(std::move(comm)) {
+    bench_.threads = o.threads;
+    bench_.warmup = kWarmup;
+    bench_.repeats = kRepeats;
+  }
+
+  std::string name() const override { return "measured (compute: executor; comm: analytic)"; }
+  int64_t batch_size() const override { return workload_.batch_size; }
+
+  int add_table(const TableFeatures& table) override {
+    ES_CHECK(table.dim >= 1 && table.dim <= 1024, "measured model: dim {} is not in 1..1024",
+             table.dim);
+    tables_.push_back({match_table(workload_, table), table.dim});
+    return static_cast<int>(tables_.size()) - 1;
+  }
+
+  double compute_ms(std::span<const int> table_ids) const override {
+    std::vector<int> key(table_ids.begin(), table_ids.end());
+    std::sort(key.begin(), key.end());  // a shard is a set: order does not change it
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    std::vector<ShardTable> shard;
+    for (int id : key) {
+      ES_CHECK(id >= 0 && id < static_cast<int>(tables_.size()),
+               "measured model: table id {} is not registered ({} tables)", id, tables_.size());
+      shard.push_back(tables_[id]);
+    }
+    const double ms = shard.empty() ? 0.0 : time_shard(workload_, shard, bench_).total_ms;
+    ES_CHECK(std::isfinite(ms) && ms >= 0, "measured model: timed {} ms", ms);
+    cache_.emplace(std::move(key), ms);
+    return ms;
+  }
+
+  void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
+               std::span<double> fwd_ms, std::span<double> bwd_ms) const override {
+    analytic_comm_ms(comm_, workload_.batch_size, dim_sums, delays_ms, fwd_ms, bwd_ms);
+  }
+
+ private:
+  Workload workload_;
+  Calibration comm_;
+  ComputeBenchOptions bench_;
+  std::vector<ShardTable> tables_;
+  mutable std::mutex mutex_;
+  mutable std::map<std::vector<int>, double> cache_;
+};
+
+}  // namespace
+
+std::unique_ptr<CostModel> make_measured_cost_model(const CostModelOptions& options) {
+  ES_CHECK(!options.workload_dir.empty(),
+           "measured model: no workload given (the traces it executes)");
+  ES_CHECK(options.threads >= 1, "measured model: threads is {}, must be >= 1", options.threads);
+  Workload w = load_workload(options.workload_dir);
+  ES_CHECK(w.trace_file.has_value(), "measured model: workload '{}' has no trace to execute",
+           options.workload_dir);
+  ES_CHECK(options.batch_size == 0 || options.batch_size == w.batch_size,
+           "measured model: batch size {} requested, but workload '{}' holds batch {} (its "
+           "traces can only be executed at their own batch)",
+           options.batch_size, options.workload_dir, w.batch_size);
+  Calibration comm;
+  comm.comm_gbps = kDefaultCommGbps;
+  if (!options.calibration.empty()) comm = load_calibration(options.calibration);
+  return std::make_unique<MeasuredCostModel>(std::move(w), options, std::move(comm));
+}
+
+}  // namespace embshard

@@ -1,0 +1,209 @@
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "embshard/cost/analytic.h"
+#include "embshard/util/error.h"
+#include "embshard/util/file.h"
+#include "test_util.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+using testing::ScratchDir;
+
+// Hand-made coefficients: every term costs something, so monotonicity in each
+// input is strict where the input changes a term.
+Calibration hand_calibration() {
+  Calibration c;
+  c.machine_cpu = "test cpu";
+  c.batch_size = 1024;
+  c.cache_bytes = 1 << 20;
+  c.fwd_call_us = 5, c.fwd_per_table_us = 2, c.fwd_per_lookup_ns = 1;
+  c.dram_gather_gbps = 5, c.cache_gather_gbps = 40, c.seq_gbps = 10;
+  c.generic_dim_ns_per_element = 0.5;
+  c.bwd_call_us = 8, c.bwd_per_table_us = 3, c.bwd_per_lookup_ns = 2;
+  c.sort_ns_per_lookup_pass = 1, c.grad_read_gbps = 30;
+  c.dram_update_gbps = 4, c.cache_update_gbps = 20;
+  c.comm_latency_us = 10, c.comm_gbps = 1;
+  return c;
+}
+
+// Every row accessed once: distinct rows = min(lookups, rows).
+TableFeatures uniform_table(int64_t rows, int dim, double pooling) {
+  TableFeatures t;
+  t.rows = rows;
+  t.dim = dim;
+  t.pooling_factor = pooling;
+  t.row_reuse[0] = 1;
+  t.lookup_reuse[0] = 1;
+  return t;
+}
+
+double single_ms(CostModel& m, const TableFeatures& t) {
+  const int id = m.add_table(t);
+  return m.compute_ms(std::span<const int>(&id, 1));
+}
+
+TEST(AnalyticModel, MonotoneInLookupsDimAndRows) {
+  auto m = make_analytic_cost_model(hand_calibration(), 0);
+  EXPECT_EQ(m->batch_size(), 1024);
+  double last = 0;
+  for (double pooling : {0.5, 1.0, 4.0, 16.0, 64.0}) {
+    const double ms = single_ms(*m, uniform_table(1 << 20, 32, pooling));
+    EXPECT_GT(ms, last) << "pooling " << pooling;
+    last = ms;
+  }
+  // Within the specialised dims and within the generic ones (the executor's
+  // generic path makes dim 4 slower than dim 8, and the model knows it).
+  for (auto dims : {std::vector<int>{8, 16, 32, 64, 128}, std::vector<int>{4, 24, 200, 512}}) {
+    last = 0;
+    for (int dim : dims) {
+      const double ms = single_ms(*m, uniform_table(1 << 20, dim, 8));
+      EXPECT_GT(ms, last) << "dim " << dim;
+      last = ms;
+    }
+  }
+  last = 0;
+  for (int64_t rows : {64, 1000, 4000, 1 << 16, 1 << 24}) {
+    const double ms = single_ms(*m, uniform_table(rows, 64, 8));
+    EXPECT_GE(ms, last) << "rows " << rows;
+    last = ms;
+  }
+  EXPECT_GT(last, single_ms(*m, uniform_table(64, 64, 8)));
+}
+
+TEST(AnalyticModel, FusedShardCostsMoreThanItsLargestTableAndIsFinite) {
+  auto m = make_analytic_cost_model(hand_calibration(), 2048);
+  const int a = m->add_table(uniform_table(1 << 20, 64, 8));
+  const int b = m->add_table(uniform_table(1 << 22, 16, 20));
+  const std::vector<int> both = {a, b};
+  const double ab = m->compute_ms(both);
+  EXPECT_TRUE(std::isfinite(ab));
+  EXPECT_GT(ab, m->compute_ms(std::span<const int>(&a, 1)));
+  EXPECT_GT(ab, m->compute_ms(std::span<const int>(&b, 1)));
+  EXPECT_EQ(m->compute_ms(std::span<const int>()), 0.0);
+  const std::vector<int> bad = {7};
+  EXPECT_THROW(m->compute_ms(bad), Error);
+  TableFeatures nan_table = uniform_table(10, 4, std::numeric_limits<double>::quiet_NaN());
+  EXPECT_THROW(m->add_table(nan_table), Error);
+}
+
+TEST(AnalyticModel, DistinctRowsFromHistograms) {
+  TableFeatures t = uniform_table(1 << 20, 16, 4);
+  t.row_reuse = {};
+  t.lookup_reuse = {};
+  t.row_reuse[0] = 0.8, t.row_reuse[1] = 0.2;        // 80% of rows seen once
+  t.lookup_reuse[0] = 0.5, t.lookup_reuse[1] = 0.5;  // half the lookups
+  EXPECT_DOUBLE_EQ(estimate_distinct_rows(t, 1000), 1000 * 0.5 / 0.8);
+  EXPECT_DOUBLE_EQ(estimate_distinct_rows(uniform_table(100, 4, 1), 1000), 100);  // capped
+}
+
+TEST(AnalyticModel, CommIsLatencyPlusBytesOverBandwidthPlusStragglerWait) {
+  auto m = make_analytic_cost_model(hand_calibration(), 1024);
+  const std::vector<double> dims = {10, 30}, delays = {0, 2};
+  std::vector<double> fwd(2), bwd(2);
+  m->comm_ms(dims, delays, fwd, bwd);
+  // Device 0 sends 512 x 10 x 4 bytes, receives 512 x 30 x 4 = 61440 bytes;
+  // device 1 the other way round: both move max = 61440 bytes at 1 GB/s.
+  const double comm_ms = 0.010 + 61440 / 1e9 * 1e3;
+  EXPECT_NEAR(bwd[0], comm_ms, 1e-12);
+  EXPECT_NEAR(bwd[1], comm_ms, 1e-12);
+  EXPECT_NEAR(fwd[0], comm_ms + 2.0, 1e-12);  // waits for device 1
+  EXPECT_NEAR(fwd[1], comm_ms, 1e-12);        // the straggler waits for nobody
+  std::vector<double> short_out(1);
+  EXPECT_THROW(m->comm_ms(dims, delays, short_out, bwd), Error);
+}
+
+TEST(Nnls, ClampsNegativeCoefficientsToZero) {
+  // Unconstrained: x = (1, -1). With x >= 0: x2 = 0, x1 minimises
+  // (x1 - 1)^2 + 1 + x1^2 -> 0.5.
+  const std::vector<double> a = {1, 0, 0, 1, 1, 1}, b = {1, -1, 0};
+  const auto x = nnls(a, b, 2);
+  EXPECT_NEAR(x[0], 0.5, 1e-12);
+  EXPECT_EQ(x[1], 0.0);
+  const auto exact = nnls(a, std::vector<double>{2, 3, 5}, 2);
+  EXPECT_NEAR(exact[0], 2, 1e-9);
+  EXPECT_NEAR(exact[1], 3, 1e-9);
+}
+
+TEST(CalibrationFile, RoundTrips) {
+  ScratchDir dir("calib_roundtrip");
+  const Calibration c = hand_calibration();
+  save_calibration(c, dir.file("a.json"));
+  const Calibration back = load_calibration(dir.file("a.json"));
+  EXPECT_EQ(calibration_to_json(back), calibration_to_json(c));
+}
+
+// Writes hand_calibration with `edit` applied and expects Error naming the
+// file and `field`.
+void expect_refused(const std::function<void(json&)>& edit, const std::string& field) {
+  ScratchDir dir("calib_bad");
+  json j = calibration_to_json(hand_calibration());
+  edit(j);
+  const std::string path = dir.file("bad.json");
+  write_file_atomic(path, j.dump());
+  try {
+    load_calibration(path);
+    FAIL() << "accepted a file with a bad '" << field << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'" + field + "'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CalibrationFile, RefusesBadFilesNamingFileAndField) {
+  expect_refused([](json& j) { j.erase("dram_gather_gbps"); }, "dram_gather_gbps");
+  expect_refused([](json& j) { j["seq_gbps"] = std::nan(""); }, "seq_gbps");  // -> null
+  expect_refused([](json& j) { j["cache_gather_gbps"] = 0.0; }, "cache_gather_gbps");
+  expect_refused([](json& j) { j["fwd_per_lookup_ns"] = -1.0; }, "fwd_per_lookup_ns");
+  expect_refused([](json& j) { j["fwd_call_us"] = "5"; }, "fwd_call_us");
+  expect_refused([](json& j) { j["version"] = kCalibrationVersion + 1; }, "version");
+  expect_refused([](json& j) { j["format"] = "something else"; }, "format");
+  expect_refused([](json& j) { j.erase("batch_size"); }, "batch_size");
+  ScratchDir dir("calib_torn");
+  write_file_atomic(dir.file("torn.json"), "{\"format\": \"embshard-analytic");
+  EXPECT_THROW(load_calibration(dir.file("torn.json")), Error);
+}
+
+TEST(Calibrate, QuickRunFitsRealProbesWithinSeconds) {
+  CalibrateOptions o;
+  o.quick = true;
+  o.batch_size = 1024;
+  const auto start = std::chrono::steady_clock::now();
+  const Calibration c = run_calibration(o);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 10.0);
+  // Every coefficient passes the file's own checks.
+  ScratchDir dir("calib_quick");
+  save_calibration(c, dir.file("c.json"));
+  EXPECT_NO_THROW(load_calibration(dir.file("c.json")));
+  EXPECT_GT(c.seq_gbps, 0.1);
+  EXPECT_LT(c.fwd_fit_rms_pct, 50.0);
+  EXPECT_LT(c.bwd_fit_rms_pct, 50.0);
+  // Measured, not assumed: a shard over a big table read at random costs more
+  // than the same lookups over a small hot table.
+  auto m = make_analytic_cost_model(c, 0);
+  EXPECT_GT(single_ms(*m, uniform_table(1 << 22, 128, 32)),
+            single_ms(*m, uniform_table(1000, 128, 32)));
+}
+
+TEST(Calibrate, CliWritesALoadableFile) {
+  ScratchDir dir("calib_cli");
+  const auto r = testing::run_cli("calibrate --quick --batch 512 --out " +
+                                  dir.file("models/analytic.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("calibrate: probe"), std::string::npos) << r.output;
+  const Calibration c = load_calibration(dir.file("models/analytic.json"));
+  EXPECT_EQ(c.batch_size, 512);
+  EXPECT_EQ(c.comm_source, "default");
+}
+
+}  // namespace
+}  // namespace embshard

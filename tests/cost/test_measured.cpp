@@ -1,0 +1,103 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "embshard/bench/compute.h"
+#include "embshard/cost/analytic.h"
+#include "embshard/util/error.h"
+#include "embshard/workload/workload.h"
+#include "test_util.h"
+
+namespace embshard {
+namespace {
+
+using testing::ScratchDir;
+
+// A small workload on disk: `tables` tables of distinct row counts, batch 256.
+Workload make_workload(const ScratchDir& dir, int tables) {
+  std::mt19937_64 rng(11);
+  Workload w;
+  w.batch_size = 256;
+  w.source = "test";
+  w.trace_file = kTraceFile;
+  TraceWriter writer(dir.file(kTraceFile), tables, w.batch_size, 4);
+  for (int t = 0; t < tables; ++t) {
+    TableSpec spec;
+    spec.name = "t" + std::to_string(t);
+    spec.rows = 1000 + 5000 * t;
+    spec.dim = 16;
+    TableTrace trace;
+    trace.offsets.push_back(0);
+    std::uniform_int_distribution<int64_t> row(0, spec.rows - 1);
+    for (int64_t b = 0; b < w.batch_size; ++b) {
+      for (int i = 0; i < 2 + 3 * t; ++i) trace.indices.push_back(row(rng));
+      trace.offsets.push_back(static_cast<int64_t>(trace.indices.size()));
+    }
+    spec.pooling_factor = static_cast<double>(trace.indices.size()) / w.batch_size;
+    spec.row_reuse[0] = spec.lookup_reuse[0] = 1;
+    writer.add_table(trace);
+    w.tables.push_back(spec);
+  }
+  writer.finish();
+  save_workload_specs(w, dir.path().string());
+  return load_workload(dir.path().string());
+}
+
+TableFeatures features(const TableSpec& s, int dim, int source) {
+  TableFeatures f;
+  f.rows = s.rows;
+  f.dim = dim;
+  f.pooling_factor = s.pooling_factor;
+  f.row_reuse = s.row_reuse;
+  f.lookup_reuse = s.lookup_reuse;
+  f.source_table = source;
+  return f;
+}
+
+TEST(MeasuredModel, TimesShardsOnTheExecutorAndCachesThem) {
+  ScratchDir dir("measured");
+  const Workload w = make_workload(dir, 3);
+  CostModelOptions o;
+  o.workload_dir = dir.path().string();
+  auto m = make_measured_cost_model(o);
+  EXPECT_EQ(m->batch_size(), 256);
+  EXPECT_NE(m->name().find("analytic"), std::string::npos);  // says comm is not measured
+  const int a = m->add_table(features(w.tables[2], 64, 2));
+  const int b = m->add_table(features(w.tables[0], 8, -1));  // matched by rows / pooling
+  const std::vector<int> ab = {a, b}, ba = {b, a};
+  const double ms = m->compute_ms(ab);
+  EXPECT_TRUE(std::isfinite(ms));
+  EXPECT_GT(ms, 0);
+  EXPECT_EQ(m->compute_ms(ab), ms);  // cached: the very same value
+  EXPECT_EQ(m->compute_ms(ba), ms);  // a shard is a set
+  // Same structure as timing the shard directly (same tables, dims, executor).
+  ComputeBenchOptions bench;
+  bench.warmup = 2;
+  bench.repeats = 5;
+  const double direct = time_shard(w, {{2, 64}, {0, 8}}, bench).total_ms;
+  EXPECT_GT(ms, direct / 5);
+  EXPECT_LT(ms, direct * 5);
+  std::vector<double> fwd(2), bwd(2);
+  m->comm_ms(std::vector<double>{8, 64}, std::vector<double>{1, 0}, fwd, bwd);
+  EXPECT_GT(fwd[1], bwd[1]);  // device 1 waits 1 ms for device 0
+}
+
+TEST(MeasuredModel, RefusesWhatItCannotExecute) {
+  ScratchDir dir("measured_bad");
+  const Workload w = make_workload(dir, 2);
+  CostModelOptions o;
+  EXPECT_THROW(make_measured_cost_model(o), Error);  // no workload
+  o.workload_dir = dir.path().string();
+  o.batch_size = 512;
+  EXPECT_THROW(make_measured_cost_model(o), Error);  // traces hold batch 256
+  o.batch_size = 0;
+  auto m = make_measured_cost_model(o);
+  TableFeatures unknown = features(w.tables[0], 8, -1);
+  unknown.rows = 12345;
+  EXPECT_THROW(m->add_table(unknown), Error);
+  EXPECT_THROW(m->add_table(features(w.tables[0], 8, 1)), Error);  // rows disagree
+}
+
+}  // namespace
+}  // namespace embshard

@@ -1,0 +1,73 @@
+// `embshard calibrate`: measure this machine once for the analytic cost model.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "embshard/cost/accuracy.h"
+#include "embshard/cost/analytic.h"
+
+namespace embshard::cli {
+namespace {
+
+struct CalibrateArgs {
+  CalibrateOptions options;
+  std::string from;   // reuse an existing calibration instead of measuring
+  std::string check;  // a bench compute file to report the model's accuracy on
+};
+
+void run(const CalibrateArgs& args) {
+  Calibration c;
+  if (args.from.empty()) {
+    c = run_calibration(args.options);
+  } else {
+    c = load_calibration(args.from);
+    if (!args.options.comm_path.empty()) fit_comm_from_file(args.options.comm_path, c);
+  }
+  if (args.from.empty() || !args.options.comm_path.empty()) {
+    const auto parent = std::filesystem::path(args.options.out_path).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent);
+    save_calibration(c, args.options.out_path);
+    fmt::print("wrote {}\n", args.options.out_path);
+  }
+  if (!args.check.empty()) {
+    const ComputeCheck check = predict_compute_file(c, args.check);
+    const AccuracyFigures f = accuracy(check.predicted_ms, check.measured_ms);
+    fmt::print("analytic model on {} ({} shards, batch {}): MAPE {:.1f}%, p90 APE {:.1f}%, "
+               "Kendall tau-b {:.3f}\n",
+               args.check, f.count, check.batch_size, f.mape_pct, f.p90_ape_pct,
+               f.kendall_tau);
+  }
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app) {
+  auto args = std::make_shared<CalibrateArgs>();
+  CalibrateOptions& o = args->options;
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate", "Measure this machine's bandwidths and overheads for the analytic cost model");
+  cmd->add_option("--out", o.out_path, "Calibration file to write")->capture_default_str();
+  cmd->add_option("--threads", o.threads, "Executor threads")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--batch", o.batch_size, "Batch size of the probes (the model's default)")
+      ->check(CLI::Range(16, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--comm", o.comm_path,
+                  "A `bench comm` file to fit the all-to-all latency and bandwidth to");
+  cmd->add_flag("--quick", o.quick, "Smaller probes, fewer runs (tests; about 2-5 s)");
+  cmd->add_option("--seed", o.seed, "Seed of the probes' indices")->capture_default_str();
+  cmd->add_option("--from", args->from,
+                  "Load this calibration instead of measuring (with --comm: refit comm and "
+                  "write --out)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--check", args->check,
+                  "A `bench compute` file: print the model's MAPE, p90 APE and Kendall tau")
+      ->check(CLI::ExistingFile);
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace embshard::cli
