@@ -15,16 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-int sign(double x) { return (x > 0) - (x < 0); }
-
-// Nearest-rank percentile of unsorted values.
-double percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * values.size()));
-  return values[std::clamp<size_t>(rank, 1, values.size()) - 1];
-}
-
 std::string escape_xml(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -45,43 +35,6 @@ std::pair<double, double> decade_range(double lo, double hi) {
 
 }  // namespace
 
-double kendall_tau_b(std::span<const double> a, std::span<const double> b) {
-  ES_CHECK(a.size() == b.size(), "kendall tau: {} vs {} values", a.size(), b.size());
-  // O(n^2): fine for the few thousand points of a test split.
-  double concordant = 0, discordant = 0, ties_a = 0, ties_b = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    for (size_t j = i + 1; j < a.size(); ++j) {
-      const int sa = sign(a[i] - a[j]), sb = sign(b[i] - b[j]);
-      if (sa == 0 && sb == 0) continue;
-      if (sa == 0) ties_a += 1;
-      else if (sb == 0) ties_b += 1;
-      else if (sa == sb) concordant += 1;
-      else discordant += 1;
-    }
-  }
-  const double denom =
-      std::sqrt((concordant + discordant + ties_a) * (concordant + discordant + ties_b));
-  return denom > 0 ? (concordant - discordant) / denom : 0.0;
-}
-
-AccuracyFigures accuracy_figures(std::span<const double> predicted,
-                                 std::span<const double> measured) {
-  ES_CHECK(predicted.size() == measured.size(), "accuracy: {} predictions for {} measurements",
-           predicted.size(), measured.size());
-  AccuracyFigures f;
-  f.count = static_cast<int64_t>(measured.size());
-  if (measured.empty()) return f;
-  std::vector<double> ape(measured.size());
-  for (size_t i = 0; i < measured.size(); ++i) {
-    ES_CHECK(measured[i] > 0, "accuracy: measured value {} at {} is not positive", measured[i], i);
-    ape[i] = 100.0 * std::abs(predicted[i] - measured[i]) / measured[i];
-  }
-  f.mape_pct = std::accumulate(ape.begin(), ape.end(), 0.0) / static_cast<double>(ape.size());
-  f.p90_ape_pct = percentile(ape, 90);
-  f.kendall_tau = kendall_tau_b(predicted, measured);
-  return f;
-}
-
 json to_json(const AccuracyFigures& f) {
   return {{"count", f.count},
           {"mape_pct", f.mape_pct},
@@ -90,7 +43,7 @@ json to_json(const AccuracyFigures& f) {
 }
 
 std::string scatter_svg(const Comparison& c) {
-  const AccuracyFigures f = accuracy_figures(c.predicted, c.measured);
+  const AccuracyFigures f = accuracy(c.predicted, c.measured);
   constexpr double W = 480, H = 480, L = 70, R = 20, T = 50, B = 60;
   double lo = 1e300, hi = 0;
   for (size_t i = 0; i < c.measured.size(); ++i) {
@@ -146,7 +99,7 @@ json write_accuracy_report(const std::string& dir, const std::string& heading,
   std::string md = "# " + heading + "\n\n";
   md += "| split | n | MAPE % | p90 APE % | Kendall tau | plot |\n|---|---:|---:|---:|---:|---|\n";
   for (const Comparison& c : comparisons) {
-    const AccuracyFigures f = accuracy_figures(c.predicted, c.measured);
+    const AccuracyFigures f = accuracy(c.predicted, c.measured);
     figures[c.name] = to_json(f);
     figures[c.name]["title"] = c.title;
     if (f.count == 0) {

@@ -105,7 +105,7 @@ void evaluate_trained_model(const TrainOptions& o, const ComputeData& compute,
     data["comm"] = files;
   }
   json accuracy = json::object();
-  for (const Comparison& c : cmp) accuracy[c.name] = to_json(accuracy_figures(c.predicted, c.measured));
+  for (const Comparison& c : cmp) accuracy[c.name] = to_json(embshard::accuracy(c.predicted, c.measured));
   model.info["data"] = data;
   model.info["machine"] = machine_info();
   model.info["batch"] = model.batch_size;

@@ -203,7 +203,7 @@ TEST(CostData, BadRecordsAreSkippedAndCounted) {
 TEST(CostData, AccuracyFigures) {
   const std::vector<double> measured = {1, 2, 4, 8, 16};
   const std::vector<double> predicted = {1.1, 2, 3.6, 8, 17.6};
-  const AccuracyFigures f = accuracy_figures(predicted, measured);
+  const AccuracyFigures f = accuracy(predicted, measured);
   EXPECT_NEAR(f.mape_pct, (10 + 0 + 10 + 0 + 10) / 5.0, 1e-9);
   EXPECT_NEAR(f.p90_ape_pct, 10, 1e-9);
   EXPECT_NEAR(f.kendall_tau, 1.0, 1e-12);

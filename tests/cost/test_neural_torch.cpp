@@ -45,7 +45,7 @@ class NeuralTrain : public ::testing::Test {
   }
   static const AccuracyFigures figures(const std::string& name) {
     for (const Comparison& c : result_->comparisons) {
-      if (c.name == name) return accuracy_figures(c.predicted, c.measured);
+      if (c.name == name) return accuracy(c.predicted, c.measured);
     }
     ADD_FAILURE() << "no comparison " << name;
     return {};

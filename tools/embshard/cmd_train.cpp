@@ -24,7 +24,7 @@ struct TrainArgs {
 void print_figures(const std::vector<Comparison>& comparisons) {
   TextTable table({"split", "n", "MAPE %", "p90 APE %", "Kendall tau"});
   for (const Comparison& c : comparisons) {
-    const AccuracyFigures f = accuracy_figures(c.predicted, c.measured);
+    const AccuracyFigures f = accuracy(c.predicted, c.measured);
     if (f.count == 0) {
       table.add_row({c.title, "0", "-", "-", "-"});
       continue;

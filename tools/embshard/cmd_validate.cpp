@@ -75,14 +75,14 @@ void run_validate(const ValidateArgs& args) {
     pooled.predicted.insert(pooled.predicted.end(), c.predicted.begin(), c.predicted.end());
     pooled.measured.insert(pooled.measured.end(), c.measured.begin(), c.measured.end());
   }
-  json out = to_json(accuracy_figures(pooled.predicted, pooled.measured));
+  json out = to_json(accuracy(pooled.predicted, pooled.measured));
   out["kind"] = kind == CostDataKind::kCompute ? "compute" : "comm";
   out["model"] = args.model_dir;
   out["data"] = args.data_path;
   out["skipped_bad_records"] = skipped;
   if (kind == CostDataKind::kComm) {
-    out["fwd"] = to_json(accuracy_figures(comparisons[0].predicted, comparisons[0].measured));
-    out["bwd"] = to_json(accuracy_figures(comparisons[1].predicted, comparisons[1].measured));
+    out["fwd"] = to_json(accuracy(comparisons[0].predicted, comparisons[0].measured));
+    out["bwd"] = to_json(accuracy(comparisons[1].predicted, comparisons[1].measured));
   }
   if (!args.plot_dir.empty()) {
     write_accuracy_report(args.plot_dir, "Validation of " + args.model_dir + " on " + args.data_path,
@@ -94,7 +94,7 @@ void run_validate(const ValidateArgs& args) {
   }
   TextTable table({"data", "n", "MAPE %", "p90 APE %", "Kendall tau"});
   for (const Comparison& c : comparisons) {
-    const AccuracyFigures f = accuracy_figures(c.predicted, c.measured);
+    const AccuracyFigures f = accuracy(c.predicted, c.measured);
     table.add_row({c.title, std::to_string(f.count), fmt::format("{:.2f}", f.mape_pct),
                    fmt::format("{:.2f}", f.p90_ape_pct), fmt::format("{:.3f}", f.kendall_tau)});
   }

@@ -13,7 +13,8 @@ struct AccuracyFigures {
   int64_t count = 0;
 };
 
-// Throws Error when the spans differ in length, are empty, or a measured value
+// All zero (count 0) for empty spans. Throws Error when the spans differ in
+// length, or a measured value
 // is not finite and positive, or a prediction is not finite. tau-b is 0 when
 // either side is constant (no ranking to agree with).
 AccuracyFigures accuracy(std::span<const double> predicted, std::span<const double> measured);

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embshard/cost/accuracy.h"
 #include "embshard/cost/cost_model.h"
 
 namespace embshard {
@@ -65,15 +66,6 @@ CommData load_comm_data(const std::string& path, double max_bad_share = 0.1);
 // stderr (nothing when there are none).
 void report_problems(const std::string& path, const std::vector<DataProblem>& problems);
 
-struct AccuracyFigures {
-  int64_t count = 0;
-  double mape_pct = 0;     // mean absolute percentage error
-  double p90_ape_pct = 0;  // 90th percentile of the absolute percentage errors
-  double kendall_tau = 0;  // tau-b between predicted and measured
-};
-AccuracyFigures accuracy_figures(std::span<const double> predicted,
-                                 std::span<const double> measured);
-double kendall_tau_b(std::span<const double> a, std::span<const double> b);
 nlohmann::json to_json(const AccuracyFigures& figures);
 
 // Predicted vs measured, for one named split of the data.
