@@ -27,6 +27,7 @@ Calibration hand_calibration() {
   c.fwd_call_us = 5, c.fwd_per_table_us = 2, c.fwd_per_lookup_ns = 1;
   c.dram_gather_gbps = 5, c.cache_gather_gbps = 40, c.seq_gbps = 10;
   c.generic_dim_ns_per_element = 0.5;
+  c.fwd_page_walk_ns = 50, c.bwd_page_walk_ns = 80;
   c.bwd_call_us = 8, c.bwd_per_table_us = 3, c.bwd_per_lookup_ns = 2;
   c.sort_ns_per_lookup_pass = 1, c.grad_read_gbps = 30;
   c.dram_update_gbps = 4, c.cache_update_gbps = 20;
