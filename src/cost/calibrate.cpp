@@ -298,7 +298,7 @@ Calibration run_calibration(const CalibrateOptions& o) {
   // fits the probes best.
   const int64_t l3 = last_level_cache_bytes();
   double best = std::numeric_limits<double>::infinity();
-  for (double share : {0.125, 0.25, 0.375, 0.5, 0.75, 1.0, 1.5}) {
+  for (double share : {0.03125, 0.0625, 0.125, 0.25, 0.375, 0.5, 0.75, 1.0, 1.5}) {
     const int64_t cache = static_cast<int64_t>(share * l3);
     const Fit f = fit_pass(results, true, o.batch_size, cache, c.seq_gbps);
     const Fit b = fit_pass(results, false, o.batch_size, cache, c.seq_gbps);

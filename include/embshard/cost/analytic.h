@@ -104,13 +104,15 @@ AnalyticTable analytic_table(const TableFeatures& t, int64_t batch_size);
 // {1 call, tables, lookups, DRAM gather bytes, cached gather bytes}; backward
 // terms are {1 call, tables, lookups, lookup-sort-passes, grad bytes, DRAM
 // update bytes, cached update bytes, page-walk rows}. Page-walk rows: distinct
-// rows x (1 - kTlbReachBytes / table bytes), for tables past the TLB's reach. The pooled output (batch x dim x 4
+// rows x (1 - TLB entries / distinct pages the shard touches), where a table
+// touches min(distinct rows, its bytes / kPageBytes) pages. The pooled output (batch x dim x 4
 // bytes written) is charged at seq_gbps, measured directly, not fitted.
 constexpr int kFwdTerms = 7;
 constexpr int kBwdTerms = 8;
 // 2048 L2 TLB entries x 4 KiB pages (x86 server cores); past it, rows spread
 // over a table's pages each cost a page walk.
 constexpr double kTlbReachBytes = 8.0 * (1 << 20);
+constexpr double kPageBytes = 4096;
 struct AnalyticTerms {
   double fwd[kFwdTerms] = {};
   double bwd[kBwdTerms] = {};
