@@ -71,9 +71,15 @@ AnalyticTerms analytic_terms(std::span<const AnalyticTable> shard, int64_t batch
   // same distinct rows in both passes; of that footprint a share cache/footprint
   // is still cached when it is touched again (random access under LRU), the
   // rest comes from DRAM. Repeated accesses within a batch always hit.
-  double footprint = 0;
-  for (const AnalyticTable& t : shard) footprint += t.distinct_rows * t.dim * 4.0;
+  double footprint = 0, pages = 0;
+  for (const AnalyticTable& t : shard) {
+    footprint += t.distinct_rows * t.dim * 4.0;
+    pages += std::min(t.distinct_rows, t.rows * t.dim * 4.0 / kPageBytes);
+  }
   const double cold = footprint > 0 ? std::max(0.0, 1.0 - cache_bytes / footprint) : 0.0;
+  // The TLB is shared by the shard's tables just as the cache is: of the
+  // distinct pages the call touches, those past the TLB's reach cost a walk.
+  const double walk = pages > 0 ? std::max(0.0, 1.0 - kTlbReachBytes / kPageBytes / pages) : 0.0;
   AnalyticTerms terms;
   terms.fwd[0] = terms.bwd[0] = shard.empty() ? 0 : 1;
   for (const AnalyticTable& t : shard) {
@@ -84,6 +90,9 @@ AnalyticTerms analytic_terms(std::span<const AnalyticTable> shard, int64_t batch
     terms.fwd[3] += first_bytes * cold;
     terms.fwd[4] += t.lookups * row_bytes - first_bytes * cold;
     if (!specialised_dim(t.dim)) terms.fwd[5] += t.lookups * t.dim;
+    const double walks = t.distinct_rows * walk;
+    terms.fwd[6] += walks;
+    terms.bwd[7] += walks;
     terms.output_bytes += static_cast<double>(batch_size) * row_bytes;
     // Update: each distinct row (and its 4-byte momentum) read and written once.
     const double update_bytes = 2.0 * t.distinct_rows * (row_bytes + 4.0);
@@ -109,14 +118,14 @@ double dot(const double* terms, const std::vector<double>& coef) {
 std::vector<double> fwd_coefficients_ms(const Calibration& c) {
   return {c.fwd_call_us * 1e-3, c.fwd_per_table_us * 1e-3, c.fwd_per_lookup_ns * 1e-6,
           ms_per_byte(c.dram_gather_gbps), ms_per_byte(c.cache_gather_gbps),
-          c.generic_dim_ns_per_element * 1e-6};
+          c.generic_dim_ns_per_element * 1e-6, c.fwd_page_walk_ns * 1e-6};
 }
 
 std::vector<double> bwd_coefficients_ms(const Calibration& c) {
   return {c.bwd_call_us * 1e-3,           c.bwd_per_table_us * 1e-3,
           c.bwd_per_lookup_ns * 1e-6,     c.sort_ns_per_lookup_pass * 1e-6,
           ms_per_byte(c.grad_read_gbps),  ms_per_byte(c.dram_update_gbps),
-          ms_per_byte(c.cache_update_gbps)};
+          ms_per_byte(c.cache_update_gbps), c.bwd_page_walk_ns * 1e-6};
 }
 
 double analytic_fwd_ms(const AnalyticTerms& terms, const Calibration& c) {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <random>
 
 #include <fmt/format.h>
@@ -30,7 +31,7 @@ struct ProbeTable {
   int64_t rows;
   int dim;
   int pooling;    // lookups per bag
-  bool skewed;    // u^3 skew: a few rows take most lookups
+  bool skewed;    // u^3 skew, hot rows scattered over the table (as in real traces)
 };
 struct Probe {
   std::string name;
@@ -55,6 +56,9 @@ std::vector<Probe> make_probes(bool quick) {
       {"mid dim4", {{big / 4, 4, 16, false}}},
       {"skewed dim64", {{big, 64, 32, true}}},
       {"pf1 dim64", {{big, 64, 1, false}}},
+      {"huge dim4", {{big * 8, 4, 8, false}}},
+      {"huge dim16 skewed", {{big * 4, 16, 16, true}}},
+      {"big dim8 pf2 x3", {{big * 2, 8, 2, false}, {big, 8, 2, true}, {big * 4, 8, 2, false}}},
       {"mixed", {{big / 16, 8, 8, false}, {5000, 128, 4, false}, {big / 2, 32, 16, true},
                  {300, 64, 2, false}, {big / 8, 128, 1, false}}},
   };
@@ -90,7 +94,11 @@ void make_table(const ProbeTable& spec, int64_t batch, std::mt19937_64& rng, Pro
     for (int i = 0; i < spec.pooling; ++i) {
       const double x = u(rng);
       const double v = spec.skewed ? x * x * x : x;
-      d.indices.push_back(std::min(spec.rows - 1, static_cast<int64_t>(v * spec.rows)));
+      int64_t row = std::min(spec.rows - 1, static_cast<int64_t>(v * spec.rows));
+      // Scatter the hot rows: a fixed odd multiplier mod rows (a bijection
+      // whenever rows is a power of two, as for the skewed probes).
+      if (spec.skewed) row = static_cast<int64_t>((uint64_t(row) * 0x9E3779B1ull) % spec.rows);
+      d.indices.push_back(row);
     }
     d.offsets.push_back(static_cast<int64_t>(d.indices.size()));
   }
@@ -107,49 +115,85 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-ProbeResult run_probe(const Probe& probe, const CalibrateOptions& o, int repeats,
-                      uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<ProbeData> data(probe.tables.size());
-  ProbeResult r;
-  r.tables.resize(probe.tables.size());
-  FusedBatch fused;
-  fused.batch_size = o.batch_size;
-  for (size_t i = 0; i < probe.tables.size(); ++i) {
-    make_table(probe.tables[i], o.batch_size, rng, data[i], r.tables[i]);
-    TableBatch t;
-    t.weights = data[i].weights.data();
-    t.momentum = data[i].momentum.data();
-    t.rows = probe.tables[i].rows;
-    t.dim = probe.tables[i].dim;
-    t.offsets = data[i].offsets.data();
-    t.indices = data[i].indices.data();
-    fused.tables.push_back(t);
-  }
-  std::vector<float> out(static_cast<size_t>(o.batch_size * fused.total_dim()));
-  std::vector<float> grad(out.size(), 1e-3f);
-  OptimizerConfig opt;
-  opt.type = OptimizerType::kRowWiseAdagrad;  // what bench compute measures by default
-  TbeWorkspace ws;
-  std::vector<double> fwd, bwd;
-  const int warmup = 2;
-  for (int run = 0; run < warmup + repeats; ++run) {
-    auto t0 = Clock::now();
-    Status s = tbe_forward(fused, out.data(), o.threads);
-    const double f = ms_since(t0);
-    ES_CHECK(s.ok(), "calibrate: probe '{}' forward failed: {}", probe.name, s.message());
-    t0 = Clock::now();
-    s = tbe_backward_update(fused, grad.data(), opt, o.threads, ws);
-    const double b = ms_since(t0);
-    ES_CHECK(s.ok(), "calibrate: probe '{}' backward failed: {}", probe.name, s.message());
-    if (run >= warmup) {
-      fwd.push_back(f);
-      bwd.push_back(b);
+// One probe set up for timing: its tables, traces, buffers and workspace.
+class ProbeRun {
+ public:
+  ProbeRun(const Probe& probe, const CalibrateOptions& o, uint64_t seed)
+      : probe_(probe), threads_(o.threads), data_(probe.tables.size()) {
+    std::mt19937_64 rng(seed);
+    result_.tables.resize(probe.tables.size());
+    fused_.batch_size = o.batch_size;
+    for (size_t i = 0; i < probe.tables.size(); ++i) {
+      make_table(probe.tables[i], o.batch_size, rng, data_[i], result_.tables[i]);
+      TableBatch t;
+      t.weights = data_[i].weights.data();
+      t.momentum = data_[i].momentum.data();
+      t.rows = probe.tables[i].rows;
+      t.dim = probe.tables[i].dim;
+      t.offsets = data_[i].offsets.data();
+      t.indices = data_[i].indices.data();
+      fused_.tables.push_back(t);
     }
+    out_.resize(static_cast<size_t>(o.batch_size * fused_.total_dim()));
+    grad_.assign(out_.size(), 1e-3f);
+    optimizer_.type = OptimizerType::kRowWiseAdagrad;  // what bench compute measures
   }
-  r.fwd_ms = median(fwd);
-  r.bwd_ms = median(bwd);
-  return r;
+
+  // One forward and one backward + update; `keep` records their times.
+  void run(bool keep) {
+    auto t0 = Clock::now();
+    Status s = tbe_forward(fused_, out_.data(), threads_);
+    const double f = ms_since(t0);
+    ES_CHECK(s.ok(), "calibrate: probe '{}' forward failed: {}", probe_.name, s.message());
+    t0 = Clock::now();
+    s = tbe_backward_update(fused_, grad_.data(), optimizer_, threads_, workspace_);
+    const double b = ms_since(t0);
+    ES_CHECK(s.ok(), "calibrate: probe '{}' backward failed: {}", probe_.name, s.message());
+    if (keep) fwd_.push_back(f), bwd_.push_back(b);
+  }
+
+  ProbeResult result() const {
+    ProbeResult r = result_;
+    r.fwd_ms = median(fwd_);
+    r.bwd_ms = median(bwd_);
+    return r;
+  }
+
+ private:
+  const Probe& probe_;
+  int threads_;
+  std::vector<ProbeData> data_;
+  ProbeResult result_;
+  FusedBatch fused_;
+  std::vector<float> out_, grad_;
+  OptimizerConfig optimizer_;
+  TbeWorkspace workspace_;
+  std::vector<double> fwd_, bwd_;
+};
+
+// Runs the probes in interleaved rounds (each round runs every probe once,
+// after two warm-up runs each), so that a burst of load from other processes
+// on a shared machine spreads over all probes instead of spoiling one; the
+// median over rounds is kept.
+std::vector<ProbeResult> run_probes(const std::vector<Probe>& probes,
+                                    const CalibrateOptions& o) {
+  std::vector<std::unique_ptr<ProbeRun>> runs;
+  for (size_t i = 0; i < probes.size(); ++i) {
+    runs.push_back(std::make_unique<ProbeRun>(probes[i], o, o.seed + i));
+    for (int w = 0; w < 2; ++w) runs.back()->run(false);
+  }
+  const int rounds = o.quick ? 3 : 9;
+  for (int round = 0; round < rounds; ++round) {
+    for (auto& run : runs) run->run(true);
+  }
+  std::vector<ProbeResult> results;
+  for (size_t i = 0; i < probes.size(); ++i) {
+    results.push_back(runs[i]->result());
+    fmt::print(stderr, "calibrate: probe {:2}/{} {:<18} fwd {:8.3f} ms  bwd {:8.3f} ms\n",
+               i + 1, probes.size(), probes[i].name, results.back().fwd_ms,
+               results.back().bwd_ms);
+  }
+  return results;
 }
 
 // Streaming bandwidth: memcpy of a buffer well past the cache, median of runs.
@@ -220,6 +264,8 @@ void store_fits(const Fit& f, const Fit& b, Calibration& c) {
   c.dram_gather_gbps = to_gbps(f.coef_ms[3]);
   c.cache_gather_gbps = to_gbps(f.coef_ms[4]);
   c.generic_dim_ns_per_element = f.coef_ms[5] * 1e6;
+  c.fwd_page_walk_ns = f.coef_ms[6] * 1e6;
+  c.bwd_page_walk_ns = b.coef_ms[7] * 1e6;
   c.bwd_call_us = b.coef_ms[0] * 1e3;
   c.bwd_per_table_us = b.coef_ms[1] * 1e3;
   c.bwd_per_lookup_ns = b.coef_ms[2] * 1e6;
@@ -245,19 +291,14 @@ Calibration run_calibration(const CalibrateOptions& o) {
   c.seq_gbps = measure_seq_gbps(o.quick);
   fmt::print(stderr, "calibrate: memcpy {:.1f} GB/s\n", c.seq_gbps);
   const std::vector<Probe> probes = make_probes(o.quick);
-  std::vector<ProbeResult> results;
-  for (size_t i = 0; i < probes.size(); ++i) {
-    results.push_back(run_probe(probes[i], o, o.quick ? 3 : 7, o.seed + i));
-    fmt::print(stderr, "calibrate: probe {:2}/{} {:<16} fwd {:8.3f} ms  bwd {:8.3f} ms\n",
-               i + 1, probes.size(), probes[i].name, results.back().fwd_ms,
-               results.back().bwd_ms);
-  }
+  fmt::print(stderr, "calibrate: setting up {} probes\n", probes.size());
+  const std::vector<ProbeResult> results = run_probes(probes, o);
   // The effective cache is less than the L3 (the backward's sort buffers and
   // gradients share it, and a VM may not get all of it): pick the size that
   // fits the probes best.
   const int64_t l3 = last_level_cache_bytes();
   double best = std::numeric_limits<double>::infinity();
-  for (double share : {0.125, 0.25, 0.375, 0.5, 0.75, 1.0, 1.5}) {
+  for (double share : {0.03125, 0.0625, 0.125, 0.25, 0.375, 0.5, 0.75, 1.0, 1.5}) {
     const int64_t cache = static_cast<int64_t>(share * l3);
     const Fit f = fit_pass(results, true, o.batch_size, cache, c.seq_gbps);
     const Fit b = fit_pass(results, false, o.batch_size, cache, c.seq_gbps);
@@ -267,6 +308,12 @@ Calibration run_calibration(const CalibrateOptions& o) {
       c.cache_bytes = cache;
       store_fits(f, b, c);
     }
+  }
+  for (size_t i = 0; i < probes.size(); ++i) {  // how each probe is fitted
+    const AnalyticTerms t = analytic_terms(results[i].tables, o.batch_size, c.cache_bytes);
+    fmt::print(stderr, "calibrate: fit {:<18} fwd {:8.3f} / {:8.3f} ms  bwd {:8.3f} / {:8.3f} ms\n",
+               probes[i].name, analytic_fwd_ms(t, c), results[i].fwd_ms, analytic_bwd_ms(t, c),
+               results[i].bwd_ms);
   }
   // Without comm data: a shared-memory all-to-all copies each byte twice
   // (into and out of a shared segment), so half the memcpy bandwidth.

@@ -30,6 +30,8 @@ constexpr Field kFields[] = {
     {"cache_gather_gbps", &Calibration::cache_gather_gbps, false},
     {"seq_gbps", &Calibration::seq_gbps, false},
     {"generic_dim_ns_per_element", &Calibration::generic_dim_ns_per_element, true},
+    {"fwd_page_walk_ns", &Calibration::fwd_page_walk_ns, true},
+    {"bwd_page_walk_ns", &Calibration::bwd_page_walk_ns, true},
     {"bwd_call_us", &Calibration::bwd_call_us, true},
     {"bwd_per_table_us", &Calibration::bwd_per_table_us, true},
     {"bwd_per_lookup_ns", &Calibration::bwd_per_lookup_ns, true},

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +28,7 @@ Calibration hand_calibration() {
   c.fwd_call_us = 5, c.fwd_per_table_us = 2, c.fwd_per_lookup_ns = 1;
   c.dram_gather_gbps = 5, c.cache_gather_gbps = 40, c.seq_gbps = 10;
   c.generic_dim_ns_per_element = 0.5;
+  c.fwd_page_walk_ns = 50, c.bwd_page_walk_ns = 80;
   c.bwd_call_us = 8, c.bwd_per_table_us = 3, c.bwd_per_lookup_ns = 2;
   c.sort_ns_per_lookup_pass = 1, c.grad_read_gbps = 30;
   c.dram_update_gbps = 4, c.cache_update_gbps = 20;
@@ -203,6 +205,39 @@ TEST(Calibrate, CliWritesALoadableFile) {
   const Calibration c = load_calibration(dir.file("models/analytic.json"));
   EXPECT_EQ(c.batch_size, 512);
   EXPECT_EQ(c.comm_source, "default");
+}
+
+}  // namespace
+}  // namespace embshard
+
+namespace embshard {
+namespace {
+
+// A `bench comm` file made from a known alpha / beta: the fit recovers them.
+TEST(CalibrateComm, FitsLatencyAndBandwidthFromACommFile) {
+  ScratchDir dir("calib_comm");
+  Calibration truth = hand_calibration();
+  truth.comm_latency_us = 40, truth.comm_gbps = 2.5;
+  std::string text = json{{"format", "embshard-comm-costs"}, {"version", 1},
+                          {"num_devices", 4}, {"batch", 4096}}.dump() + "\n";
+  std::mt19937_64 rng(3);
+  std::uniform_int_distribution<int> dim(4, 600);
+  std::uniform_real_distribution<double> delay(0, 5);
+  for (int s = 0; s < 20; ++s) {
+    std::vector<double> dims(4), delays(4), fwd(4), bwd(4);
+    for (int d = 0; d < 4; ++d) dims[d] = dim(rng), delays[d] = delay(rng);
+    analytic_comm_ms(truth, 4096, dims, delays, fwd, bwd);
+    text += json{{"sample", s}, {"dim_sums", dims}, {"delays_ms", delays}, {"fwd_ms", fwd},
+                 {"bwd_ms", bwd}}.dump() + "\n";
+  }
+  write_file_atomic(dir.file("comm.jsonl"), text);
+  Calibration c = hand_calibration();
+  fit_comm_from_file(dir.file("comm.jsonl"), c);
+  EXPECT_NEAR(c.comm_latency_us, 40, 1e-6);
+  EXPECT_NEAR(c.comm_gbps, 2.5, 1e-9);
+  EXPECT_EQ(c.comm_source, dir.file("comm.jsonl"));
+  write_file_atomic(dir.file("bad.jsonl"), json{{"format", "other"}}.dump() + "\n");
+  EXPECT_THROW(fit_comm_from_file(dir.file("bad.jsonl"), c), Error);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "embshard/cost/accuracy.h"
 #include "embshard/cost/analytic.h"
+#include "embshard/util/file.h"
 
 namespace embshard::cli {
 namespace {
@@ -16,6 +17,7 @@ struct CalibrateArgs {
   CalibrateOptions options;
   std::string from;   // reuse an existing calibration instead of measuring
   std::string check;  // a bench compute file to report the model's accuracy on
+  std::string check_csv;  // where to write predicted vs measured per shard
 };
 
 void run(const CalibrateArgs& args) {
@@ -35,6 +37,13 @@ void run(const CalibrateArgs& args) {
   if (!args.check.empty()) {
     const ComputeCheck check = predict_compute_file(c, args.check);
     const AccuracyFigures f = accuracy(check.predicted_ms, check.measured_ms);
+    if (!args.check_csv.empty()) {
+      std::string csv = "predicted_ms,measured_ms\n";
+      for (size_t i = 0; i < check.measured_ms.size(); ++i) {
+        csv += fmt::format("{},{}\n", check.predicted_ms[i], check.measured_ms[i]);
+      }
+      write_file_atomic(args.check_csv, csv);
+    }
     fmt::print("analytic model on {} ({} shards, batch {}): MAPE {:.1f}%, p90 APE {:.1f}%, "
                "Kendall tau-b {:.3f}\n",
                args.check, f.count, check.batch_size, f.mape_pct, f.p90_ape_pct,
@@ -67,6 +76,8 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--check", args->check,
                   "A `bench compute` file: print the model's MAPE, p90 APE and Kendall tau")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--check-csv", args->check_csv,
+                  "With --check: write predicted_ms,measured_ms per shard to this CSV");
   cmd->callback([args] { run(*args); });
 }
 

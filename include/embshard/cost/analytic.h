@@ -53,6 +53,10 @@ struct Calibration {
   // Dims without a specialised kernel (not 8/16/32/64/128) accumulate in
   // memory instead of registers: a cost per lookup and per element of the row.
   double generic_dim_ns_per_element = 0;
+  // Distinct rows of tables far larger than the TLB's reach pay a page walk
+  // (often itself a DRAM miss) on first touch, whatever their dim.
+  double fwd_page_walk_ns = 0;
+  double bwd_page_walk_ns = 0;
   // backward + update
   double bwd_call_us = 0;
   double bwd_per_table_us = 0;
@@ -99,10 +103,16 @@ AnalyticTable analytic_table(const TableFeatures& t, int64_t batch_size);
 // are multiplied by their coefficients. Forward terms are
 // {1 call, tables, lookups, DRAM gather bytes, cached gather bytes}; backward
 // terms are {1 call, tables, lookups, lookup-sort-passes, grad bytes, DRAM
-// update bytes, cached update bytes}. The pooled output (batch x dim x 4
+// update bytes, cached update bytes, page-walk rows}. Page-walk rows: distinct
+// rows x (1 - TLB entries / distinct pages the shard touches), where a table
+// touches min(distinct rows, its bytes / kPageBytes) pages. The pooled output (batch x dim x 4
 // bytes written) is charged at seq_gbps, measured directly, not fitted.
-constexpr int kFwdTerms = 6;
-constexpr int kBwdTerms = 7;
+constexpr int kFwdTerms = 7;
+constexpr int kBwdTerms = 8;
+// 2048 L2 TLB entries x 4 KiB pages (x86 server cores); past it, rows spread
+// over a table's pages each cost a page walk.
+constexpr double kTlbReachBytes = 8.0 * (1 << 20);
+constexpr double kPageBytes = 4096;
 struct AnalyticTerms {
   double fwd[kFwdTerms] = {};
   double bwd[kBwdTerms] = {};
