@@ -69,6 +69,22 @@ void Mlp::forward(const float* x, float* y) const {
   for (size_t l = 0; l < layers.size(); ++l) {
     const DenseLayer& layer = layers[l];
     float* out = l + 1 == layers.size() ? y : buffers[l % 2];
+    if (layer.weight_t.size() == layer.weight.size()) {
+      // out = bias + sum_i x_i * W^T[i, :]: the inner loop is contiguous and
+      // independent per output, so the compiler vectorises it.
+      float* __restrict acc = out;
+      std::copy(layer.bias.begin(), layer.bias.end(), acc);
+      for (int i = 0; i < layer.in; ++i) {
+        const float xi = in[i];
+        const float* __restrict w = layer.weight_t.data() + static_cast<size_t>(i) * layer.out;
+        for (int o = 0; o < layer.out; ++o) acc[o] += w[o] * xi;
+      }
+      if (layer.relu) {
+        for (int o = 0; o < layer.out; ++o) out[o] = std::max(out[o], 0.0f);
+      }
+      in = out;
+      continue;
+    }
     for (int o = 0; o < layer.out; ++o) {
       // Double accumulation: the fast path should be closer to exact than torch's sgemm.
       const float* w = layer.weight.data() + static_cast<size_t>(o) * layer.in;
@@ -77,6 +93,15 @@ void Mlp::forward(const float* x, float* y) const {
       out[o] = layer.relu && acc < 0 ? 0.0f : static_cast<float>(acc);
     }
     in = out;
+  }
+}
+
+void Mlp::prepare() {
+  for (DenseLayer& l : layers) {
+    l.weight_t.resize(l.weight.size());
+    for (int o = 0; o < l.out; ++o) {
+      for (int i = 0; i < l.in; ++i) l.weight_t[static_cast<size_t>(i) * l.out + o] = l.weight[static_cast<size_t>(o) * l.in + i];
+    }
   }
 }
 
@@ -225,7 +250,14 @@ void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
 }
 
 NeuralCostModel::NeuralCostModel(NeuralModel model)
-    : model_(std::move(model)), embed_(model_.compute.table.out()) {}
+    : model_(std::move(model)), embed_(model_.compute.table.out()) {
+  model_.compute.table.prepare();
+  model_.compute.head.prepare();
+  if (model_.has_comm) {
+    model_.comm_fwd.mlp.prepare();
+    model_.comm_bwd.mlp.prepare();
+  }
+}
 
 int NeuralCostModel::add_table(const TableFeatures& table) {
   const ComputeNet& net = model_.compute;

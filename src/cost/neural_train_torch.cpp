@@ -1,7 +1,10 @@
 // Training the neural cost models with libtorch.
 //
-// Targets are log milliseconds, standardised: a squared error on logs is a
-// relative error, which is what MAPE and the planner's comparisons care about.
+// Targets are log milliseconds, standardised: an error on logs is a relative
+// error, which is what MAPE and the planner's comparisons care about. The loss
+// is Huber (squared near 0, absolute beyond kHuberDelta): timings on a shared
+// machine have heavy upper tails (a run preempted by another process), which
+// a squared loss would chase.
 // Determinism: torch::manual_seed before any module is built, one intra-op
 // thread by default, and minibatch orders from a seeded std::mt19937_64.
 #include <algorithm>
@@ -22,6 +25,12 @@ namespace {
 
 using namespace torch_impl;
 using nlohmann::json;
+
+constexpr double kHuberDelta = 0.1;  // in standardised log ms
+
+torch::Tensor robust_loss(const torch::Tensor& predicted, const torch::Tensor& target) {
+  return torch::huber_loss(predicted, target, at::Reduction::Mean, kHuberDelta);
+}
 
 // Mean and 1/std per feature over the rows (std floored: constant features stay finite).
 Normaliser fit_normaliser(const std::vector<float>& rows, int features) {
@@ -187,7 +196,7 @@ FitResult train_compute(const ComputeData& data, const ComputeSplit& split, cons
   job.loss = [&](const std::vector<int>& records) {
     std::vector<int64_t> ids(records.begin(), records.end());
     const torch::Tensor y = t.target.index_select(0, torch::tensor(ids));
-    return torch::mse_loss(compute_forward(table, head, t, records), y);
+    return robust_loss(compute_forward(table, head, t, records), y);
   };
   const FitResult r = fit(job, o, "compute", o.seed + 11);
   net.table = export_mlp(table);
@@ -256,7 +265,7 @@ FitResult train_comm_net(const CommRows& train, const CommRows& val, bool forwar
   std::iota(job.val.begin(), job.val.end(), static_cast<int>(xt.size() / nf));
   job.loss = [&](const std::vector<int>& rows) {
     const torch::Tensor idx = torch::tensor(std::vector<int64_t>(rows.begin(), rows.end()));
-    return torch::mse_loss(mlp->forward(x.index_select(0, idx)).squeeze(1), y.index_select(0, idx));
+    return robust_loss(mlp->forward(x.index_select(0, idx)).squeeze(1), y.index_select(0, idx));
   };
   const FitResult r = fit(job, o, forward ? "comm fwd" : "comm bwd", o.seed + (forward ? 23 : 37));
   net.mlp = export_mlp(mlp);

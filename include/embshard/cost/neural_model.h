@@ -35,6 +35,7 @@ struct DenseLayer {
   int in = 0, out = 0;
   bool relu = true;
   std::vector<float> weight, bias;
+  std::vector<float> weight_t;  // in x out: filled by Mlp::prepare for the fast loop
 };
 
 struct Mlp {
@@ -46,6 +47,10 @@ struct Mlp {
   // forward allocates nothing and is safe to call from many threads.
   static constexpr int kMaxWidth = 512;
   void forward(const float* x, float* y) const;
+  // Transposes the weights so that forward's inner loop runs over outputs
+  // (contiguous, vectorised); forward falls back to the row-major loop
+  // (double accumulation) for layers not prepared.
+  void prepare();
 };
 
 // x' = (x - mean) * scale, per feature; scale = 1 / std of the training set.
