@@ -18,9 +18,9 @@ SEED=${SEED:-1}
 COMPUTE_SAMPLES=${COMPUTE_SAMPLES:-800}
 MAX_TABLES=${MAX_TABLES:-15}      # tables per shard: 1..MAX_TABLES
 DIMS=${DIMS:-4,8,16,32,64,128}
-MEM_CAP=${MEM_CAP:-1073741824}    # weight bytes per shard
+MEM_CAP=${MEM_CAP:-134217728}     # weight bytes per shard (filled per shard: larger is slower to collect)
 WARMUP=${WARMUP:-2}
-REPEATS=${REPEATS:-5}
+REPEATS=${REPEATS:-7}
 THREADS=${THREADS:-1}             # executor threads (a "device")
 # Tables never seen in training: another pool from another seed.
 UNSEEN_TABLES=${UNSEEN_TABLES:-20}

@@ -51,9 +51,7 @@ std::vector<std::string> make_compute_names() {
 
 }  // namespace
 
-float table_exp(float x) {
-  return std::exp(std::clamp(x, -kTableLogClamp, kTableLogClamp));
-}
+float table_exp(float x) { return std::exp(std::clamp(x, -kTableLogClamp, kTableLogClamp)); }
 
 std::vector<int> Mlp::sizes() const {
   std::vector<int> s;
@@ -99,8 +97,10 @@ void Mlp::forward(const float* x, float* y) const {
 void Mlp::prepare() {
   for (DenseLayer& l : layers) {
     l.weight_t.resize(l.weight.size());
-    for (int o = 0; o < l.out; ++o) {
-      for (int i = 0; i < l.in; ++i) l.weight_t[static_cast<size_t>(i) * l.out + o] = l.weight[static_cast<size_t>(o) * l.in + i];
+    for (size_t o = 0; o < static_cast<size_t>(l.out); ++o) {
+      for (size_t i = 0; i < static_cast<size_t>(l.in); ++i) {
+        l.weight_t[i * l.out + o] = l.weight[o * l.in + i];
+      }
     }
   }
 }
@@ -115,12 +115,19 @@ const std::vector<std::string>& compute_feature_names() {
 }
 
 const std::vector<std::string>& comm_fwd_feature_names() {
-  static const std::vector<std::string> names = {
-      "log1p_own_dim_sum",    "log1p_others_dim_sum", "log1p_others_max_dim_sum",
-      "log1p_others_mean_dim_sum", "log1p_others_min_dim_sum", "log_devices",
-      "log1p_send_mb",        "log1p_recv_mb",        "log1p_busiest_device_mb",
-      "own_delay_ms",         "wait_ms",              "max_delay_ms",
-      "log1p_wait_ms"};
+  static const std::vector<std::string> names = {"log1p_own_dim_sum",
+                                                 "log1p_others_dim_sum",
+                                                 "log1p_others_max_dim_sum",
+                                                 "log1p_others_mean_dim_sum",
+                                                 "log1p_others_min_dim_sum",
+                                                 "log_devices",
+                                                 "log1p_send_mb",
+                                                 "log1p_recv_mb",
+                                                 "log1p_busiest_device_mb",
+                                                 "own_delay_ms",
+                                                 "wait_ms",
+                                                 "max_delay_ms",
+                                                 "log1p_wait_ms"};
   return names;
 }
 
@@ -203,8 +210,10 @@ void comm_raw_features(std::span<const double> dim_sums, std::span<const double>
 }
 
 double output_to_ms(double y, double target_mean, double target_std, const char* what) {
-  ES_CHECK(std::isfinite(y), "neural cost model: the {} network produced {} (not finite): the "
-           "model or its inputs are broken", what, y);
+  ES_CHECK(std::isfinite(y),
+           "neural cost model: the {} network produced {} (not finite): the "
+           "model or its inputs are broken",
+           what, y);
   const double log_ms = std::clamp(y * target_std + target_mean, std::log(1e-6), std::log(1e7));
   return std::exp(log_ms);
 }
@@ -229,7 +238,8 @@ double predict_compute_ms(const NeuralModel& model, std::span<const TableFeature
 void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
                      std::span<const double> delays_ms, std::span<double> fwd_ms,
                      std::span<double> bwd_ms) {
-  ES_CHECK(model.has_comm, "neural cost model: this model has no communication model (it was "
+  ES_CHECK(model.has_comm,
+           "neural cost model: this model has no communication model (it was "
            "trained without --comm)");
   ES_CHECK(fwd_ms.size() == dim_sums.size() && bwd_ms.size() == dim_sums.size(),
            "neural cost model: comm outputs for {} / {} devices, inputs for {}", fwd_ms.size(),

@@ -19,11 +19,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "embshard/cost/cost_model.h"
 
@@ -65,9 +64,9 @@ constexpr float kTableLogClamp = 30.0f;
 float table_exp(float x);
 
 struct ComputeNet {
-  Normaliser features;  // per-table features
-  Mlp table;            // per-table MLP (linear output)
-  Mlp head;             // log(sum of exp(table outputs)) -> normalised log ms
+  Normaliser features;                     // per-table features
+  Mlp table;                               // per-table MLP (linear output)
+  Mlp head;                                // log(sum of exp(table outputs)) -> normalised log ms
   double target_mean = 0, target_std = 1;  // log ms = y * target_std + target_mean
 };
 
