@@ -1,10 +1,10 @@
 // Accuracy figures (MAPE, p90 APE, Kendall's tau), scatter plots, reports.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
-
-#include <fmt/format.h>
 
 #include "embshard/cost/cost_data.h"
 #include "embshard/util/error.h"
@@ -18,10 +18,14 @@ using nlohmann::json;
 std::string escape_xml(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else out += c;
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else
+      out += c;
   }
   return out;
 }
@@ -62,32 +66,43 @@ std::string scatter_svg(const Comparison& c) {
       W, H);
   s += fmt::format("<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">{}</text>\n",
                    W / 2, escape_xml(c.title));
-  s += fmt::format("<text x=\"{}\" y=\"40\" text-anchor=\"middle\">MAPE {:.2f}%, p90 {:.2f}%, "
-                   "tau {:.3f}, n = {}</text>\n", W / 2, f.mape_pct, f.p90_ape_pct,
-                   f.kendall_tau, f.count);
+  s += fmt::format(
+      "<text x=\"{}\" y=\"40\" text-anchor=\"middle\">MAPE {:.2f}%, p90 {:.2f}%, "
+      "tau {:.3f}, n = {}</text>\n",
+      W / 2, f.mape_pct, f.p90_ape_pct, f.kendall_tau, f.count);
   for (int d = static_cast<int>(d0); d <= static_cast<int>(d1); ++d) {  // decade grid + labels
     const double v = std::pow(10.0, d);
-    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#ddd\"/>"
-                     "<line x1=\"{3}\" y1=\"{4:.1f}\" x2=\"{5}\" y2=\"{4:.1f}\" stroke=\"#ddd\"/>\n",
-                     px(v), T, H - B, L, py(v), W - R);
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:g}</text>"
-                     "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n",
-                     px(v), H - B + 16, v, L - 6, py(v) + 4, v);
+    s += fmt::format(
+        "<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#ddd\"/>"
+        "<line x1=\"{3}\" y1=\"{4:.1f}\" x2=\"{5}\" y2=\"{4:.1f}\" stroke=\"#ddd\"/>\n",
+        px(v), T, H - B, L, py(v), W - R);
+    s += fmt::format(
+        "<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:g}</text>"
+        "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n",
+        px(v), H - B + 16, v, L - 6, py(v) + 4, v);
   }
-  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" "
-                   "stroke=\"black\"/>\n", L, T, W - L - R, H - T - B);
+  s += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" "
+      "stroke=\"black\"/>\n",
+      L, T, W - L - R, H - T - B);
   const double a = std::pow(10.0, d0), b = std::pow(10.0, d1);
-  s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"red\" "
-                   "stroke-dasharray=\"4 3\"/>\n", px(a), py(a), px(b), py(b));
+  s += fmt::format(
+      "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"red\" "
+      "stroke-dasharray=\"4 3\"/>\n",
+      px(a), py(a), px(b), py(b));
   for (size_t i = 0; i < c.measured.size(); ++i) {
     if (c.predicted[i] <= 0 || c.measured[i] <= 0) continue;
-    s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"#1f77b4\" "
-                     "fill-opacity=\"0.6\"/>\n", px(c.measured[i]), py(c.predicted[i]));
+    s += fmt::format(
+        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"#1f77b4\" "
+        "fill-opacity=\"0.6\"/>\n",
+        px(c.measured[i]), py(c.predicted[i]));
   }
   s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">measured ms (log)</text>\n",
                    (L + W - R) / 2, H - 20);
-  s += fmt::format("<text x=\"18\" y=\"{0}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {0})\">"
-                   "predicted ms (log)</text>\n</svg>\n", (T + H - B) / 2);
+  s += fmt::format(
+      "<text x=\"18\" y=\"{0}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {0})\">"
+      "predicted ms (log)</text>\n</svg>\n",
+      (T + H - B) / 2);
   return s;
 }
 
@@ -115,8 +130,9 @@ json write_accuracy_report(const std::string& dir, const std::string& heading,
     for (const std::string& n : notes) md += "- " + n + "\n";
   }
   write_file_atomic((std::filesystem::path(dir) / "report.md").string(), md);
-  write_file_atomic((std::filesystem::path(dir) / "report.json").string(),
-                    json{{"heading", heading}, {"figures", figures}, {"notes", notes}}.dump(2) + "\n");
+  write_file_atomic(
+      (std::filesystem::path(dir) / "report.json").string(),
+      json{{"heading", heading}, {"figures", figures}, {"notes", notes}}.dump(2) + "\n");
   return figures;
 }
 

@@ -6,11 +6,11 @@
 // damaged line should not make a long measurement unusable.
 #include "embshard/cost/cost_data.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
-
-#include <fmt/format.h>
 
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
@@ -117,8 +117,8 @@ CommRecord parse_comm(const json& r, int num_devices) {
       throw std::invalid_argument(fmt::format("device {}: fwd_ms {} / bwd_ms {} must be positive",
                                               d, rec.fwd_ms[d], rec.bwd_ms[d]));
     }
-    if (!std::isfinite(rec.dim_sums[d]) || rec.dim_sums[d] < 0 || !std::isfinite(rec.delays_ms[d]) ||
-        rec.delays_ms[d] < 0) {
+    if (!std::isfinite(rec.dim_sums[d]) || rec.dim_sums[d] < 0 ||
+        !std::isfinite(rec.delays_ms[d]) || rec.delays_ms[d] < 0) {
       throw std::invalid_argument(fmt::format("device {}: dim sum {} / delay {} invalid", d,
                                               rec.dim_sums[d], rec.delays_ms[d]));
     }

@@ -97,8 +97,8 @@ Mlp decode_mlp(const std::string& path, const std::vector<int>& expected_sizes) 
   ES_CHECK(version == kWeightVersion, "{}: weight file version {}, this embshard reads {}", path,
            version, kWeightVersion);
   const auto layers = r.get<uint32_t>("layer count");
-  ES_CHECK(layers + 1 == expected_sizes.size(),
-           "{}: {} layers, the manifest says {}", path, layers, expected_sizes.size() - 1);
+  ES_CHECK(layers + 1 == expected_sizes.size(), "{}: {} layers, the manifest says {}", path, layers,
+           expected_sizes.size() - 1);
   Mlp mlp;
   for (uint32_t l = 0; l < layers; ++l) {
     DenseLayer layer;
@@ -114,8 +114,10 @@ Mlp decode_mlp(const std::string& path, const std::vector<int>& expected_sizes) 
     layer.bias.resize(layer.out);
     r.take(layer.weight.data(), layer.weight.size() * sizeof(float), "weights");
     r.take(layer.bias.data(), layer.bias.size() * sizeof(float), "biases");
-    for (float v : layer.weight) ES_CHECK(std::isfinite(v), "{}: non-finite weight in layer {}", path, l);
-    for (float v : layer.bias) ES_CHECK(std::isfinite(v), "{}: non-finite bias in layer {}", path, l);
+    for (float v : layer.weight)
+      ES_CHECK(std::isfinite(v), "{}: non-finite weight in layer {}", path, l);
+    for (float v : layer.bias)
+      ES_CHECK(std::isfinite(v), "{}: non-finite bias in layer {}", path, l);
     mlp.layers.push_back(std::move(layer));
   }
   ES_CHECK(r.pos() + 4 == bytes.size(), "{}: {} trailing bytes after the last layer", path,
@@ -146,7 +148,8 @@ json mlp_entry(const std::string& dir, const std::string& file, const Mlp& mlp) 
 }
 
 Mlp mlp_from(const std::string& dir, const json& entry, const std::string& manifest) {
-  const std::string path = (std::filesystem::path(dir) / entry.at("file").get<std::string>()).string();
+  const std::string path =
+      (std::filesystem::path(dir) / entry.at("file").get<std::string>()).string();
   ES_CHECK(file_exists(path), "{}: weight file missing (named by {})", path, manifest);
   Mlp mlp = decode_mlp(path, entry.at("sizes").get<std::vector<int>>());
   const std::string bytes = read_file(path);
@@ -160,7 +163,8 @@ void check_names(const json& net, const std::vector<std::string>& expected,
   const auto names = net.at("features").get<std::vector<std::string>>();
   ES_CHECK(names == expected,
            "{}: the {} network has {} features, this embshard computes {} (features differ: "
-           "retrain the model)", manifest, which, names.size(), expected.size());
+           "retrain the model)",
+           manifest, which, names.size(), expected.size());
 }
 
 }  // namespace
@@ -200,8 +204,10 @@ void save_neural_model(const NeuralModel& m, const std::string& dir) {
 
 NeuralModel load_neural_model(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / kManifestFile).string();
-  ES_CHECK(file_exists(path), "{}: model manifest missing (is '{}' a model directory made by "
-           "`embshard train`?)", path, dir);
+  ES_CHECK(file_exists(path),
+           "{}: model manifest missing (is '{}' a model directory made by "
+           "`embshard train`?)",
+           path, dir);
   const json manifest = json::parse(read_file(path), nullptr, false);
   ES_CHECK(!manifest.is_discarded() && manifest.is_object(), "{}: not valid JSON", path);
   ES_CHECK(manifest.value("format", "") == kManifestFormat, "{}: format is '{}', expected '{}'",
@@ -216,8 +222,10 @@ NeuralModel load_neural_model(const std::string& dir) {
     const json& nets = manifest.at("networks");
     const json& c = nets.at("compute");
     check_names(c, compute_feature_names(), path, "compute");
-    ES_CHECK(c.value("pooling", "") == "sum_exp_log", "{}: compute pooling '{}', this embshard "
-             "implements 'sum_exp_log'", path, c.value("pooling", ""));
+    ES_CHECK(c.value("pooling", "") == "sum_exp_log",
+             "{}: compute pooling '{}', this embshard "
+             "implements 'sum_exp_log'",
+             path, c.value("pooling", ""));
     m.compute.features = normaliser_from(c.at("normaliser"), compute_feature_names().size(), path);
     m.compute.table = mlp_from(dir, c.at("table_mlp"), path);
     m.compute.head = mlp_from(dir, c.at("head_mlp"), path);

@@ -51,9 +51,7 @@ std::vector<std::string> make_compute_names() {
 
 }  // namespace
 
-float table_exp(float x) {
-  return std::exp(std::clamp(x, -kTableLogClamp, kTableLogClamp));
-}
+float table_exp(float x) { return std::exp(std::clamp(x, -kTableLogClamp, kTableLogClamp)); }
 
 std::vector<int> Mlp::sizes() const {
   std::vector<int> s;
@@ -69,6 +67,22 @@ void Mlp::forward(const float* x, float* y) const {
   for (size_t l = 0; l < layers.size(); ++l) {
     const DenseLayer& layer = layers[l];
     float* out = l + 1 == layers.size() ? y : buffers[l % 2];
+    if (layer.weight_t.size() == layer.weight.size()) {
+      // out = bias + sum_i x_i * W^T[i, :]: the inner loop is contiguous and
+      // independent per output, so the compiler vectorises it.
+      float* __restrict acc = out;
+      std::copy(layer.bias.begin(), layer.bias.end(), acc);
+      for (int i = 0; i < layer.in; ++i) {
+        const float xi = in[i];
+        const float* __restrict w = layer.weight_t.data() + static_cast<size_t>(i) * layer.out;
+        for (int o = 0; o < layer.out; ++o) acc[o] += w[o] * xi;
+      }
+      if (layer.relu) {
+        for (int o = 0; o < layer.out; ++o) out[o] = std::max(out[o], 0.0f);
+      }
+      in = out;
+      continue;
+    }
     for (int o = 0; o < layer.out; ++o) {
       // Double accumulation: the fast path should be closer to exact than torch's sgemm.
       const float* w = layer.weight.data() + static_cast<size_t>(o) * layer.in;
@@ -77,6 +91,17 @@ void Mlp::forward(const float* x, float* y) const {
       out[o] = layer.relu && acc < 0 ? 0.0f : static_cast<float>(acc);
     }
     in = out;
+  }
+}
+
+void Mlp::prepare() {
+  for (DenseLayer& l : layers) {
+    l.weight_t.resize(l.weight.size());
+    for (size_t o = 0; o < static_cast<size_t>(l.out); ++o) {
+      for (size_t i = 0; i < static_cast<size_t>(l.in); ++i) {
+        l.weight_t[i * l.out + o] = l.weight[o * l.in + i];
+      }
+    }
   }
 }
 
@@ -90,12 +115,19 @@ const std::vector<std::string>& compute_feature_names() {
 }
 
 const std::vector<std::string>& comm_fwd_feature_names() {
-  static const std::vector<std::string> names = {
-      "log1p_own_dim_sum",    "log1p_others_dim_sum", "log1p_others_max_dim_sum",
-      "log1p_others_mean_dim_sum", "log1p_others_min_dim_sum", "log_devices",
-      "log1p_send_mb",        "log1p_recv_mb",        "log1p_busiest_device_mb",
-      "own_delay_ms",         "wait_ms",              "max_delay_ms",
-      "log1p_wait_ms"};
+  static const std::vector<std::string> names = {"log1p_own_dim_sum",
+                                                 "log1p_others_dim_sum",
+                                                 "log1p_others_max_dim_sum",
+                                                 "log1p_others_mean_dim_sum",
+                                                 "log1p_others_min_dim_sum",
+                                                 "log_devices",
+                                                 "log1p_send_mb",
+                                                 "log1p_recv_mb",
+                                                 "log1p_busiest_device_mb",
+                                                 "own_delay_ms",
+                                                 "wait_ms",
+                                                 "max_delay_ms",
+                                                 "log1p_wait_ms"};
   return names;
 }
 
@@ -178,8 +210,10 @@ void comm_raw_features(std::span<const double> dim_sums, std::span<const double>
 }
 
 double output_to_ms(double y, double target_mean, double target_std, const char* what) {
-  ES_CHECK(std::isfinite(y), "neural cost model: the {} network produced {} (not finite): the "
-           "model or its inputs are broken", what, y);
+  ES_CHECK(std::isfinite(y),
+           "neural cost model: the {} network produced {} (not finite): the "
+           "model or its inputs are broken",
+           what, y);
   const double log_ms = std::clamp(y * target_std + target_mean, std::log(1e-6), std::log(1e7));
   return std::exp(log_ms);
 }
@@ -204,7 +238,8 @@ double predict_compute_ms(const NeuralModel& model, std::span<const TableFeature
 void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
                      std::span<const double> delays_ms, std::span<double> fwd_ms,
                      std::span<double> bwd_ms) {
-  ES_CHECK(model.has_comm, "neural cost model: this model has no communication model (it was "
+  ES_CHECK(model.has_comm,
+           "neural cost model: this model has no communication model (it was "
            "trained without --comm)");
   ES_CHECK(fwd_ms.size() == dim_sums.size() && bwd_ms.size() == dim_sums.size(),
            "neural cost model: comm outputs for {} / {} devices, inputs for {}", fwd_ms.size(),
@@ -225,7 +260,14 @@ void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
 }
 
 NeuralCostModel::NeuralCostModel(NeuralModel model)
-    : model_(std::move(model)), embed_(model_.compute.table.out()) {}
+    : model_(std::move(model)), embed_(model_.compute.table.out()) {
+  model_.compute.table.prepare();
+  model_.compute.head.prepare();
+  if (model_.has_comm) {
+    model_.comm_fwd.mlp.prepare();
+    model_.comm_bwd.mlp.prepare();
+  }
+}
 
 int NeuralCostModel::add_table(const TableFeatures& table) {
   const ComputeNet& net = model_.compute;

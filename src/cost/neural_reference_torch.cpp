@@ -12,8 +12,8 @@ namespace torch_impl {
 
 TorchMlpImpl::TorchMlpImpl(const std::vector<int>& sizes, bool relu_last) {
   for (size_t i = 0; i + 1 < sizes.size(); ++i) {
-    layers.push_back(register_module("fc" + std::to_string(i),
-                                     torch::nn::Linear(sizes[i], sizes[i + 1])));
+    layers.push_back(
+        register_module("fc" + std::to_string(i), torch::nn::Linear(sizes[i], sizes[i + 1])));
     relu.push_back(i + 2 < sizes.size() || relu_last);
   }
 }
@@ -47,8 +47,10 @@ TorchMlp import_mlp(const Mlp& mlp) {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < mlp.layers.size(); ++i) {
     const DenseLayer& l = mlp.layers[i];
-    ES_CHECK(module->relu[i] == l.relu, "import_mlp: layer {} has ReLU {} where the structure "
-             "allows only the last layer to differ", i, l.relu);
+    ES_CHECK(module->relu[i] == l.relu,
+             "import_mlp: layer {} has ReLU {} where the structure "
+             "allows only the last layer to differ",
+             i, l.relu);
     std::vector<float> w = l.weight, b = l.bias;  // from_blob needs non-const storage
     module->layers[i]->weight.copy_(torch::from_blob(w.data(), {l.out, l.in}));
     module->layers[i]->bias.copy_(torch::from_blob(b.data(), {l.out}));

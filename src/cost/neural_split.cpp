@@ -1,11 +1,11 @@
 // Seeded train / validation / test splits of cost data (pure C++, no torch).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
 #include <random>
-
-#include <fmt/format.h>
 
 #include "embshard/cost/neural_train.h"
 #include "embshard/util/error.h"
@@ -61,7 +61,8 @@ ComputeSplit split_compute_records(const ComputeData& data, uint64_t seed, doubl
   ComputeSplit split;
   for (size_t i = 0; i < n_held; ++i) {
     held[keys[i]] = true;
-    if (keys[i].rfind("id:", 0) == 0) split.holdout_pool_ids.push_back(std::stoi(keys[i].substr(3)));
+    if (keys[i].rfind("id:", 0) == 0)
+      split.holdout_pool_ids.push_back(std::stoi(keys[i].substr(3)));
   }
   std::sort(split.holdout_pool_ids.begin(), split.holdout_pool_ids.end());
   std::vector<int> seen;
@@ -69,9 +70,12 @@ ComputeSplit split_compute_records(const ComputeData& data, uint64_t seed, doubl
     const ComputeRecord& r = data.records[i];
     size_t n = 0;
     for (size_t t = 0; t < r.tables.size(); ++t) n += held[table_key(r, t)] ? 1 : 0;
-    if (n == 0) seen.push_back(static_cast<int>(i));
-    else if (n == r.tables.size()) split.unseen.push_back(static_cast<int>(i));
-    else split.dropped_mixed += 1;
+    if (n == 0)
+      seen.push_back(static_cast<int>(i));
+    else if (n == r.tables.size())
+      split.unseen.push_back(static_cast<int>(i));
+    else
+      split.dropped_mixed += 1;
   }
   deal(seen, seed, val_share, test_share, split.train, split.val, split.test);
   ES_CHECK(!split.train.empty() && !split.val.empty(),

@@ -1,8 +1,8 @@
 // After training: held-out accuracy through the production (torch-free)
 // inference path, and the manifest's record of what the model was made from.
-#include <filesystem>
-
 #include <fmt/format.h>
+
+#include <filesystem>
 
 #include "embshard/cost/neural_train.h"
 #include "embshard/util/machine.h"
@@ -30,18 +30,25 @@ json data_file_entry(const std::string& path, const json& header, size_t records
           {"records", records},
           {"skipped_bad_records", bad},
           {"machine", header.value("machine", json())},
-          {"batch", header.contains("batch_size") ? header["batch_size"] : header.value("batch", json())},
+          {"batch",
+           header.contains("batch_size") ? header["batch_size"] : header.value("batch", json())},
           {"threads", header.value("threads", json())},
           {"num_devices", header.value("num_devices", json())}};
 }
 
 json options_json(const TrainOptions& o) {
-  return {{"seed", o.seed},           {"holdout_tables", o.holdout_tables},
-          {"val_share", o.val_share}, {"test_share", o.test_share},
-          {"max_epochs", o.max_epochs}, {"patience", o.patience},
-          {"batch", o.batch},         {"lr", o.lr},
-          {"weight_decay", o.weight_decay}, {"hidden", o.hidden},
-          {"embed", o.embed},         {"threads", o.threads}};
+  return {{"seed", o.seed},
+          {"holdout_tables", o.holdout_tables},
+          {"val_share", o.val_share},
+          {"test_share", o.test_share},
+          {"max_epochs", o.max_epochs},
+          {"patience", o.patience},
+          {"batch", o.batch},
+          {"lr", o.lr},
+          {"weight_decay", o.weight_decay},
+          {"hidden", o.hidden},
+          {"embed", o.embed},
+          {"threads", o.threads}};
 }
 
 }  // namespace
@@ -74,8 +81,8 @@ void evaluate_trained_model(const TrainOptions& o, const ComputeData& compute,
                                    "compute, test split (seen tables)"));
   cmp.push_back(compute_comparison(model, compute, split.unseen, "compute_unseen",
                                    "compute, held-out tables only"));
-  json data = {{"compute", data_file_entry(o.compute_path, compute.header,
-                                           compute.records.size(), compute.problems.size())}};
+  json data = {{"compute", data_file_entry(o.compute_path, compute.header, compute.records.size(),
+                                           compute.problems.size())}};
   if (!o.unseen_compute_path.empty()) {
     const ComputeData unseen = load_compute_data(o.unseen_compute_path);
     report_problems(o.unseen_compute_path, unseen.problems);

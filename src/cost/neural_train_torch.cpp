@@ -1,16 +1,19 @@
 // Training the neural cost models with libtorch.
 //
-// Targets are log milliseconds, standardised: a squared error on logs is a
-// relative error, which is what MAPE and the planner's comparisons care about.
+// Targets are log milliseconds, standardised: an error on logs is a relative
+// error, which is what MAPE and the planner's comparisons care about. The loss
+// is Huber (squared near 0, absolute beyond kHuberDelta): timings on a shared
+// machine have heavy upper tails (a run preempted by another process), which
+// a squared loss would chase.
 // Determinism: torch::manual_seed before any module is built, one intra-op
 // thread by default, and minibatch orders from a seeded std::mt19937_64.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <numeric>
 #include <random>
-
-#include <fmt/format.h>
 
 #include "embshard/cost/neural_train.h"
 #include "embshard/util/error.h"
@@ -22,6 +25,12 @@ namespace {
 
 using namespace torch_impl;
 using nlohmann::json;
+
+constexpr double kHuberDelta = 0.1;  // in standardised log ms
+
+torch::Tensor robust_loss(const torch::Tensor& predicted, const torch::Tensor& target) {
+  return torch::huber_loss(predicted, target, at::Reduction::Mean, kHuberDelta);
+}
 
 // Mean and 1/std per feature over the rows (std floored: constant features stay finite).
 Normaliser fit_normaliser(const std::vector<float>& rows, int features) {
@@ -99,8 +108,10 @@ FitResult fit(Fit& job, const TrainOptions& o, const std::string& what, uint64_t
     }
     const auto now = std::chrono::steady_clock::now();
     if (o.verbose && (epoch == 1 || now - last_print > std::chrono::seconds(2))) {
-      fmt::print(stderr, "train {}: epoch {}: train loss {:.5f}, val loss {:.5f} (best {:.5f} at "
-                 "epoch {})\n", what, epoch, train_loss, val_loss, r.best_val_loss, r.best_epoch);
+      fmt::print(stderr,
+                 "train {}: epoch {}: train loss {:.5f}, val loss {:.5f} (best {:.5f} at "
+                 "epoch {})\n",
+                 what, epoch, train_loss, val_loss, r.best_val_loss, r.best_epoch);
       last_print = now;
     }
     if (epoch - r.best_epoch >= o.patience) break;
@@ -187,7 +198,7 @@ FitResult train_compute(const ComputeData& data, const ComputeSplit& split, cons
   job.loss = [&](const std::vector<int>& records) {
     std::vector<int64_t> ids(records.begin(), records.end());
     const torch::Tensor y = t.target.index_select(0, torch::tensor(ids));
-    return torch::mse_loss(compute_forward(table, head, t, records), y);
+    return robust_loss(compute_forward(table, head, t, records), y);
   };
   const FitResult r = fit(job, o, "compute", o.seed + 11);
   net.table = export_mlp(table);
@@ -198,12 +209,13 @@ FitResult train_compute(const ComputeData& data, const ComputeSplit& split, cons
 // ---- communication ----
 
 struct CommRows {
-  std::vector<float> x;      // fwd features (the bwd ones are the prefix)
+  std::vector<float> x;  // fwd features (the bwd ones are the prefix)
   std::vector<double> fwd, bwd;
-  std::vector<int> item;     // per row: index into the split's item list
+  std::vector<int> item;  // per row: index into the split's item list
 };
 
-CommRows comm_rows(const std::vector<CommData>& files, const std::vector<std::pair<int, int>>& items) {
+CommRows comm_rows(const std::vector<CommData>& files,
+                   const std::vector<std::pair<int, int>>& items) {
   const int nf = static_cast<int>(comm_fwd_feature_names().size());
   CommRows rows;
   std::vector<float> x(nf);
@@ -256,7 +268,7 @@ FitResult train_comm_net(const CommRows& train, const CommRows& val, bool forwar
   std::iota(job.val.begin(), job.val.end(), static_cast<int>(xt.size() / nf));
   job.loss = [&](const std::vector<int>& rows) {
     const torch::Tensor idx = torch::tensor(std::vector<int64_t>(rows.begin(), rows.end()));
-    return torch::mse_loss(mlp->forward(x.index_select(0, idx)).squeeze(1), y.index_select(0, idx));
+    return robust_loss(mlp->forward(x.index_select(0, idx)).squeeze(1), y.index_select(0, idx));
   };
   const FitResult r = fit(job, o, forward ? "comm fwd" : "comm bwd", o.seed + (forward ? 23 : 37));
   net.mlp = export_mlp(mlp);
@@ -288,17 +300,20 @@ TrainResult train_neural_model(const TrainOptions& o) {
       compute.records.size() + compute.problems.size(), compute.problems.size(),
       split.holdout_pool_ids.size(), split.train.size(), split.val.size(), split.test.size(),
       split.unseen.size(), split.dropped_mixed));
-  result.notes.push_back(fmt::format("compute: stopped at epoch {}, best validation loss {:.5f} "
-                                     "at epoch {}", cr.epochs, cr.best_val_loss, cr.best_epoch));
+  result.notes.push_back(
+      fmt::format("compute: stopped at epoch {}, best validation loss {:.5f} "
+                  "at epoch {}",
+                  cr.epochs, cr.best_val_loss, cr.best_epoch));
   std::vector<CommData> comm;
   CommSplit comm_split;
   if (!o.comm_paths.empty()) {
     for (const std::string& path : o.comm_paths) {
       comm.push_back(load_comm_data(path));
       report_problems(path, comm.back().problems);
-      ES_CHECK(comm.back().batch == comm.front().batch, "{}: batch {} differs from {}'s {}: one "
-               "model serves one batch", path, comm.back().batch, o.comm_paths[0],
-               comm.front().batch);
+      ES_CHECK(comm.back().batch == comm.front().batch,
+               "{}: batch {} differs from {}'s {}: one "
+               "model serves one batch",
+               path, comm.back().batch, o.comm_paths[0], comm.front().batch);
     }
     model.has_comm = true;
     model.comm_batch_size = comm.front().batch;
@@ -310,9 +325,9 @@ TrainResult train_neural_model(const TrainOptions& o) {
     const FitResult br = train_comm_net(train, val, false, nb, o, model.comm_bwd);
     result.notes.push_back(fmt::format(
         "comm: {} files, split train {} / val {} / test {} records; fwd stopped at epoch {} "
-        "(best {}), bwd at {} (best {})", comm.size(), comm_split.train.size(),
-        comm_split.val.size(), comm_split.test.size(), fr.epochs, fr.best_epoch, br.epochs,
-        br.best_epoch));
+        "(best {}), bwd at {} (best {})",
+        comm.size(), comm_split.train.size(), comm_split.val.size(), comm_split.test.size(),
+        fr.epochs, fr.best_epoch, br.epochs, br.best_epoch));
   }
   evaluate_trained_model(o, compute, split, comm, comm_split, result);
   return result;

@@ -3,11 +3,10 @@
 #pragma once
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "embshard/util/record_file.h"
 #include "embshard/workload/table.h"
@@ -47,8 +46,11 @@ inline double synth_cost_ms(const std::vector<std::pair<SynthTable, int>>& shard
 }
 
 inline nlohmann::json compute_header(int64_t batch) {
-  return {{"format", "embshard-compute-costs"}, {"version", 1}, {"batch_size", batch},
-          {"threads", 1}, {"machine", {{"cpu", "synthetic"}}}};
+  return {{"format", "embshard-compute-costs"},
+          {"version", 1},
+          {"batch_size", batch},
+          {"threads", 1},
+          {"machine", {{"cpu", "synthetic"}}}};
 }
 
 // `samples` records of shards of 1..max_tables pool tables, with multiplicative noise.
@@ -68,13 +70,19 @@ inline void write_synth_compute(const std::string& path, int samples, uint64_t s
       const int id = static_cast<int>(rng() % pool.size());
       const int dim = dims[rng() % 5];
       shard.emplace_back(pool[id], dim);
-      tables.push_back({{"table", id}, {"rows", pool[id].rows}, {"dim", dim},
-                        {"pooling_factor", pool[id].pooling}, {"unique_rows", 1},
+      tables.push_back({{"table", id},
+                        {"rows", pool[id].rows},
+                        {"dim", dim},
+                        {"pooling_factor", pool[id].pooling},
+                        {"unique_rows", 1},
                         {"row_reuse_histogram", pool[id].row_reuse},
                         {"lookup_reuse_histogram", pool[id].lookup_reuse}});
     }
     const double ms = synth_cost_ms(shard) * (1 + noise * (2 * u(rng) - 1));
-    out.append({{"sample", s}, {"tables", tables}, {"fwd_ms", ms / 3}, {"bwd_ms", ms * 2 / 3},
+    out.append({{"sample", s},
+                {"tables", tables},
+                {"fwd_ms", ms / 3},
+                {"bwd_ms", ms * 2 / 3},
                 {"ms", ms}});
   }
 }
@@ -86,8 +94,11 @@ inline void write_synth_comm(const std::string& path, int devices, int samples, 
   std::uniform_real_distribution<double> u(0, 1);
   const int64_t batch = 1024;
   RecordFile out(path,
-                 {{"format", "embshard-comm-costs"}, {"version", 1}, {"num_devices", devices},
-                  {"batch", batch}, {"machine", {{"cpu", "synthetic"}}}},
+                 {{"format", "embshard-comm-costs"},
+                  {"version", 1},
+                  {"num_devices", devices},
+                  {"batch", batch},
+                  {"machine", {{"cpu", "synthetic"}}}},
                  {});
   for (int s = 0; s < samples; ++s) {
     std::vector<double> dims(devices), delays(devices), fwd(devices), bwd(devices);
@@ -104,8 +115,12 @@ inline void write_synth_comm(const std::string& path, int devices, int samples, 
       bwd[d] = 0.05 + 0.2 * mb;
       fwd[d] = bwd[d] + (max_delay - delays[d]);
     }
-    out.append({{"sample", s}, {"dim_sums", dims}, {"delays_ms", delays}, {"fwd_ms", fwd},
-                {"bwd_ms", bwd}, {"num_tables", std::vector<int>(devices, 1)}});
+    out.append({{"sample", s},
+                {"dim_sums", dims},
+                {"delays_ms", delays},
+                {"fwd_ms", fwd},
+                {"bwd_ms", bwd},
+                {"num_tables", std::vector<int>(devices, 1)}});
   }
 }
 

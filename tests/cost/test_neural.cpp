@@ -162,7 +162,8 @@ TEST(NeuralModel, NanNeverReachesThePlanner) {
   EXPECT_THROW(predict_compute_ms(m, tables), Error);
   std::vector<double> f(2), b(2);
   EXPECT_THROW(predict_comm_ms(random_model(4), std::vector<double>{1, NAN},
-                               std::vector<double>{0, 0}, f, b), Error);
+                               std::vector<double>{0, 0}, f, b),
+               Error);
 }
 
 TEST(CostData, BadRecordsAreSkippedAndCounted) {
@@ -220,7 +221,7 @@ TEST(CostData, ScatterSvgAndReport) {
   EXPECT_NE(svg.find("<svg"), std::string::npos);
   EXPECT_NE(svg.find("MAPE"), std::string::npos);
   EXPECT_NE(svg.find("&lt;test&gt;"), std::string::npos);
-  EXPECT_EQ(std::count(svg.begin(), svg.end(), '<') , std::count(svg.begin(), svg.end(), '>'));
+  EXPECT_EQ(std::count(svg.begin(), svg.end(), '<'), std::count(svg.begin(), svg.end(), '>'));
   const auto figures = write_accuracy_report(dir.path().string(), "t", {c}, {"a note"});
   EXPECT_TRUE(file_exists(dir.file("report.md")));
   EXPECT_TRUE(file_exists(dir.file("compute_test.svg")));

@@ -1,13 +1,13 @@
 // embshard bench cost-model: how many shard costs per second the neural
 // model's fast path evaluates (one core), against calling the libtorch module
 // once per shard, and how far apart the two are.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
 #include <random>
-
-#include <fmt/format.h>
 
 #include "commands.h"
 #include "embshard/cost/neural_model.h"
@@ -23,9 +23,9 @@ namespace {
 
 struct BenchCostArgs {
   std::string model_dir, workload_dir;
-  int pool = 200;             // tables registered
+  int pool = 200;  // tables registered
   int tables_per_shard = 10;
-  double seconds = 1.0;       // per path
+  double seconds = 1.0;  // per path
   uint64_t seed = 0;
 };
 
@@ -79,13 +79,15 @@ void run_bench_cost(const BenchCostArgs& a) {
   const int64_t num_shards = 4096;
   std::vector<std::vector<int>> shards(num_shards);
   for (auto& s : shards) {
-    for (int i = 0; i < a.tables_per_shard; ++i) s.push_back(static_cast<int>(rng() % tables.size()));
+    for (int i = 0; i < a.tables_per_shard; ++i)
+      s.push_back(static_cast<int>(rng() % tables.size()));
   }
   const auto [fast_rate, fast_n] = shards_per_second(
       a.seconds, num_shards, [&](int64_t i) { return model.compute_ms(shards[i]); });
-  fmt::print("fast path (cached per-table MLP outputs, 1 thread): {:.0f} shard costs/s "
-             "({:.2f} us each; {} tables, {} per shard)\n",
-             fast_rate, 1e6 / fast_rate, tables.size(), a.tables_per_shard);
+  fmt::print(
+      "fast path (cached per-table MLP outputs, 1 thread): {:.0f} shard costs/s "
+      "({:.2f} us each; {} tables, {} per shard)\n",
+      fast_rate, 1e6 / fast_rate, tables.size(), a.tables_per_shard);
 #ifdef EMBSHARD_WITH_TORCH
   TorchComputeReference torch_model(model.model());
   for (const TableFeatures& t : tables) torch_model.add_table(t);
@@ -96,10 +98,14 @@ void run_bench_cost(const BenchCostArgs& a) {
   }
   const auto [torch_rate, torch_n] = shards_per_second(
       a.seconds, num_shards, [&](int64_t i) { return torch_model.compute_ms(shards[i]); });
-  fmt::print("libtorch module per shard (1 thread):              {:.0f} shard costs/s "
-             "({:.2f} us each)\n", torch_rate, 1e6 / torch_rate);
-  fmt::print("speed-up of the fast path: {:.1f}x; max relative difference over 1000 shards: "
-             "{:.2e}\n", fast_rate / torch_rate, max_rel);
+  fmt::print(
+      "libtorch module per shard (1 thread):              {:.0f} shard costs/s "
+      "({:.2f} us each)\n",
+      torch_rate, 1e6 / torch_rate);
+  fmt::print(
+      "speed-up of the fast path: {:.1f}x; max relative difference over 1000 shards: "
+      "{:.2e}\n",
+      fast_rate / torch_rate, max_rel);
 #else
   fmt::print("(built without libtorch: no comparison with the libtorch module)\n");
 #endif
@@ -112,7 +118,8 @@ void add_bench_cost_model_command(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "cost-model", "Shard costs per second of the neural model's fast path vs libtorch");
   cmd->add_option("--model", args->model_dir, "Model directory")->required();
-  cmd->add_option("--workload", args->workload_dir, "Take tables from this workload (default: "
+  cmd->add_option("--workload", args->workload_dir,
+                  "Take tables from this workload (default: "
                   "random tables)");
   cmd->add_option("--pool", args->pool, "Random tables to register")->capture_default_str();
   cmd->add_option("--tables-per-shard", args->tables_per_shard, "Tables per shard")

@@ -1,8 +1,8 @@
 // embshard train: neural cost models from measured data, with an accuracy
 // report on the held-out splits (report.md, report.json, SVG plots).
-#include <memory>
-
 #include <fmt/format.h>
+
+#include <memory>
 
 #include "commands.h"
 #include "embshard/util/error.h"
@@ -63,7 +63,8 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--holdout-tables", o.holdout_tables, "Share of pool tables kept out of training")
       ->capture_default_str();
-  cmd->add_option("--val-share", o.val_share, "Share of records for validation")->capture_default_str();
+  cmd->add_option("--val-share", o.val_share, "Share of records for validation")
+      ->capture_default_str();
   cmd->add_option("--test-share", o.test_share, "Share of records for the test split")
       ->capture_default_str();
   cmd->add_option("--epochs", o.max_epochs, "Maximum epochs")->capture_default_str();
@@ -73,12 +74,15 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--lr", o.lr, "Adam learning rate")->capture_default_str();
   cmd->add_option("--hidden", o.hidden, "Hidden layer width")->capture_default_str();
   cmd->add_option("--embed", o.embed, "Per-table MLP output width")->capture_default_str();
-  cmd->add_option("--threads", o.threads, "Torch threads (1 is deterministic)")->capture_default_str();
+  cmd->add_option("--threads", o.threads, "Torch threads (1 is deterministic)")
+      ->capture_default_str();
   cmd->callback([args] { run_train(*args); });
 #else
   CLI::App* cmd = app.add_subcommand("train", "Train the neural cost models (needs libtorch)");
   cmd->allow_extras();
-  cmd->callback([] { ES_THROW("train: this embshard was built without libtorch (EMBSHARD_WITH_TORCH=OFF)"); });
+  cmd->callback([] {
+    ES_THROW("train: this embshard was built without libtorch (EMBSHARD_WITH_TORCH=OFF)");
+  });
 #endif
 }
 

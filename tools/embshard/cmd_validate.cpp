@@ -1,8 +1,8 @@
 // embshard validate: a model's accuracy figures on any measured data file
 // (bench compute or bench comm, told apart by the header's format).
-#include <memory>
-
 #include <fmt/format.h>
+
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -42,12 +42,16 @@ std::vector<Comparison> compute_comparisons(const NeuralModel& model, const std:
 
 std::vector<Comparison> comm_comparisons(const NeuralModel& model, const std::string& path,
                                          size_t& skipped) {
+  ES_CHECK(model.has_comm,
+           "{}: a comm file, but the model has no communication networks (it "
+           "was trained without --comm)",
+           path);
   const CommData data = load_comm_data(path);
   report_problems(path, data.problems);
   skipped = data.problems.size();
   ES_CHECK(data.batch == model.comm_batch_size,
-           "{}: measured at batch {}, the model's comm networks predict batch {}", path,
-           data.batch, model.comm_batch_size);
+           "{}: measured at batch {}, the model's comm networks predict batch {}", path, data.batch,
+           model.comm_batch_size);
   Comparison fwd{"comm_fwd", fmt::format("comm forward, {} devices", data.num_devices), {}, {}};
   Comparison bwd{"comm_bwd", fmt::format("comm backward, {} devices", data.num_devices), {}, {}};
   for (const CommRecord& r : data.records) {
@@ -85,8 +89,9 @@ void run_validate(const ValidateArgs& args) {
     out["bwd"] = to_json(accuracy(comparisons[1].predicted, comparisons[1].measured));
   }
   if (!args.plot_dir.empty()) {
-    write_accuracy_report(args.plot_dir, "Validation of " + args.model_dir + " on " + args.data_path,
-                          comparisons, {});
+    write_accuracy_report(args.plot_dir,
+                          "Validation of " + args.model_dir + " on " + args.data_path, comparisons,
+                          {});
   }
   if (args.json_output) {
     fmt::print("{}\n", out.dump(2));

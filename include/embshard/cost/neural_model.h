@@ -19,11 +19,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "embshard/cost/cost_model.h"
 
@@ -35,6 +34,7 @@ struct DenseLayer {
   int in = 0, out = 0;
   bool relu = true;
   std::vector<float> weight, bias;
+  std::vector<float> weight_t;  // in x out: filled by Mlp::prepare for the fast loop
 };
 
 struct Mlp {
@@ -46,6 +46,10 @@ struct Mlp {
   // forward allocates nothing and is safe to call from many threads.
   static constexpr int kMaxWidth = 512;
   void forward(const float* x, float* y) const;
+  // Transposes the weights so that forward's inner loop runs over outputs
+  // (contiguous, vectorised); forward falls back to the row-major loop
+  // (double accumulation) for layers not prepared.
+  void prepare();
 };
 
 // x' = (x - mean) * scale, per feature; scale = 1 / std of the training set.
@@ -60,9 +64,9 @@ constexpr float kTableLogClamp = 30.0f;
 float table_exp(float x);
 
 struct ComputeNet {
-  Normaliser features;  // per-table features
-  Mlp table;            // per-table MLP (linear output)
-  Mlp head;             // log(sum of exp(table outputs)) -> normalised log ms
+  Normaliser features;                     // per-table features
+  Mlp table;                               // per-table MLP (linear output)
+  Mlp head;                                // log(sum of exp(table outputs)) -> normalised log ms
   double target_mean = 0, target_std = 1;  // log ms = y * target_std + target_mean
 };
 

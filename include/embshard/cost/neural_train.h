@@ -17,21 +17,21 @@
 namespace embshard {
 
 struct TrainOptions {
-  std::string compute_path;               // bench compute file (required)
-  std::vector<std::string> comm_paths;    // bench comm files, any device counts
-  std::string unseen_compute_path;        // optional: a bench compute file of other tables
+  std::string compute_path;             // bench compute file (required)
+  std::vector<std::string> comm_paths;  // bench comm files, any device counts
+  std::string unseen_compute_path;      // optional: a bench compute file of other tables
   uint64_t seed = 0;
-  double holdout_tables = 0.1;  // share of the pool's tables kept out of training
+  double holdout_tables = 0.1;                 // share of the pool's tables kept out of training
   double val_share = 0.15, test_share = 0.15;  // of the records (per file)
   int max_epochs = 400;
-  int patience = 40;       // epochs without a better validation loss before stopping
-  int batch = 32;          // records per step
+  int patience = 40;  // epochs without a better validation loss before stopping
+  int batch = 32;     // records per step
   double lr = 3e-3;
   double weight_decay = 1e-5;
-  int hidden = 64;         // width of hidden layers
-  int embed = 32;          // per-table MLP output width
-  int threads = 1;         // torch intra-op threads (1: deterministic and quiet)
-  bool verbose = true;     // progress lines on stderr
+  int hidden = 64;      // width of hidden layers
+  int embed = 32;       // per-table MLP output width
+  int threads = 1;      // torch intra-op threads (1: deterministic and quiet)
+  bool verbose = true;  // progress lines on stderr
 };
 
 // Which records of a compute file go where. Tables are held out by pool id:
@@ -52,7 +52,7 @@ CommSplit split_comm_records(const std::vector<CommData>& files, uint64_t seed, 
                              double test_share);
 
 struct TrainResult {
-  NeuralModel model;  // model.info holds the manifest extras and the figures
+  NeuralModel model;                    // model.info holds the manifest extras and the figures
   std::vector<Comparison> comparisons;  // test splits, for the report
   std::vector<std::string> notes;       // split sizes, stopping epochs, skipped records
 };
