@@ -23,11 +23,16 @@ const std::vector<std::string>& cost_model_names() {
   return names;
 }
 
+std::string shipped_models_dir() { return EMBSHARD_MODELS_DIR; }
+
 std::unique_ptr<CostModel> create_cost_model(const std::string& name,
                                              const CostModelOptions& options) {
-  if (name == "analytic") return make_analytic_cost_model(options);
-  if (name == "neural") return make_neural_cost_model(options);
-  if (name == "measured") return make_measured_cost_model(options);
+  CostModelOptions o = options;
+  if (o.model_dir.empty()) o.model_dir = shipped_models_dir() + "/neural";
+  if (o.calibration.empty()) o.calibration = shipped_models_dir() + "/analytic.json";
+  if (name == "analytic") return make_analytic_cost_model(o);
+  if (name == "neural") return make_neural_cost_model(o);
+  if (name == "measured") return make_measured_cost_model(o);
   ES_THROW("unknown cost model '{}': valid names are {}", name,
            fmt::join(cost_model_names(), ", "));
 }

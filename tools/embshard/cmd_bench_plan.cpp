@@ -22,7 +22,7 @@ namespace {
 struct BenchPlanArgs {
   std::vector<std::string> sizes = {"50x4", "100x8", "1000x64"};
   std::vector<std::string> cost_models = {"analytic", "neural"};
-  std::string model_dir = EMBSHARD_MODELS_DIR;
+  std::string model_dir = shipped_models_dir() + "/neural";
   std::string algo = "neuroshard";
   int repeats = 3;
   uint64_t seed = 1;

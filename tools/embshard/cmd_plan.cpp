@@ -23,7 +23,7 @@ struct PlanArgs {
   int devices = 0;
   int64_t mem_per_device = 0;
   std::vector<int64_t> mem_list;
-  std::string algo = "neuroshard", cost_model = "neural", model_dir = EMBSHARD_MODELS_DIR;
+  std::string algo = "neuroshard", cost_model = "neural", model_dir;
   std::string calibration;
   std::vector<std::string> pins, no_split;
   std::vector<int> split_dims;
@@ -72,9 +72,11 @@ std::unique_ptr<CostModel> open_cost_model(const PlanArgs& a, int64_t batch_size
   o.model_dir = a.model_dir;
   o.calibration = a.calibration;
   o.batch_size = batch_size;
-  if (a.cost_model == "neural" && !std::filesystem::exists(a.model_dir)) {
+  const std::string neural_dir =
+      a.model_dir.empty() ? shipped_models_dir() + "/neural" : a.model_dir;
+  if (a.cost_model == "neural" && !std::filesystem::exists(neural_dir)) {
     std::fprintf(stderr, "plan: note: no trained model directory %s; using the analytic cost "
-                 "model instead\n", a.model_dir.c_str());
+                 "model instead\n", neural_dir.c_str());
     return create_cost_model("analytic", o);
   }
   return create_cost_model(a.cost_model, o);
@@ -138,8 +140,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--algo", a->algo, fmt::format("Planner: {}", fmt::join(planner_names(), " | ")))
       ->capture_default_str();
   cmd->add_option("--cost-model", a->cost_model, "neural | analytic")->capture_default_str();
-  cmd->add_option("--model", a->model_dir, "Neural model directory")->capture_default_str();
-  cmd->add_option("--calibration", a->calibration, "Analytic model calibration file");
+  cmd->add_option("--model", a->model_dir, "Neural model directory (default: the shipped models/neural)");
+  cmd->add_option("--calibration", a->calibration,
+                  "Analytic model calibration file (default: the shipped models/analytic.json)");
   cmd->add_option("--pin", a->pins, "TABLE=DEVICE: keep a table on a device (repeatable)");
   cmd->add_option("--no-split", a->no_split, "TABLE: never split this table (repeatable)");
   cmd->add_option("--split-dims", a->split_dims, "Column widths splits may produce "

@@ -50,9 +50,13 @@ class CostModel {
                        std::span<double> fwd_ms, std::span<double> bwd_ms) const = 0;
 };
 
+// Where the pre-trained models shipped with the repository live:
+// <dir>/neural (the neural model set) and <dir>/analytic.json (a calibration).
+std::string shipped_models_dir();
+
 struct CostModelOptions {
-  std::string model_dir;     // neural: the trained model directory
-  std::string calibration;   // analytic: the file written by `embshard calibrate`
+  std::string model_dir;     // neural: the trained model directory ("": the shipped one)
+  std::string calibration;   // analytic: `embshard calibrate`'s file ("": the shipped one)
   std::string workload_dir;  // measured: the workload whose traces are executed
   int64_t batch_size = 0;    // 0: the model's own
   int threads = 1;
