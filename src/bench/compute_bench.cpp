@@ -4,12 +4,14 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "embshard/util/error.h"
+#include "embshard/util/huge_buffer.h"
 #include "embshard/util/machine.h"
 #include "embshard/util/progress.h"
 #include "embshard/util/record_file.h"
@@ -67,44 +69,45 @@ class TraceCache {
 // Small, varied values, never denormal. A 64 KiB pattern of hashed values is
 // copied over the buffer: gigabytes of weights fill at memcpy speed, and the
 // values do not matter for timing.
-void fill_weights(std::vector<float>& weights, uint64_t seed) {
+void fill_weights(float* weights, size_t count, uint64_t seed) {
   constexpr size_t kPattern = 16384;
   std::vector<float> pattern(kPattern);
   for (size_t i = 0; i < kPattern; ++i) {
     const uint64_t h = splitmix64(seed * kPattern + i);
     pattern[i] = static_cast<float>(static_cast<int>(h % 2001) - 1000) * 1e-4f;
   }
-  for (size_t begin = 0; begin < weights.size(); begin += kPattern) {
-    const size_t count = std::min(kPattern, weights.size() - begin);
-    std::copy_n(pattern.begin(), count, weights.begin() + static_cast<std::ptrdiff_t>(begin));
+  for (size_t begin = 0; begin < count; begin += kPattern) {
+    std::copy_n(pattern.begin(), std::min(kPattern, count - begin), weights + begin);
   }
 }
 
 ShardTiming time_shard_cached(const Workload& workload, const std::vector<ShardTable>& shard,
                               const ComputeBenchOptions& options, TraceCache& traces) {
   const int64_t batch = workload.batch_size;
-  std::vector<std::vector<float>> weights(shard.size()), momentum(shard.size());
+  std::vector<std::unique_ptr<HugeBuffer>> weights, momentum;
   FusedBatch fused;
   fused.batch_size = batch;
   fused.pooling = options.pooling;
   for (size_t i = 0; i < shard.size(); ++i) {
     const TableSpec& spec = workload.tables[shard[i].table];
     const TableTrace& trace = traces.get(shard[i].table);
-    weights[i].resize(static_cast<size_t>(spec.rows) * shard[i].dim);
-    fill_weights(weights[i], i);
-    momentum[i].assign(static_cast<size_t>(spec.rows), 0.0f);
+    const size_t count = static_cast<size_t>(spec.rows) * shard[i].dim;
+    weights.push_back(std::make_unique<HugeBuffer>(count * sizeof(float)));
+    fill_weights(weights.back()->floats(), count, i);
+    momentum.push_back(std::make_unique<HugeBuffer>(spec.rows * int64_t{sizeof(float)}));
+    std::fill_n(momentum.back()->floats(), spec.rows, 0.0f);
     TableBatch t;
-    t.weights = weights[i].data();
-    t.momentum = momentum[i].data();
+    t.weights = weights.back()->floats();
+    t.momentum = momentum.back()->floats();
     t.rows = spec.rows;
     t.dim = shard[i].dim;
     t.offsets = trace.offsets.data();
     t.indices = trace.indices.data();
     fused.tables.push_back(t);
   }
-  std::vector<float> output(static_cast<size_t>(batch * fused.total_dim()));
-  std::vector<float> grad(output.size());
-  fill_weights(grad, 7);
+  const size_t outputs = static_cast<size_t>(batch * fused.total_dim());
+  HugeBuffer output(outputs * sizeof(float)), grad(outputs * sizeof(float));
+  fill_weights(grad.floats(), outputs, 7);
   OptimizerConfig optimizer;
   optimizer.type = options.optimizer;
   TbeWorkspace workspace;
@@ -112,11 +115,11 @@ ShardTiming time_shard_cached(const Workload& workload, const std::vector<ShardT
   std::vector<double> fwd, bwd, total;
   for (int run = 0; run < options.warmup + options.repeats; ++run) {
     const auto start = Clock::now();
-    Status status = tbe_forward(fused, output.data(), options.threads);
+    Status status = tbe_forward(fused, output.floats(), options.threads);
     const double fwd_ms = ms_since(start);
     ES_CHECK(status.ok(), "bench compute: forward failed: {}", status.message());
     const auto mid = Clock::now();
-    status = tbe_backward_update(fused, grad.data(), optimizer, options.threads, workspace);
+    status = tbe_backward_update(fused, grad.floats(), optimizer, options.threads, workspace);
     const double bwd_ms = ms_since(mid);
     ES_CHECK(status.ok(), "bench compute: backward failed: {}", status.message());
     if (run < options.warmup) continue;

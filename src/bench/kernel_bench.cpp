@@ -3,7 +3,6 @@
 #include "embshard/bench/kernel_bench.h"
 
 #include <omp.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,6 +13,7 @@
 #include <random>
 
 #include "embshard/util/error.h"
+#include "embshard/util/huge_buffer.h"
 
 namespace embshard {
 namespace {
@@ -32,30 +32,6 @@ struct SplitMix64 {
   float uniform(float scale) {  // in [-scale, scale)
     return scale * (static_cast<float>(next() >> 40) * (2.0f / 16777216.0f) - 1.0f);
   }
-};
-
-// Memory on 2 MiB-aligned transparent huge pages where the kernel allows:
-// random row gathers over GiBs otherwise miss the TLB on nearly every
-// lookup, as production embedding stores avoid. Every implementation timed
-// reads the same buffers, so the choice favours none of them.
-class HugeBuffer {
- public:
-  explicit HugeBuffer(int64_t bytes) {
-    constexpr size_t kHuge = size_t{2} << 20;
-    bytes_ = (static_cast<size_t>(std::max<int64_t>(bytes, 1)) + kHuge - 1) / kHuge * kHuge;
-    data_ = static_cast<char*>(std::aligned_alloc(kHuge, bytes_));
-    ES_CHECK(data_ != nullptr, "bench kernel: cannot allocate {} bytes", bytes_);
-    madvise(data_, bytes_, MADV_HUGEPAGE);  // advisory: failure only costs speed
-  }
-  ~HugeBuffer() { std::free(data_); }
-  HugeBuffer(const HugeBuffer&) = delete;
-  HugeBuffer& operator=(const HugeBuffer&) = delete;
-  char* data() { return data_; }
-  float* floats() { return reinterpret_cast<float*>(data_); }
-
- private:
-  char* data_ = nullptr;
-  size_t bytes_ = 0;
 };
 
 void fill_uniform(float* v, int64_t n, float scale, uint64_t seed) {

@@ -1,6 +1,7 @@
-// embshard demo: the main job on built-in defaults. Synthesizes a small
-// workload calibrated to the 2021 statistics and measures the cost of random
-// shards of it on the fused executor, printing what it did at each step.
+// embshard demo: the pipeline on built-in defaults. Synthesizes a small
+// workload calibrated to the 2021 statistics, measures the cost of random
+// shards of it on the fused executor, then plans its sharding over a few
+// devices with the shipped cost models, printing what it did at each step.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -9,6 +10,10 @@
 
 #include "commands.h"
 #include "embshard/bench/compute.h"
+#include "embshard/cost/cost_model.h"
+#include "embshard/plan/plan.h"
+#include "embshard/plan/report.h"
+#include "embshard/search/planner.h"
 #include "embshard/util/progress.h"
 #include "embshard/util/record_file.h"
 #include "embshard/workload/stats.h"
@@ -19,6 +24,7 @@ namespace {
 
 struct DemoArgs {
   std::string dir = "out/demo";
+  int devices = 4;
   SynthOptions synth;
   ComputeBenchOptions bench;
 };
@@ -38,10 +44,28 @@ void print_workload_summary(const Workload& w, const PublishedStats& target) {
              cal.row_reuse_tv, cal.lookup_reuse_tv);
 }
 
+// NeuroShard's search against the shipped neural models (the analytic model
+// where none are shipped), memory capped at 1.25 x an even split.
+void plan_demo_workload(const Workload& w, int devices) {
+  const std::string neural_dir = shipped_models_dir() + "/neural";
+  const std::string model_name = std::filesystem::exists(neural_dir) ? "neural" : "analytic";
+  fmt::print("\n[3/3] plan {} --devices {} --algo neuroshard --cost-model {}\n", w.dir, devices,
+             model_name);
+  std::fflush(stdout);
+  const int64_t capacity = default_device_capacity(w.tables, devices);
+  const PlanTask task = make_task(w.tables, w.batch_size,
+                                  device_capacities(devices, capacity, {}), {});
+  CostModelOptions options;
+  options.batch_size = w.batch_size;
+  auto model = create_cost_model(model_name, options);
+  auto planner = create_planner("neuroshard", {});
+  fmt::print("{}", plan_report(task, make_plan(*planner, task, *model), false));
+}
+
 void run_demo(DemoArgs& args) {
   const std::string workload_dir = (std::filesystem::path(args.dir) / "workload").string();
   const PublishedStats target = load_published_profile(args.synth.profile);
-  fmt::print("[1/2] synth --profile {} --tables {} --batch {} --seed {} -o {}\n",
+  fmt::print("[1/3] synth --profile {} --tables {} --batch {} --seed {} -o {}\n",
              args.synth.profile, args.synth.num_tables, args.synth.batch_size, args.synth.seed,
              workload_dir);
   std::fflush(stdout);
@@ -54,7 +78,7 @@ void run_demo(DemoArgs& args) {
 
   args.bench.workload_dir = workload_dir;
   args.bench.out_path = (std::filesystem::path(args.dir) / "compute_costs.jsonl").string();
-  fmt::print("\n[2/2] bench compute --workload {} --samples {} --max-tables {} --threads {} "
+  fmt::print("\n[2/3] bench compute --workload {} --samples {} --max-tables {} --threads {} "
              "--out {}\n",
              workload_dir, args.bench.samples, args.bench.max_tables, args.bench.threads,
              args.bench.out_path);
@@ -63,6 +87,7 @@ void run_demo(DemoArgs& args) {
   std::filesystem::remove(args.bench.out_path);
   run_compute_bench(args.bench);
   print_compute_records(args.bench.out_path, args.bench.samples);
+  plan_demo_workload(load_workload(workload_dir), args.devices);
 }
 
 }  // namespace
@@ -76,7 +101,7 @@ void add_demo_command(CLI::App& app) {
   args->bench.warmup = 2;
   args->bench.repeats = 5;
   CLI::App* cmd = app.add_subcommand(
-      "demo", "Synthesize a small workload and measure the cost of random shards of it");
+      "demo", "Synthesize a small workload, measure random shards of it, plan its sharding");
   cmd->add_option("--dir", args->dir, "Output directory")->capture_default_str();
   cmd->add_option("--profile", args->synth.profile, "2021 | 2022")->capture_default_str();
   cmd->add_option("--tables", args->synth.num_tables, "Tables")->capture_default_str();
@@ -84,6 +109,7 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--seed", args->synth.seed, "Seed")->capture_default_str();
   cmd->add_option("--samples", args->bench.samples, "Shards to measure")->capture_default_str();
   cmd->add_option("--threads", args->bench.threads, "Executor threads")->capture_default_str();
+  cmd->add_option("--devices", args->devices, "Devices to plan for")->capture_default_str();
   cmd->callback([args] { run_demo(*args); });
 }
 

@@ -82,15 +82,10 @@ std::unique_ptr<CostModel> open_cost_model(const PlanArgs& a, int64_t batch_size
   return create_cost_model(a.cost_model, o);
 }
 
-// Default capacity when none is given: room for the tables with 25% to
-// spare, so that memory binds without making the plan infeasible.
 int64_t default_capacity(const std::vector<TableSpec>& tables, int devices) {
-  MemoryModel m;
-  int64_t total = 0;
-  for (const TableSpec& t : tables) total += m.shard_bytes(t.rows, t.dim);
-  const int64_t cap = static_cast<int64_t>(1.25 * static_cast<double>(total) / devices) + 1;
+  const int64_t cap = default_device_capacity(tables, devices);
   std::fprintf(stderr, "plan: note: no --mem-per-device or --mem; assuming %.3f GB per device "
-               "(1.25 x the tables' %.3f GB / %d devices)\n", cap / 1e9, total / 1e9, devices);
+               "(1.25 x an even split of the tables)\n", cap / 1e9);
   return cap;
 }
 

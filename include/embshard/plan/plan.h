@@ -77,6 +77,10 @@ struct TaskConstraints {
 PlanTask make_task(std::vector<TableSpec> tables, int64_t batch_size,
                    std::vector<int64_t> device_mem_bytes, const TaskConstraints& constraints,
                    MemoryModel memory = {});
+// A capacity per device when the user gives none: room for every table with
+// `headroom` to spare over an even split, so that memory binds but fits.
+int64_t default_device_capacity(const std::vector<TableSpec>& tables, int devices,
+                                double headroom = 1.25, MemoryModel memory = {});
 // The capacity list from the CLI's forms: `count` devices of `each_bytes`, or
 // an explicit list (whose length must be `count`).
 std::vector<int64_t> device_capacities(int count, int64_t each_bytes,
