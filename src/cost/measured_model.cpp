@@ -65,7 +65,13 @@ class MeasuredCostModel : public CostModel {
   int add_table(const TableFeatures& table) override {
     ES_CHECK(table.dim >= 1 && table.dim <= 1024, "measured model: dim {} is not in 1..1024",
              table.dim);
-    tables_.push_back({match_table(workload_, table), table.dim});
+    const ShardTable t{match_table(workload_, table), table.dim};
+    // The same table at the same dim gets the same id, so that its shards
+    // share cached timings across callers (e.g. a prediction and a check).
+    for (size_t id = 0; id < tables_.size(); ++id) {
+      if (tables_[id].table == t.table && tables_[id].dim == t.dim) return static_cast<int>(id);
+    }
+    tables_.push_back(t);
     return static_cast<int>(tables_.size()) - 1;
   }
 

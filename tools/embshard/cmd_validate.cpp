@@ -8,6 +8,8 @@
 #include "commands.h"
 #include "embshard/cost/cost_data.h"
 #include "embshard/cost/neural_model.h"
+#include "embshard/eval/ranking.h"
+#include "embshard/util/progress.h"
 #include "embshard/util/error.h"
 #include "embshard/util/text_table.h"
 
@@ -19,10 +21,44 @@ using nlohmann::json;
 struct ValidateArgs {
   std::string model_dir, data_path, plot_dir;
   bool json_output = false;
-  // Hook for the placement-ranking check (issue 3, item 3: `--ranking`, which
-  // adds `pick_within_2pct_rate`): parse its options here, run it in
-  // run_validate after the accuracy figures, and add its figures to `out`.
+  bool ranking = false;  // the placement-ranking check (eval/ranking.h)
+  std::string workload_dir;
+  RankingOptions ranking_options;
 };
+
+// Runs the ranking check of the model in args.model_dir against real
+// execution on args.workload_dir, and returns its figures.
+void print_ranking(const json& r) {
+  fmt::print("ranking: the model's pick of {} random placements was the measured fastest or "
+             "within {:.0f}% of it in {:.1f}% of {} tasks ({} devices); mean regret {:.2f}%\n",
+             r["placements"].get<int>(), 100 * r["tolerance"].get<double>(),
+             100 * r["pick_within_2pct_rate"].get<double>(), r["tasks"].get<int>(),
+             r["devices"].get<int>(), r["mean_regret_pct"].get<double>());
+}
+
+json run_ranking(const ValidateArgs& args) {
+  ES_CHECK(!args.workload_dir.empty(), "validate --ranking needs --workload (a workload whose "
+                                       "tables the placements are drawn from and executed)");
+  const Workload workload = load_workload(args.workload_dir);
+  CostModelOptions options;
+  options.model_dir = args.model_dir;
+  options.workload_dir = args.workload_dir;
+  options.batch_size = workload.batch_size;
+  auto model = create_cost_model("neural", options);
+  auto measured = create_cost_model("measured", options);
+  const RankingOptions& o = args.ranking_options;
+  Progress progress("validate --ranking", static_cast<uint64_t>(o.tasks));
+  const RankingResult r = ranking_check(*model, *measured, workload, o,
+                                        [&](int done) { progress.update(done); });
+  progress.finish();
+  return {{"tasks", o.tasks},
+          {"placements", o.placements},
+          {"devices", o.devices},
+          {"workload", args.workload_dir},
+          {"pick_within_2pct_rate", r.pick_within_tolerance_rate},
+          {"tolerance", o.tolerance},
+          {"mean_regret_pct", 100 * r.mean_regret}};
+}
 
 std::vector<Comparison> compute_comparisons(const NeuralModel& model, const std::string& path,
                                             size_t& skipped) {
@@ -66,6 +102,18 @@ std::vector<Comparison> comm_comparisons(const NeuralModel& model, const std::st
 }
 
 void run_validate(const ValidateArgs& args) {
+  ES_CHECK(args.ranking || !args.data_path.empty(), "validate: give --data FILE, --ranking, or both");
+  if (args.data_path.empty()) {
+    const json ranking = run_ranking(args);
+    if (args.json_output) {
+      fmt::print("{}\n", json{{"pick_within_2pct_rate", ranking["pick_within_2pct_rate"]},
+                               {"ranking", ranking}}
+                              .dump(2));
+    } else {
+      print_ranking(ranking);
+    }
+    return;
+  }
   const NeuralModel model = load_neural_model(args.model_dir);
   const CostDataKind kind = detect_cost_data_kind(args.data_path);
   size_t skipped = 0;
@@ -93,6 +141,10 @@ void run_validate(const ValidateArgs& args) {
                           "Validation of " + args.model_dir + " on " + args.data_path, comparisons,
                           {});
   }
+  if (args.ranking) {
+    out["ranking"] = run_ranking(args);
+    out["pick_within_2pct_rate"] = out["ranking"]["pick_within_2pct_rate"];
+  }
   if (args.json_output) {
     fmt::print("{}\n", out.dump(2));
     return;
@@ -105,15 +157,26 @@ void run_validate(const ValidateArgs& args) {
   }
   fmt::print("model {} on {}{}:\n{}", args.model_dir, args.data_path,
              skipped ? fmt::format(" ({} bad records skipped)", skipped) : "", table.render());
+  if (args.ranking) print_ranking(out["ranking"]);
 }
 
 }  // namespace
 
 void add_validate_command(CLI::App& app) {
   auto args = std::make_shared<ValidateArgs>();
-  CLI::App* cmd = app.add_subcommand("validate", "Accuracy of a cost model on measured data");
+  CLI::App* cmd = app.add_subcommand("validate", "Accuracy of a cost model on measured data, and its ranking of placements");
   cmd->add_option("--model", args->model_dir, "Model directory (embshard train --out)")->required();
-  cmd->add_option("--data", args->data_path, "bench compute or bench comm file")->required();
+  cmd->add_option("--data", args->data_path, "bench compute or bench comm file");
+  RankingOptions& r = args->ranking_options;
+  cmd->add_flag("--ranking", args->ranking,
+                "Placement-ranking check: is the model's pick of random placements the measured "
+                "fastest (within 2%)? (pick_within_2pct_rate)");
+  cmd->add_option("--workload", args->workload_dir, "Workload the ranking tasks draw from");
+  cmd->add_option("--tasks", r.tasks, "Ranking tasks")->capture_default_str();
+  cmd->add_option("--placements", r.placements, "Random placements per task")
+      ->capture_default_str();
+  cmd->add_option("--devices", r.devices, "Devices per task")->capture_default_str();
+  cmd->add_option("--seed", r.seed, "Seed of the tasks and placements")->capture_default_str();
   cmd->add_flag("--json", args->json_output,
                 "Print JSON (mape_pct, p90_ape_pct, kendall_tau, count, ...)");
   cmd->add_option("--plot-dir", args->plot_dir, "Also write report.md/json and SVG plots here");

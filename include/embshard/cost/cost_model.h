@@ -39,7 +39,8 @@ class CostModel {
   // The batch size the predicted milliseconds are for.
   virtual int64_t batch_size() const = 0;
 
-  // Registers a table; returns its id (0, 1, 2, ... in order of registration).
+  // Registers a table; returns its id (0, 1, 2, ... in order of registration;
+  // a model may return an earlier id for features it already holds).
   virtual int add_table(const TableFeatures& table) = 0;
   // Fused forward + backward + update of the given tables on one device, ms.
   virtual double compute_ms(std::span<const int> table_ids) const = 0;

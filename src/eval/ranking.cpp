@@ -1,0 +1,137 @@
+#include "embshard/eval/ranking.h"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "embshard/plan/plan.h"
+#include "embshard/plan/predict.h"
+#include "embshard/util/error.h"
+
+namespace embshard {
+namespace {
+
+// Compute from one model, communication from another: the measured side of
+// the check (see ranking.h). Both models see the same tables in the same
+// order, so their ids agree.
+class ComputeFromMeasured : public CostModel {
+ public:
+  ComputeFromMeasured(CostModel& measured, const CostModel& comm)
+      : measured_(measured), comm_(comm) {}
+  std::string name() const override { return measured_.name() + " compute"; }
+  int64_t batch_size() const override { return measured_.batch_size(); }
+  int add_table(const TableFeatures& t) override { return measured_.add_table(t); }
+  double compute_ms(std::span<const int> ids) const override {
+    return measured_.compute_ms(ids);
+  }
+  void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
+               std::span<double> fwd_ms, std::span<double> bwd_ms) const override {
+    comm_.comm_ms(dim_sums, delays_ms, fwd_ms, bwd_ms);
+  }
+
+ private:
+  CostModel& measured_;
+  const CostModel& comm_;
+};
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+PlanTask draw_task(const Workload& w, const RankingOptions& o, std::mt19937_64& rng) {
+  const int pool = static_cast<int>(w.tables.size());
+  const int count = std::min(pool, std::uniform_int_distribution<int>(o.min_tables,
+                                                                      o.max_tables)(rng));
+  std::vector<int> order(pool);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<TableSpec> tables;
+  std::uniform_int_distribution<size_t> pick_dim(0, o.dims.size() - 1);
+  for (int i = 0; i < pool && static_cast<int>(tables.size()) < count; ++i) {
+    TableSpec t = w.tables[order[i]];
+    t.dim = o.dims[pick_dim(rng)];
+    if (t.weight_bytes() <= o.max_table_bytes) tables.push_back(std::move(t));
+  }
+  ES_CHECK(!tables.empty(), "ranking: no table of '{}' fits {} bytes at the drawn dims", w.dir,
+           o.max_table_bytes);
+  // Table-wise placements need room for the largest table on some device.
+  int64_t cap = default_device_capacity(tables, o.devices, o.mem_headroom);
+  const MemoryModel memory;
+  for (const TableSpec& t : tables) cap = std::max(cap, memory.shard_bytes(t.rows, t.dim));
+  return make_task(std::move(tables), w.batch_size, device_capacities(o.devices, cap, {}), {});
+}
+
+// A random table-wise placement within the memory caps: tables largest
+// first, each to a device drawn among those with room (a random first-fit
+// decreasing, so that tight caps still leave many placements). False when a
+// table finds no room.
+bool draw_placement(const PlanTask& task, std::mt19937_64& rng, Plan& plan) {
+  std::vector<int64_t> free_bytes = task.device_mem_bytes;
+  std::vector<int> order(task.num_tables());
+  std::iota(order.begin(), order.end(), 0);
+  auto bytes = [&](int t) {
+    return task.memory.shard_bytes(task.tables[t].rows, task.tables[t].dim);
+  };
+  std::shuffle(order.begin(), order.end(), rng);  // random order among equal sizes
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return bytes(a) > bytes(b); });
+  plan.shards.clear();
+  std::vector<int> room;
+  for (int t : order) {
+    room.clear();
+    for (int d = 0; d < task.num_devices(); ++d) {
+      if (free_bytes[d] >= bytes(t)) room.push_back(d);
+    }
+    if (room.empty()) return false;
+    const int device = room[std::uniform_int_distribution<size_t>(0, room.size() - 1)(rng)];
+    free_bytes[device] -= bytes(t);
+    plan.shards.push_back({t, 0, task.tables[t].dim, 0, task.tables[t].rows, device, false});
+  }
+  return true;
+}
+
+}  // namespace
+
+RankingResult ranking_check(CostModel& model, CostModel& measured, const Workload& workload,
+                            const RankingOptions& o, const std::function<void(int)>& on_task) {
+  ES_CHECK(o.tasks >= 1 && o.placements >= 2 && o.devices >= 1,
+           "ranking: tasks {} placements {} devices {}: need >= 1, >= 2, >= 1", o.tasks,
+           o.placements, o.devices);
+  ES_CHECK(o.min_tables >= 1 && o.max_tables >= o.min_tables && !o.dims.empty(),
+           "ranking: tables {}..{} or dims invalid", o.min_tables, o.max_tables);
+  RankingResult result;
+  for (int i = 0; i < o.tasks; ++i) {
+    std::mt19937_64 rng(mix(o.seed * 0x100000001b3ULL + mix(static_cast<uint64_t>(i))));
+    const PlanTask task = draw_task(workload, o, rng);
+    ShardCosts predicted_costs(task, model);
+    ComputeFromMeasured truth(measured, model);
+    ShardCosts measured_costs(task, truth);
+    RankingTask r;
+    r.tables = task.num_tables();
+    Plan plan;
+    for (int p = 0, tries = 0; p < o.placements && tries < 100 * o.placements; ++tries) {
+      if (!draw_placement(task, rng, plan)) continue;
+      validate_plan(task, plan);
+      r.predicted_ms.push_back(predict_plan(task, plan, predicted_costs).cost_ms);
+      r.measured_ms.push_back(predict_plan(task, plan, measured_costs).cost_ms);
+      ++p;
+    }
+    ES_CHECK(r.measured_ms.size() >= 2, "ranking: task {} has no two feasible placements", i);
+    auto argmin = [](const std::vector<double>& v) {
+      return static_cast<int>(std::min_element(v.begin(), v.end()) - v.begin());
+    };
+    r.pick = argmin(r.predicted_ms);
+    r.best = argmin(r.measured_ms);
+    r.regret = r.measured_ms[r.pick] / r.measured_ms[r.best] - 1;
+    result.hits += r.regret <= o.tolerance ? 1 : 0;
+    result.mean_regret += r.regret / o.tasks;
+    result.tasks.push_back(std::move(r));
+    if (on_task) on_task(i + 1);
+  }
+  result.pick_within_tolerance_rate = static_cast<double>(result.hits) / o.tasks;
+  return result;
+}
+
+}  // namespace embshard

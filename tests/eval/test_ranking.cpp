@@ -1,0 +1,119 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "embshard/cost/cost_model.h"
+#include "embshard/eval/ranking.h"
+#include "embshard/util/error.h"
+#include "search/toy_cost_model.h"
+#include "test_util.h"
+
+namespace embshard {
+namespace {
+
+using testing::ScratchDir;
+
+std::string make_workload(const ScratchDir& dir, int tables) {
+  std::mt19937_64 rng(9);
+  Workload w;
+  w.batch_size = 128;
+  w.source = "test";
+  w.trace_file = kTraceFile;
+  TraceWriter writer(dir.file(kTraceFile), tables, w.batch_size, 4);
+  for (int t = 0; t < tables; ++t) {
+    TableSpec spec;
+    spec.name = "t" + std::to_string(t);
+    spec.rows = 100 + 3000 * t;  // distinct rows: the measured model matches tables by rows
+    spec.dim = 16;
+    TableTrace trace;
+    trace.offsets.push_back(0);
+    std::uniform_int_distribution<int64_t> row(0, spec.rows - 1);
+    for (int64_t b = 0; b < w.batch_size; ++b) {
+      for (int i = 0; i < 1 + 3 * (t % 5); ++i) trace.indices.push_back(row(rng));
+      trace.offsets.push_back(static_cast<int64_t>(trace.indices.size()));
+    }
+    spec.pooling_factor = static_cast<double>(trace.indices.size()) / w.batch_size;
+    writer.add_table(trace);
+    w.tables.push_back(spec);
+  }
+  writer.finish();
+  save_workload_specs(w, dir.path().string());
+  return dir.path().string();
+}
+
+// Predicts a pseudo-random compute cost per shard: ranks placements blindly.
+class Blind : public CostModel {
+ public:
+  explicit Blind(CostModel& inner) : inner_(inner) {}
+  std::string name() const override { return "blind"; }
+  int64_t batch_size() const override { return inner_.batch_size(); }
+  int add_table(const TableFeatures& t) override { return inner_.add_table(t); }
+  double compute_ms(std::span<const int> ids) const override {
+    std::vector<int> key(ids.begin(), ids.end());
+    std::sort(key.begin(), key.end());
+    uint64_t h = 1469598103934665603ULL;
+    for (int id : key) h = (h ^ static_cast<uint64_t>(id)) * 1099511628211ULL;
+    return 1.0 + static_cast<double>(h % 1000);
+  }
+  void comm_ms(std::span<const double> d, std::span<const double> delays, std::span<double> f,
+               std::span<double> b) const override {
+    inner_.comm_ms(d, delays, f, b);
+  }
+
+ private:
+  CostModel& inner_;
+};
+
+TEST(Ranking, ABlindModelPicksBadPlacements) {
+  ScratchDir dir("ranking_toy");
+  const Workload w = load_workload(make_workload(dir, 12));
+  testing::ToyCostModel truth;
+  Blind blind(truth);
+  RankingOptions o;
+  o.tasks = 20;
+  o.placements = 6;
+  o.devices = 3;
+  o.min_tables = 6;
+  o.max_tables = 10;
+  const RankingResult good = ranking_check(truth, truth, w, o);
+  EXPECT_DOUBLE_EQ(good.pick_within_tolerance_rate, 1.0);
+  EXPECT_DOUBLE_EQ(good.mean_regret, 0.0);
+  const RankingResult bad = ranking_check(blind, truth, w, o);
+  EXPECT_LT(bad.pick_within_tolerance_rate, 0.5);
+  EXPECT_GT(bad.mean_regret, 0.01);
+  for (size_t i = 0; i < bad.tasks.size(); ++i) {  // same tasks and placements: same truth
+    EXPECT_EQ(bad.tasks[i].measured_ms, good.tasks[i].measured_ms);
+  }
+}
+
+TEST(Ranking, MeasuredModelAgainstItselfAlwaysHits) {
+  ScratchDir dir("ranking");
+  const Workload w = load_workload(make_workload(dir, 12));
+  CostModelOptions options;
+  options.workload_dir = w.dir;
+  auto measured = create_cost_model("measured", options);
+  RankingOptions o;
+  o.tasks = 6;
+  o.placements = 5;
+  o.devices = 3;
+  o.min_tables = 6;
+  o.max_tables = 10;
+  o.dims = {8, 16};
+  int calls = 0;
+  // The measured model against itself: the same cached costs on both sides.
+  const RankingResult self = ranking_check(*measured, *measured, w, o, [&](int) { ++calls; });
+  EXPECT_EQ(calls, o.tasks);
+  ASSERT_EQ(self.tasks.size(), 6u);
+  EXPECT_DOUBLE_EQ(self.pick_within_tolerance_rate, 1.0);
+  for (const RankingTask& t : self.tasks) {
+    EXPECT_EQ(t.predicted_ms.size(), 5u);
+    EXPECT_EQ(t.predicted_ms, t.measured_ms);
+    EXPECT_GE(t.tables, 6);
+  }
+  o.placements = 1;
+  EXPECT_THROW(ranking_check(*measured, *measured, w, o), Error);
+}
+
+}  // namespace
+}  // namespace embshard
