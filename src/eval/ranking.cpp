@@ -1,5 +1,7 @@
 #include "embshard/eval/ranking.h"
 
+#include "embshard/eval/measured_compute.h"
+
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -11,29 +13,6 @@
 namespace embshard {
 namespace {
 
-// Compute from one model, communication from another: the measured side of
-// the check (see ranking.h). Both models see the same tables in the same
-// order, so their ids agree.
-class ComputeFromMeasured : public CostModel {
- public:
-  ComputeFromMeasured(CostModel& measured, const CostModel& comm)
-      : measured_(measured), comm_(comm) {}
-  std::string name() const override { return measured_.name() + " compute"; }
-  int64_t batch_size() const override { return measured_.batch_size(); }
-  int add_table(const TableFeatures& t) override { return measured_.add_table(t); }
-  double compute_ms(std::span<const int> ids) const override {
-    return measured_.compute_ms(ids);
-  }
-  void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
-               std::span<double> fwd_ms, std::span<double> bwd_ms) const override {
-    comm_.comm_ms(dim_sums, delays_ms, fwd_ms, bwd_ms);
-  }
-
- private:
-  CostModel& measured_;
-  const CostModel& comm_;
-};
-
 uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -41,7 +20,8 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-PlanTask draw_task(const Workload& w, const RankingOptions& o, std::mt19937_64& rng) {
+std::vector<TableSpec> draw_tables(const Workload& w, const RankingOptions& o,
+                                   std::mt19937_64& rng) {
   const int pool = static_cast<int>(w.tables.size());
   const int count = std::min(pool, std::uniform_int_distribution<int>(o.min_tables,
                                                                       o.max_tables)(rng));
@@ -57,11 +37,17 @@ PlanTask draw_task(const Workload& w, const RankingOptions& o, std::mt19937_64& 
   }
   ES_CHECK(!tables.empty(), "ranking: no table of '{}' fits {} bytes at the drawn dims", w.dir,
            o.max_table_bytes);
-  // Table-wise placements need room for the largest table on some device.
-  int64_t cap = default_device_capacity(tables, o.devices, o.mem_headroom);
+  return tables;
+}
+
+// Memory per device: `headroom` x an even split, and at least the largest
+// table (table-wise placements need room for it somewhere).
+PlanTask make_ranking_task(std::vector<TableSpec> tables, int64_t batch_size, int devices,
+                           double headroom) {
+  int64_t cap = default_device_capacity(tables, devices, headroom);
   const MemoryModel memory;
   for (const TableSpec& t : tables) cap = std::max(cap, memory.shard_bytes(t.rows, t.dim));
-  return make_task(std::move(tables), w.batch_size, device_capacities(o.devices, cap, {}), {});
+  return make_task(std::move(tables), batch_size, device_capacities(devices, cap, {}), {});
 }
 
 // A random table-wise placement within the memory caps: tables largest
@@ -104,19 +90,30 @@ RankingResult ranking_check(CostModel& model, CostModel& measured, const Workloa
   RankingResult result;
   for (int i = 0; i < o.tasks; ++i) {
     std::mt19937_64 rng(mix(o.seed * 0x100000001b3ULL + mix(static_cast<uint64_t>(i))));
-    const PlanTask task = draw_task(workload, o, rng);
+    const std::vector<TableSpec> tables = draw_tables(workload, o, rng);
+    // Where the caps leave fewer than two placements, loosen them by 25% steps.
+    std::vector<Plan> plans;
+    PlanTask task;
+    for (double headroom = o.mem_headroom; plans.size() < 2 && headroom < 8 * o.mem_headroom;
+         headroom *= 1.25) {
+      task = make_ranking_task(tables, workload.batch_size, o.devices, headroom);
+      plans.clear();
+      Plan plan;
+      for (int tries = 0; static_cast<int>(plans.size()) < o.placements &&
+                          tries < 20 * o.placements;
+           ++tries) {
+        if (draw_placement(task, rng, plan)) plans.push_back(plan);
+      }
+    }
     ShardCosts predicted_costs(task, model);
-    ComputeFromMeasured truth(measured, model);
+    MeasuredCompute truth(measured, model);
     ShardCosts measured_costs(task, truth);
     RankingTask r;
     r.tables = task.num_tables();
-    Plan plan;
-    for (int p = 0, tries = 0; p < o.placements && tries < 100 * o.placements; ++tries) {
-      if (!draw_placement(task, rng, plan)) continue;
+    for (const Plan& plan : plans) {
       validate_plan(task, plan);
       r.predicted_ms.push_back(predict_plan(task, plan, predicted_costs).cost_ms);
       r.measured_ms.push_back(predict_plan(task, plan, measured_costs).cost_ms);
-      ++p;
     }
     ES_CHECK(r.measured_ms.size() >= 2, "ranking: task {} has no two feasible placements", i);
     auto argmin = [](const std::vector<double>& v) {

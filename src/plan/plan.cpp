@@ -10,7 +10,7 @@
 namespace embshard {
 namespace {
 
-std::string gb(int64_t bytes) { return fmt::format("{:.3f} GB", bytes / 1e9); }
+std::string gb(int64_t bytes) { return fmt::format("{:.3f} GB ({} bytes)", bytes / 1e9, bytes); }
 
 // Why the task cannot fit, piece by piece: the narrowest piece of every table
 // must fit the device it may go to, and all tables must fit all devices.

@@ -15,6 +15,7 @@ void add_bench_command(CLI::App& app);  // bench kernel | compute | comm | plan
 void add_demo_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_eval_commands(CLI::App& app);  // tasks | eval
 void add_train_command(CLI::App& app);
 void add_validate_command(CLI::App& app);
 void add_bench_kernel_command(CLI::App& bench);      // under bench

@@ -1,0 +1,76 @@
+// Evaluation on real execution (NeuroShard's protocol): task sets drawn from
+// a table pool, every algorithm's plan executed, costs compared.
+//
+// A task is T tables of the pool, each at a dim, with a memory cap per
+// device. `run_eval` plans each task with each algorithm against the cost
+// model, then measures the plan: every device's fused forward + backward +
+// update over its shards runs on the executor (MeasuredCompute; in one
+// process communication comes from the cost model, and the report says so).
+// One record per task is appended as it finishes (RecordFile): a rerun of the
+// same command resumes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "embshard/search/planner.h"
+#include "embshard/workload/workload.h"
+
+namespace embshard {
+
+struct EvalTask {
+  std::vector<int> tables;  // pool table ids
+  std::vector<int> dims;    // one per table
+  int64_t mem_cap_bytes = 0;  // per device
+};
+
+struct TaskGenOptions {
+  std::string pool_dir;
+  int min_tables = 20, max_tables = 60;
+  std::vector<int> dims = {4, 8, 16, 32, 64, 128};
+  int64_t mem_cap_bytes = 0;  // per device
+  int count = 10;
+  uint64_t seed = 0;
+};
+
+std::vector<EvalTask> generate_tasks(const Workload& pool, const TaskGenOptions& options);
+// {"format": "embshard-tasks", "version": 1, "pool": dir, "tasks": [...]}
+void save_tasks(const std::string& path, const std::string& pool_dir,
+                const std::vector<EvalTask>& tasks);
+// Checks every table id against the pool (Error names the task, the id and
+// the pool size).
+std::vector<EvalTask> load_tasks(const std::string& path, std::string* pool_dir);
+
+struct EvalOptions {
+  std::string tasks_path;
+  std::vector<std::string> algos;
+  int devices = 4;
+  std::string cost_model = "neural";
+  std::string model_dir;  // "": the shipped models
+  std::string out_path;   // records (JSON lines)
+  PlannerOptions planner;
+  int threads = 1;
+};
+
+// Runs (resuming) and returns every record of the output file.
+std::vector<nlohmann::json> run_eval(const EvalOptions& options);
+
+struct AlgoSummary {
+  std::string name;
+  double mean_measured_ms = 0, mean_predicted_ms = 0;
+  double ratio_to_best_baseline = 0;  // mean of per-task measured / best baseline's
+  int tasks_won = 0;                  // lowest measured cost (ties count for each)
+  double mean_gap_to_bound = 0;       // measured / bound - 1
+  double prediction_mape_pct = 0;     // predicted vs measured
+};
+std::vector<AlgoSummary> summarize_eval(const std::vector<nlohmann::json>& records,
+                                        const std::vector<std::string>& algos);
+nlohmann::json eval_summary_json(const std::vector<AlgoSummary>& summary, int tasks,
+                                 const std::string& comm_source);
+std::string eval_report(const std::vector<AlgoSummary>& summary, int tasks);
+std::string eval_svg(const std::vector<AlgoSummary>& summary, int tasks, int devices);
+
+}  // namespace embshard

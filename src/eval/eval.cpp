@@ -1,0 +1,208 @@
+// `embshard eval`: every algorithm's plan of every task, executed.
+#include "embshard/eval/eval.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "embshard/cost/cost_model.h"
+#include "embshard/eval/measured_compute.h"
+#include "embshard/plan/predict.h"
+#include "embshard/util/error.h"
+#include "embshard/util/machine.h"
+#include "embshard/util/progress.h"
+#include "embshard/util/record_file.h"
+#include "embshard/util/text_table.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kCommSource = "cost model (one process: no all-to-all measured)";
+
+PlanTask make_eval_task(const Workload& pool, const EvalTask& t, int devices) {
+  std::vector<TableSpec> tables;
+  for (size_t k = 0; k < t.tables.size(); ++k) {
+    TableSpec spec = pool.tables[t.tables[k]];
+    spec.dim = t.dims[k];
+    tables.push_back(std::move(spec));
+  }
+  return make_task(std::move(tables), pool.batch_size,
+                   device_capacities(devices, t.mem_cap_bytes, {}), {});
+}
+
+json eval_one(const PlanTask& task, const EvalOptions& o, CostModel& model, CostModel& measured) {
+  MeasuredCompute truth(measured, model);
+  ShardCosts measured_costs(task, truth);
+  json algos = json::object();
+  for (const std::string& name : o.algos) {
+    auto planner = create_planner(name, o.planner);
+    const PlanResult r = make_plan(*planner, task, model);
+    const double measured_ms = predict_plan(task, r.plan, measured_costs).cost_ms;
+    algos[name] = {{"predicted_ms", r.predicted.cost_ms},
+                   {"measured_ms", measured_ms},
+                   {"bound_ms", r.bound.total_ms()},
+                   {"search_s", r.search_s},
+                   {"shards", r.plan.shards.size()}};
+  }
+  return algos;
+}
+
+}  // namespace
+
+std::vector<json> run_eval(const EvalOptions& o) {
+  ES_CHECK(!o.algos.empty(), "eval: --algos is empty");
+  ES_CHECK(o.devices >= 1, "eval: --devices is {}, must be at least 1", o.devices);
+  for (const std::string& a : o.algos) create_planner(a, o.planner);  // unknown names fail now
+  std::string pool_dir;
+  const std::vector<EvalTask> tasks = load_tasks(o.tasks_path, &pool_dir);
+  const Workload pool = load_workload(pool_dir);
+  CostModelOptions mo;
+  mo.model_dir = o.model_dir;
+  mo.workload_dir = pool_dir;
+  mo.batch_size = pool.batch_size;
+  mo.threads = o.threads;
+  auto model = create_cost_model(o.cost_model, mo);
+  auto measured = create_cost_model("measured", mo);
+  const json header{{"format", "embshard-eval"},
+                    {"version", 1},
+                    {"embshard_version", EMBSHARD_VERSION},
+                    {"machine", machine_info()},
+                    {"tasks", std::filesystem::absolute(o.tasks_path).lexically_normal().string()},
+                    {"pool", pool_dir},
+                    {"batch_size", pool.batch_size},
+                    {"devices", o.devices},
+                    {"algos", o.algos},
+                    {"cost_model", o.cost_model},
+                    {"model_dir", o.model_dir},
+                    {"threads", o.threads},
+                    {"comm", kCommSource}};
+  RecordFile out(o.out_path, header,
+                 {"format", "version", "machine", "tasks", "pool", "devices", "algos",
+                  "cost_model", "model_dir", "threads"});
+  const size_t done = out.records().size();
+  Progress progress("eval", tasks.size(), done);
+  for (size_t i = done; i < tasks.size(); ++i) {
+    PlanTask task;
+    try {
+      task = make_eval_task(pool, tasks[i], o.devices);
+    } catch (const Error& e) {
+      // The same task file serves any device count: a task too big for this
+      // many devices is recorded and left out of the summary, not fatal.
+      out.append({{"task", i}, {"infeasible", e.what()}});
+      progress.update(i + 1, fmt::format("task {} does not fit {} devices", i, o.devices));
+      continue;
+    }
+    out.append({{"task", i},
+                {"tables", task.num_tables()},
+                {"algos", eval_one(task, o, *model, *measured)}});
+    progress.update(i + 1);
+  }
+  progress.finish();
+  return out.records();
+}
+
+std::vector<AlgoSummary> summarize_eval(const std::vector<json>& records,
+                                        const std::vector<std::string>& algos) {
+  std::vector<AlgoSummary> summary(algos.size());
+  for (size_t a = 0; a < algos.size(); ++a) summary[a].name = algos[a];
+  int planned = 0;
+  for (const json& r : records) {
+    if (r.contains("infeasible")) continue;
+    ++planned;
+    double best = INFINITY;
+    for (const std::string& a : algos) best = std::min(best, r["algos"][a]["measured_ms"].get<double>());
+    for (size_t a = 0; a < algos.size(); ++a) {
+      const json& x = r["algos"][algos[a]];
+      const double measured = x["measured_ms"].get<double>();
+      const double predicted = x["predicted_ms"].get<double>();
+      AlgoSummary& s = summary[a];
+      s.mean_measured_ms += measured;
+      s.mean_predicted_ms += predicted;
+      s.tasks_won += measured <= best * (1 + 1e-9) ? 1 : 0;
+      s.mean_gap_to_bound += predicted / x["bound_ms"].get<double>() - 1;
+      s.prediction_mape_pct += 100 * std::abs(predicted - measured) / measured;
+    }
+  }
+  if (planned == 0) return summary;
+  const double n = planned;
+  double best_baseline = INFINITY;
+  for (AlgoSummary& s : summary) {
+    s.mean_measured_ms /= n;
+    s.mean_predicted_ms /= n;
+    s.mean_gap_to_bound /= n;
+    s.prediction_mape_pct /= n;
+    if (s.name != "neuroshard") best_baseline = std::min(best_baseline, s.mean_measured_ms);
+  }
+  for (AlgoSummary& s : summary) {
+    s.ratio_to_best_baseline = std::isfinite(best_baseline) ? s.mean_measured_ms / best_baseline : 0;
+  }
+  return summary;
+}
+
+json eval_summary_json(const std::vector<AlgoSummary>& summary, int tasks,
+                       const std::string& comm_source) {
+  json algos = json::object();
+  for (const AlgoSummary& s : summary) {
+    algos[s.name] = {{"mean_measured_ms", s.mean_measured_ms},
+                     {"mean_predicted_ms", s.mean_predicted_ms},
+                     {"ratio_to_best_baseline", s.ratio_to_best_baseline},
+                     {"tasks_won", s.tasks_won},
+                     {"mean_gap_to_bound", s.mean_gap_to_bound},
+                     {"prediction_mape_pct", s.prediction_mape_pct}};
+  }
+  return {{"tasks", tasks}, {"communication", comm_source}, {"algorithms", algos}};
+}
+
+std::string eval_report(const std::vector<AlgoSummary>& summary, int tasks) {
+  TextTable table({"algorithm", "mean measured ms", "mean predicted ms", "x best baseline",
+                   "tasks won", "pred. error %", "gap to bound %"});
+  for (const AlgoSummary& s : summary) {
+    table.add_row({s.name, fmt::format("{:.3f}", s.mean_measured_ms),
+                   fmt::format("{:.3f}", s.mean_predicted_ms),
+                   fmt::format("{:.3f}", s.ratio_to_best_baseline),
+                   fmt::format("{}/{}", s.tasks_won, tasks),
+                   fmt::format("{:.1f}", s.prediction_mape_pct),
+                   fmt::format("{:.1f}", 100 * s.mean_gap_to_bound)});
+  }
+  return fmt::format("{} tasks; measured = every device's fused forward+backward+update on the "
+                     "executor, communication from the {}\n{}",
+                     tasks, "cost model (one process)", table.render());
+}
+
+std::string eval_svg(const std::vector<AlgoSummary>& summary, int tasks, int devices) {
+  constexpr double kW = 640, kBar = 28, kLeft = 150, kTop = 50;
+  double top = 0;
+  for (const AlgoSummary& s : summary) top = std::max({top, s.mean_measured_ms, s.mean_predicted_ms});
+  const double scale = top > 0 ? (kW - kLeft - 90) / top : 0;
+  const double height = kTop + summary.size() * (kBar + 12) + 40;
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
+      "fill=\"white\"/>\n<text x=\"10\" y=\"22\" font-size=\"15\">Mean measured cost per "
+      "algorithm ({} tasks, {} devices)</text>\n<text x=\"10\" y=\"40\" fill=\"#555\">bar: "
+      "measured (executor); tick: predicted by the cost model</text>\n",
+      kW, height, tasks, devices);
+  double y = kTop;
+  for (const AlgoSummary& s : summary) {
+    const bool ours = s.name == "neuroshard";
+    svg += fmt::format(
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n<rect x=\"{}\" y=\"{}\" "
+        "width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>\n<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{}\" "
+        "y2=\"{}\" stroke=\"black\" stroke-width=\"2\"/>\n<text x=\"{:.1f}\" y=\"{}\">{:.2f} ms "
+        "(x{:.2f})</text>\n",
+        kLeft - 8, y + kBar * 0.65, s.name, kLeft, y, s.mean_measured_ms * scale, kBar,
+        ours ? "#d62728" : "#1f77b4", kLeft + s.mean_predicted_ms * scale,
+        kLeft + s.mean_predicted_ms * scale, y - 3, y + kBar + 3,
+        kLeft + std::max(s.mean_measured_ms, s.mean_predicted_ms) * scale + 6, y + kBar * 0.65,
+        s.mean_measured_ms, s.ratio_to_best_baseline);
+    y += kBar + 12;
+  }
+  return svg + "</svg>\n";
+}
+
+}  // namespace embshard

@@ -1,0 +1,108 @@
+// Task sets for evaluation: NeuroShard's task generator.
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "embshard/eval/eval.h"
+#include "embshard/util/error.h"
+#include "embshard/util/file.h"
+
+namespace embshard {
+
+using nlohmann::json;
+
+std::vector<EvalTask> generate_tasks(const Workload& pool, const TaskGenOptions& o) {
+  const int pool_size = static_cast<int>(pool.tables.size());
+  ES_CHECK(o.min_tables >= 1 && o.max_tables >= o.min_tables,
+           "tasks: --tables {}-{}: need 1 <= min <= max", o.min_tables, o.max_tables);
+  ES_CHECK(o.min_tables <= pool_size, "tasks: --tables asks for at least {} tables, the pool '{}' "
+           "has {}", o.min_tables, pool.dir, pool_size);
+  ES_CHECK(!o.dims.empty(), "tasks: --dims is empty");
+  for (int d : o.dims) ES_CHECK(d >= 1 && d <= 1024, "tasks: --dims holds {}, not in 1..1024", d);
+  ES_CHECK(o.mem_cap_bytes > 0, "tasks: --mem-cap is {}, must be positive", o.mem_cap_bytes);
+  ES_CHECK(o.count >= 1, "tasks: --count is {}, must be at least 1", o.count);
+  std::mt19937_64 rng(o.seed);
+  std::vector<EvalTask> tasks;
+  std::uniform_int_distribution<size_t> pick_dim(0, o.dims.size() - 1);
+  for (int i = 0; i < o.count; ++i) {
+    const int wanted = std::uniform_int_distribution<int>(
+        o.min_tables, std::min(o.max_tables, pool_size))(rng);
+    std::vector<int> order(pool_size);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    EvalTask task;
+    task.mem_cap_bytes = o.mem_cap_bytes;
+    // Tables that do not fit one device at their dim are skipped, as in
+    // NeuroShard's generator: every task is feasible table by table.
+    for (int t : order) {
+      if (static_cast<int>(task.tables.size()) == wanted) break;
+      const int dim = o.dims[pick_dim(rng)];
+      if (pool.tables[t].rows * int64_t{dim} * 4 > o.mem_cap_bytes) continue;
+      task.tables.push_back(t);
+      task.dims.push_back(dim);
+    }
+    ES_CHECK(!task.tables.empty(), "tasks: no table of '{}' fits --mem-cap {} bytes", pool.dir,
+             o.mem_cap_bytes);
+    tasks.push_back(std::move(task));
+  }
+  return tasks;
+}
+
+void save_tasks(const std::string& path, const std::string& pool_dir,
+                const std::vector<EvalTask>& tasks) {
+  json list = json::array();
+  for (const EvalTask& t : tasks) {
+    list.push_back({{"tables", t.tables}, {"dims", t.dims}, {"mem_cap_bytes", t.mem_cap_bytes}});
+  }
+  const json j{{"format", "embshard-tasks"},
+               {"version", 1},
+               {"pool", std::filesystem::absolute(pool_dir).lexically_normal().string()},
+               {"tasks", list}};
+  write_file_atomic(path, j.dump(1) + "\n");
+}
+
+std::vector<EvalTask> load_tasks(const std::string& path, std::string* pool_dir) {
+  json j;
+  try {
+    j = json::parse(read_file(path));
+  } catch (const json::parse_error& e) {
+    ES_THROW("{}: invalid JSON: {}", path, e.what());
+  }
+  ES_CHECK(j.is_object() && j.value("format", "") == "embshard-tasks" && j.value("version", 0) == 1,
+           "{}: not an embshard task file (format \"embshard-tasks\", version 1)", path);
+  ES_CHECK(j.contains("pool") && j["pool"].is_string(), "{}: missing field 'pool'", path);
+  const std::string pool = j["pool"].get<std::string>();
+  if (pool_dir != nullptr) *pool_dir = pool;
+  const Workload w = load_workload(pool);
+  std::vector<EvalTask> tasks;
+  ES_CHECK(j.contains("tasks") && j["tasks"].is_array(), "{}: missing array 'tasks'", path);
+  for (size_t i = 0; i < j["tasks"].size(); ++i) {
+    const json& t = j["tasks"][i];
+    EvalTask task;
+    try {
+      task.tables = t.at("tables").get<std::vector<int>>();
+      task.dims = t.at("dims").get<std::vector<int>>();
+      task.mem_cap_bytes = t.at("mem_cap_bytes").get<int64_t>();
+    } catch (const json::exception& e) {
+      ES_THROW("{}: tasks[{}]: {}", path, i, e.what());
+    }
+    ES_CHECK(!task.tables.empty() && task.tables.size() == task.dims.size(),
+             "{}: tasks[{}]: {} tables and {} dims", path, i, task.tables.size(), task.dims.size());
+    ES_CHECK(task.mem_cap_bytes > 0, "{}: tasks[{}]: mem_cap_bytes is {}", path, i,
+             task.mem_cap_bytes);
+    for (size_t k = 0; k < task.tables.size(); ++k) {
+      ES_CHECK(task.tables[k] >= 0 && task.tables[k] < static_cast<int>(w.tables.size()),
+               "{}: tasks[{}].tables[{}] = {} is out of range: the pool '{}' has {} tables", path,
+               i, k, task.tables[k], pool, w.tables.size());
+      ES_CHECK(task.dims[k] >= 1 && task.dims[k] <= 1024, "{}: tasks[{}].dims[{}] = {}", path, i,
+               k, task.dims[k]);
+    }
+    tasks.push_back(std::move(task));
+  }
+  return tasks;
+}
+
+}  // namespace embshard

@@ -1,0 +1,151 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "embshard/eval/eval.h"
+#include "embshard/util/error.h"
+#include "embshard/util/record_file.h"
+#include "test_util.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+using testing::ScratchDir;
+using testing::run_cli;
+using testing::slurp;
+using testing::spit;
+
+std::string make_pool(const ScratchDir& dir, int tables) {
+  std::mt19937_64 rng(3);
+  Workload w;
+  w.batch_size = 64;
+  w.source = "test";
+  w.trace_file = kTraceFile;
+  TraceWriter writer(dir.file(kTraceFile), tables, w.batch_size, 4);
+  for (int t = 0; t < tables; ++t) {
+    TableSpec spec;
+    spec.name = "t" + std::to_string(t);
+    spec.rows = 64 + 997 * t;
+    spec.dim = 16;
+    TableTrace trace;
+    trace.offsets.push_back(0);
+    std::uniform_int_distribution<int64_t> row(0, spec.rows - 1);
+    for (int64_t b = 0; b < w.batch_size; ++b) {
+      for (int i = 0; i < 1 + t % 6; ++i) trace.indices.push_back(row(rng));
+      trace.offsets.push_back(static_cast<int64_t>(trace.indices.size()));
+    }
+    spec.pooling_factor = static_cast<double>(trace.indices.size()) / w.batch_size;
+    spec.row_reuse[0] = 1.0;
+    spec.lookup_reuse[0] = 1.0;
+    writer.add_table(trace);
+    w.tables.push_back(spec);
+  }
+  writer.finish();
+  save_workload_specs(w, dir.path().string());
+  return dir.path().string();
+}
+
+TEST(Eval, TasksRoundTripAndRejectBadIds) {
+  ScratchDir dir("eval_tasks");
+  const std::string pool_dir = make_pool(dir, 16);
+  const Workload pool = load_workload(pool_dir);
+  TaskGenOptions o;
+  o.pool_dir = pool_dir;
+  o.min_tables = 4;
+  o.max_tables = 8;
+  o.mem_cap_bytes = 1 << 20;
+  o.count = 5;
+  const auto tasks = generate_tasks(pool, o);
+  ASSERT_EQ(tasks.size(), 5u);
+  for (const EvalTask& t : tasks) {
+    EXPECT_GE(t.tables.size(), 4u);
+    EXPECT_LE(t.tables.size(), 8u);
+    for (size_t k = 0; k < t.tables.size(); ++k) {
+      EXPECT_LE(pool.tables[t.tables[k]].rows * t.dims[k] * 4, o.mem_cap_bytes);
+    }
+  }
+  const std::string path = dir.file("tasks.json");
+  save_tasks(path, pool_dir, tasks);
+  std::string back_pool;
+  const auto back = load_tasks(path, &back_pool);
+  ASSERT_EQ(back.size(), tasks.size());
+  EXPECT_EQ(back[2].tables, tasks[2].tables);
+  EXPECT_EQ(back[2].dims, tasks[2].dims);
+
+  json j = json::parse(slurp(path));
+  j["tasks"][1]["tables"][0] = 99;
+  spit(path, j.dump());
+  try {
+    load_tasks(path, nullptr);
+    FAIL() << "table id 99 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tasks[1].tables[0] = 99"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Eval, RunsResumesAndSummarises) {
+  ScratchDir dir("eval_run");
+  const std::string pool_dir = make_pool(dir, 16);
+  TaskGenOptions g;
+  g.pool_dir = pool_dir;
+  g.min_tables = 6;
+  g.max_tables = 10;
+  g.mem_cap_bytes = 32 << 20;
+  g.count = 3;
+  const std::string tasks_path = dir.file("tasks.json");
+  save_tasks(tasks_path, pool_dir, generate_tasks(load_workload(pool_dir), g));
+  EvalOptions o;
+  o.tasks_path = tasks_path;
+  o.algos = {"size_greedy", "neuroshard"};
+  o.devices = 2;
+  o.cost_model = "analytic";  // the shipped calibration
+  o.out_path = dir.file("eval.jsonl");
+  const auto records = run_eval(o);
+  ASSERT_EQ(records.size(), 3u);
+  for (const json& r : records) {
+    for (const char* a : {"size_greedy", "neuroshard"}) {
+      EXPECT_GT(r["algos"][a]["measured_ms"].get<double>(), 0) << a;
+      EXPECT_GT(r["algos"][a]["predicted_ms"].get<double>(), 0) << a;
+      EXPECT_LE(r["algos"][a]["bound_ms"].get<double>(),
+                r["algos"][a]["predicted_ms"].get<double>() * (1 + 1e-9))
+          << a;
+    }
+  }
+  EXPECT_EQ(run_eval(o).size(), 3u);  // resumed: nothing new to do
+  const auto summary = summarize_eval(records, o.algos);
+  ASSERT_EQ(summary.size(), 2u);
+  EXPECT_EQ(summary[0].name, "size_greedy");
+  EXPECT_DOUBLE_EQ(summary[0].ratio_to_best_baseline, 1.0);  // the only baseline
+  EXPECT_GE(summary[0].tasks_won + summary[1].tasks_won, 3);
+  const json j = eval_summary_json(summary, 3, "model");
+  for (const char* key : {"mean_measured_ms", "mean_predicted_ms", "tasks_won", "mean_gap_to_bound"}) {
+    EXPECT_TRUE(j["algorithms"]["neuroshard"].contains(key)) << key;
+  }
+  EXPECT_NE(eval_svg(summary, 3, 2).find("</svg>"), std::string::npos);
+
+  o.devices = 3;  // another run's options: refused, file untouched
+  const std::string before = slurp(o.out_path);
+  EXPECT_THROW(run_eval(o), Error);
+  EXPECT_EQ(slurp(o.out_path), before);
+}
+
+TEST(Eval, CliRejectsUnknownAlgorithm) {
+  ScratchDir dir("eval_cli");
+  const std::string pool_dir = make_pool(dir, 8);
+  const auto t = run_cli("tasks --pool " + pool_dir + " --tables 3-5 --mem-cap 1048576 --count 2 -o " +
+                         dir.file("t.json"));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const auto r = run_cli("eval --tasks " + dir.file("t.json") + " --algos neuroshard,magic --out " +
+                         dir.file("e.jsonl"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("magic"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("neuroshard"), std::string::npos) << r.output;  // the valid names
+  EXPECT_FALSE(std::filesystem::exists(dir.file("e.jsonl")));
+}
+
+}  // namespace
+}  // namespace embshard
