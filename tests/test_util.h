@@ -8,7 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <random>
 #include <string>
+
+#include "embshard/workload/workload.h"
 
 namespace embshard::testing {
 
@@ -58,6 +61,47 @@ inline std::string slurp(const std::string& path) {
 inline void spit(const std::string& path, const std::string& content) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << content;
+}
+
+// A small workload on disk: table t has first_rows + rows_step * t rows (all
+// distinct, as the measured cost model matches tables by rows), dim 16, and
+// min_bag + bag_step * (t % bag_cycle) uniform lookups in every bag.
+struct TestWorkloadShape {
+  int tables = 8;
+  int64_t batch = 64;
+  int64_t first_rows = 100, rows_step = 1000;
+  int min_bag = 1, bag_step = 1, bag_cycle = 4;
+  uint64_t seed = 1;
+};
+
+inline Workload write_test_workload(const ScratchDir& dir, const TestWorkloadShape& shape) {
+  std::mt19937_64 rng(shape.seed);
+  Workload w;
+  w.batch_size = shape.batch;
+  w.source = "test";
+  w.trace_file = kTraceFile;
+  TraceWriter writer(dir.file(kTraceFile), shape.tables, w.batch_size, 4);
+  for (int t = 0; t < shape.tables; ++t) {
+    TableSpec spec;
+    spec.name = "t" + std::to_string(t);
+    spec.rows = shape.first_rows + shape.rows_step * t;
+    spec.dim = 16;
+    TableTrace trace;
+    trace.offsets.push_back(0);
+    std::uniform_int_distribution<int64_t> row(0, spec.rows - 1);
+    const int bag = shape.min_bag + shape.bag_step * (t % shape.bag_cycle);
+    for (int64_t b = 0; b < w.batch_size; ++b) {
+      for (int i = 0; i < bag; ++i) trace.indices.push_back(row(rng));
+      trace.offsets.push_back(static_cast<int64_t>(trace.indices.size()));
+    }
+    spec.pooling_factor = static_cast<double>(trace.indices.size()) / w.batch_size;
+    spec.row_reuse[0] = spec.lookup_reuse[0] = 1;
+    writer.add_table(trace);
+    w.tables.push_back(spec);
+  }
+  writer.finish();
+  save_workload_specs(w, dir.path().string());
+  return load_workload(dir.path().string());
 }
 
 }  // namespace embshard::testing

@@ -10,16 +10,10 @@
 #include "embshard/bench/comm.h"
 #include "embshard/util/error.h"
 #include "embshard/util/machine.h"
+#include "embshard/util/random.h"
 
 namespace embshard {
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // Largest dim first, each table to the device with the smallest dim sum (the
 // lowest index on ties).
@@ -40,7 +34,7 @@ void place_greedy(CommSample& s, int num_devices) {
 
 CommSample draw_comm_sample(const CommBenchOptions& o, int num_devices, int64_t index) {
   // A stream apart from bench compute's for the same (seed, index).
-  std::mt19937_64 rng(splitmix64(o.seed * 0x100000001b3ULL + splitmix64(index)) ^
+  std::mt19937_64 rng(item_seed(o.seed, index) ^
                       splitmix64(0xc033ULL + static_cast<uint64_t>(num_devices)));
   CommSample s;
   const int64_t min_tables = int64_t{num_devices} * o.tables_per_device[0];

@@ -14,6 +14,7 @@
 #include "embshard/util/huge_buffer.h"
 #include "embshard/util/machine.h"
 #include "embshard/util/progress.h"
+#include "embshard/util/random.h"
 #include "embshard/util/record_file.h"
 
 namespace embshard {
@@ -21,13 +22,6 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 const char* optimizer_name(OptimizerType type) {
   return type == OptimizerType::kSgd ? "sgd" : "rowwise_adagrad";
@@ -171,7 +165,7 @@ json table_record(const Workload& workload, const ShardTable& t) {
 
 std::vector<ShardTable> draw_shard(const Workload& workload, const ComputeBenchOptions& options,
                                    int64_t index) {
-  std::mt19937_64 rng(splitmix64(options.seed * 0x100000001b3ULL + splitmix64(index)));
+  std::mt19937_64 rng(item_seed(options.seed, static_cast<uint64_t>(index)));
   const int pool = static_cast<int>(workload.tables.size());
   const int wanted = std::uniform_int_distribution<int>(1, options.max_tables)(rng);
   std::vector<int> order(pool);

@@ -259,14 +259,22 @@ void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
   }
 }
 
-NeuralCostModel::NeuralCostModel(NeuralModel model)
-    : model_(std::move(model)), embed_(model_.compute.table.out()) {
+NeuralCostModel::NeuralCostModel(NeuralModel model, int64_t batch_size)
+    : model_(std::move(model)),
+      batch_size_(batch_size > 0 ? batch_size : model_.batch_size),
+      scale_(static_cast<double>(batch_size_) / model_.batch_size),
+      embed_(model_.compute.table.out()) {
   model_.compute.table.prepare();
   model_.compute.head.prepare();
   if (model_.has_comm) {
     model_.comm_fwd.mlp.prepare();
     model_.comm_bwd.mlp.prepare();
   }
+}
+
+std::string NeuralCostModel::name() const {
+  if (scale_ == 1.0) return "neural";
+  return fmt::format("neural (trained at batch {}, scaled to {})", model_.batch_size, batch_size_);
 }
 
 int NeuralCostModel::add_table(const TableFeatures& table) {
@@ -295,12 +303,22 @@ double NeuralCostModel::compute_ms(std::span<const int> table_ids) const {
   for (int i = 0; i < embed_; ++i) sum[i] = std::log(sum[i]);
   float y = 0;
   model_.compute.head.forward(sum, &y);
-  return output_to_ms(y, model_.compute.target_mean, model_.compute.target_std, "compute");
+  return scale_ * output_to_ms(y, model_.compute.target_mean, model_.compute.target_std,
+                               "compute");
 }
 
 void NeuralCostModel::comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
                               std::span<double> fwd_ms, std::span<double> bwd_ms) const {
-  predict_comm_ms(model_, dim_sums, delays_ms, fwd_ms, bwd_ms);
+  if (scale_ == 1.0) {
+    predict_comm_ms(model_, dim_sums, delays_ms, fwd_ms, bwd_ms);
+    return;
+  }
+  // Delays are in this batch's milliseconds; the model's are in its own.
+  std::vector<double> delays(delays_ms.begin(), delays_ms.end());
+  for (double& d : delays) d /= scale_;
+  predict_comm_ms(model_, dim_sums, delays, fwd_ms, bwd_ms);
+  for (double& v : fwd_ms) v *= scale_;
+  for (double& v : bwd_ms) v *= scale_;
 }
 
 }  // namespace embshard
@@ -310,12 +328,12 @@ namespace embshard {
 std::unique_ptr<CostModel> make_neural_cost_model(const CostModelOptions& options) {
   ES_CHECK(!options.model_dir.empty(), "neural cost model: no model directory given (--model DIR)");
   NeuralModel model = load_neural_model(options.model_dir);
-  // The features (lookups per batch, bytes per peer) are for the model's own
-  // batch: predicting another batch would be an extrapolation nobody measured.
-  ES_CHECK(options.batch_size == 0 || options.batch_size == model.batch_size,
-           "{}: the model was trained at batch {}, batch {} was asked for (retrain at that batch)",
-           options.model_dir, model.batch_size, options.batch_size);
-  return std::make_unique<NeuralCostModel>(std::move(model));
+  ES_CHECK(options.batch_size >= 0, "neural cost model: batch size {} is negative",
+           options.batch_size);
+  ES_CHECK(!model.has_comm || model.comm_batch_size == model.batch_size,
+           "{}: compute trained at batch {} but communication at batch {}", options.model_dir,
+           model.batch_size, model.comm_batch_size);
+  return std::make_unique<NeuralCostModel>(std::move(model), options.batch_size);
 }
 
 }  // namespace embshard

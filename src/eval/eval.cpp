@@ -41,7 +41,14 @@ json eval_one(const PlanTask& task, const EvalOptions& o, CostModel& model, Cost
   json algos = json::object();
   for (const std::string& name : o.algos) {
     auto planner = create_planner(name, o.planner);
-    const PlanResult r = make_plan(*planner, task, model);
+    PlanResult r;
+    try {
+      r = make_plan(*planner, task, model);
+    } catch (const Error& e) {
+      // A heuristic can fail to pack a feasible task; that is a result too.
+      algos[name] = {{"error", e.what()}};
+      continue;
+    }
     const double measured_ms = predict_plan(task, r.plan, measured_costs).cost_ms;
     algos[name] = {{"predicted_ms", r.predicted.cost_ms},
                    {"measured_ms", measured_ms},
@@ -113,6 +120,16 @@ std::vector<AlgoSummary> summarize_eval(const std::vector<json>& records,
   int planned = 0;
   for (const json& r : records) {
     if (r.contains("infeasible")) continue;
+    // Means compare algorithms on the same tasks: a task where any of them
+    // found no plan is counted as that algorithm's failure and left out.
+    bool any_failed = false;
+    for (size_t a = 0; a < algos.size(); ++a) {
+      if (r["algos"][algos[a]].contains("error")) {
+        ++summary[a].failed;
+        any_failed = true;
+      }
+    }
+    if (any_failed) continue;
     ++planned;
     double best = INFINITY;
     for (const std::string& a : algos) best = std::min(best, r["algos"][a]["measured_ms"].get<double>());
@@ -149,6 +166,7 @@ json eval_summary_json(const std::vector<AlgoSummary>& summary, int tasks,
   json algos = json::object();
   for (const AlgoSummary& s : summary) {
     algos[s.name] = {{"mean_measured_ms", s.mean_measured_ms},
+                     {"tasks_failed", s.failed},
                      {"mean_predicted_ms", s.mean_predicted_ms},
                      {"ratio_to_best_baseline", s.ratio_to_best_baseline},
                      {"tasks_won", s.tasks_won},
@@ -160,12 +178,12 @@ json eval_summary_json(const std::vector<AlgoSummary>& summary, int tasks,
 
 std::string eval_report(const std::vector<AlgoSummary>& summary, int tasks) {
   TextTable table({"algorithm", "mean measured ms", "mean predicted ms", "x best baseline",
-                   "tasks won", "pred. error %", "gap to bound %"});
+                   "tasks won", "no plan", "pred. error %", "gap to bound %"});
   for (const AlgoSummary& s : summary) {
     table.add_row({s.name, fmt::format("{:.3f}", s.mean_measured_ms),
                    fmt::format("{:.3f}", s.mean_predicted_ms),
                    fmt::format("{:.3f}", s.ratio_to_best_baseline),
-                   fmt::format("{}/{}", s.tasks_won, tasks),
+                   fmt::format("{}/{}", s.tasks_won, tasks), std::to_string(s.failed),
                    fmt::format("{:.1f}", s.prediction_mape_pct),
                    fmt::format("{:.1f}", 100 * s.mean_gap_to_bound)});
   }

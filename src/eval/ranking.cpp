@@ -9,16 +9,10 @@
 #include "embshard/plan/plan.h"
 #include "embshard/plan/predict.h"
 #include "embshard/util/error.h"
+#include "embshard/util/random.h"
 
 namespace embshard {
 namespace {
-
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 std::vector<TableSpec> draw_tables(const Workload& w, const RankingOptions& o,
                                    std::mt19937_64& rng) {
@@ -89,7 +83,7 @@ RankingResult ranking_check(CostModel& model, CostModel& measured, const Workloa
            "ranking: tables {}..{} or dims invalid", o.min_tables, o.max_tables);
   RankingResult result;
   for (int i = 0; i < o.tasks; ++i) {
-    std::mt19937_64 rng(mix(o.seed * 0x100000001b3ULL + mix(static_cast<uint64_t>(i))));
+    std::mt19937_64 rng(item_seed(o.seed, static_cast<uint64_t>(i)));
     const std::vector<TableSpec> tables = draw_tables(workload, o, rng);
     // Where the caps leave fewer than two placements, loosen them by 25% steps.
     std::vector<Plan> plans;

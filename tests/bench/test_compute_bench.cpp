@@ -21,33 +21,8 @@ using testing::run_cli;
 using testing::slurp;
 using testing::spit;
 
-// A small workload on disk: `tables` tables of varied rows, batch 64.
 std::string make_workload(const ScratchDir& dir, int tables) {
-  std::mt19937_64 rng(5);
-  Workload w;
-  w.batch_size = 64;
-  w.source = "test";
-  w.trace_file = kTraceFile;
-  TraceWriter writer(dir.file(kTraceFile), tables, w.batch_size, 4);
-  for (int t = 0; t < tables; ++t) {
-    TableSpec spec;
-    spec.name = "t" + std::to_string(t);
-    spec.rows = 50 + 400 * t;
-    spec.dim = 16;
-    TableTrace trace;
-    trace.offsets.push_back(0);
-    std::uniform_int_distribution<int64_t> row(0, spec.rows - 1);
-    for (int64_t b = 0; b < w.batch_size; ++b) {
-      for (int i = 0; i < 1 + t % 4; ++i) trace.indices.push_back(row(rng));
-      trace.offsets.push_back(static_cast<int64_t>(trace.indices.size()));
-    }
-    spec.pooling_factor = static_cast<double>(trace.indices.size()) / w.batch_size;
-    writer.add_table(trace);
-    w.tables.push_back(spec);
-  }
-  writer.finish();
-  save_workload_specs(w, dir.path().string());
-  return dir.path().string();
+  return testing::write_test_workload(dir, {tables, 64, 50, 400, 1, 1, 4, 5}).dir;
 }
 
 ComputeBenchOptions small_options(const std::string& workload, const std::string& out) {

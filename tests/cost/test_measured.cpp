@@ -14,34 +14,8 @@ namespace {
 
 using testing::ScratchDir;
 
-// A small workload on disk: `tables` tables of distinct row counts, batch 256.
 Workload make_workload(const ScratchDir& dir, int tables) {
-  std::mt19937_64 rng(11);
-  Workload w;
-  w.batch_size = 256;
-  w.source = "test";
-  w.trace_file = kTraceFile;
-  TraceWriter writer(dir.file(kTraceFile), tables, w.batch_size, 4);
-  for (int t = 0; t < tables; ++t) {
-    TableSpec spec;
-    spec.name = "t" + std::to_string(t);
-    spec.rows = 1000 + 5000 * t;
-    spec.dim = 16;
-    TableTrace trace;
-    trace.offsets.push_back(0);
-    std::uniform_int_distribution<int64_t> row(0, spec.rows - 1);
-    for (int64_t b = 0; b < w.batch_size; ++b) {
-      for (int i = 0; i < 2 + 3 * t; ++i) trace.indices.push_back(row(rng));
-      trace.offsets.push_back(static_cast<int64_t>(trace.indices.size()));
-    }
-    spec.pooling_factor = static_cast<double>(trace.indices.size()) / w.batch_size;
-    spec.row_reuse[0] = spec.lookup_reuse[0] = 1;
-    writer.add_table(trace);
-    w.tables.push_back(spec);
-  }
-  writer.finish();
-  save_workload_specs(w, dir.path().string());
-  return load_workload(dir.path().string());
+  return testing::write_test_workload(dir, {tables, 256, 1000, 5000, 2, 3, 1000, 11});
 }
 
 TableFeatures features(const TableSpec& s, int dim, int source) {

@@ -236,7 +236,46 @@ TEST(Registry, UnknownNameListsValidNames) {
     const std::string what = e.what();
     for (const auto& name : cost_model_names()) EXPECT_NE(what.find(name), std::string::npos);
   }
-  EXPECT_THROW(create_cost_model("neural", {}), Error);  // no model dir
+  CostModelOptions missing;
+  missing.model_dir = "/nonexistent/model";
+  EXPECT_THROW(create_cost_model("neural", missing), Error);
+  // No directory given: the shipped models (models/neural), which load.
+  EXPECT_EQ(create_cost_model("neural", {})->name().empty(), false);
+}
+
+}  // namespace
+}  // namespace embshard
+
+namespace embshard {
+namespace {
+
+// The shipped models at another batch than they were trained at: costs
+// scale linearly with the batch, and the name says so.
+TEST(NeuralCostModel, ScalesToAnotherBatch) {
+  CostModelOptions own, twice;
+  own.model_dir = twice.model_dir = shipped_models_dir() + "/neural";
+  auto a = create_cost_model("neural", own);
+  twice.batch_size = 2 * a->batch_size();
+  auto b = create_cost_model("neural", twice);
+  EXPECT_EQ(a->name(), "neural");
+  EXPECT_NE(b->name().find("scaled"), std::string::npos) << b->name();
+  EXPECT_EQ(b->batch_size(), 2 * a->batch_size());
+  TableFeatures t;
+  t.rows = 100000;
+  t.dim = 64;
+  t.pooling_factor = 8;
+  t.row_reuse[0] = t.lookup_reuse[0] = 1;
+  const int ia = a->add_table(t), ib = b->add_table(t);
+  const std::vector<int> ida{ia}, idb{ib};
+  EXPECT_NEAR(b->compute_ms(idb), 2 * a->compute_ms(ida), 1e-9 * a->compute_ms(ida));
+  const std::vector<double> dims{64, 128}, delays_a{0, 1}, delays_b{0, 2};
+  std::vector<double> fa(2), ba(2), fb(2), bb(2);
+  a->comm_ms(dims, delays_a, fa, ba);
+  b->comm_ms(dims, delays_b, fb, bb);
+  for (int d = 0; d < 2; ++d) {
+    EXPECT_NEAR(fb[d], 2 * fa[d], 1e-9 * fa[d]);
+    EXPECT_NEAR(bb[d], 2 * ba[d], 1e-9 * ba[d]);
+  }
 }
 
 }  // namespace

@@ -19,33 +19,7 @@ using testing::slurp;
 using testing::spit;
 
 std::string make_pool(const ScratchDir& dir, int tables) {
-  std::mt19937_64 rng(3);
-  Workload w;
-  w.batch_size = 64;
-  w.source = "test";
-  w.trace_file = kTraceFile;
-  TraceWriter writer(dir.file(kTraceFile), tables, w.batch_size, 4);
-  for (int t = 0; t < tables; ++t) {
-    TableSpec spec;
-    spec.name = "t" + std::to_string(t);
-    spec.rows = 64 + 997 * t;
-    spec.dim = 16;
-    TableTrace trace;
-    trace.offsets.push_back(0);
-    std::uniform_int_distribution<int64_t> row(0, spec.rows - 1);
-    for (int64_t b = 0; b < w.batch_size; ++b) {
-      for (int i = 0; i < 1 + t % 6; ++i) trace.indices.push_back(row(rng));
-      trace.offsets.push_back(static_cast<int64_t>(trace.indices.size()));
-    }
-    spec.pooling_factor = static_cast<double>(trace.indices.size()) / w.batch_size;
-    spec.row_reuse[0] = 1.0;
-    spec.lookup_reuse[0] = 1.0;
-    writer.add_table(trace);
-    w.tables.push_back(spec);
-  }
-  writer.finish();
-  save_workload_specs(w, dir.path().string());
-  return dir.path().string();
+  return testing::write_test_workload(dir, {tables, 64, 64, 997, 1, 1, 6, 3}).dir;
 }
 
 TEST(Eval, TasksRoundTripAndRejectBadIds) {

@@ -15,31 +15,7 @@ namespace {
 using testing::ScratchDir;
 
 std::string make_workload(const ScratchDir& dir, int tables) {
-  std::mt19937_64 rng(9);
-  Workload w;
-  w.batch_size = 128;
-  w.source = "test";
-  w.trace_file = kTraceFile;
-  TraceWriter writer(dir.file(kTraceFile), tables, w.batch_size, 4);
-  for (int t = 0; t < tables; ++t) {
-    TableSpec spec;
-    spec.name = "t" + std::to_string(t);
-    spec.rows = 100 + 3000 * t;  // distinct rows: the measured model matches tables by rows
-    spec.dim = 16;
-    TableTrace trace;
-    trace.offsets.push_back(0);
-    std::uniform_int_distribution<int64_t> row(0, spec.rows - 1);
-    for (int64_t b = 0; b < w.batch_size; ++b) {
-      for (int i = 0; i < 1 + 3 * (t % 5); ++i) trace.indices.push_back(row(rng));
-      trace.offsets.push_back(static_cast<int64_t>(trace.indices.size()));
-    }
-    spec.pooling_factor = static_cast<double>(trace.indices.size()) / w.batch_size;
-    writer.add_table(trace);
-    w.tables.push_back(spec);
-  }
-  writer.finish();
-  save_workload_specs(w, dir.path().string());
-  return dir.path().string();
+  return testing::write_test_workload(dir, {tables, 128, 100, 3000, 1, 3, 5, 9}).dir;
 }
 
 // Predicts a pseudo-random compute cost per shard: ranks placements blindly.

@@ -173,7 +173,7 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
       {"--devices 0", "--devices is 0"},
       {"--devices 3 --mem 1000000000,1000000000", "--mem lists 2 capacities but --devices is 3"},
       {"--devices 2 --mem 100000000,2000000000 --pin big=0",
-       "table 'big' (1000000 rows x dim 128) needs 0.516 GB but is pinned to device 0"},
+       "table 'big' (1000000 rows x dim 128) needs 0.516 GB (516000000 bytes) but is pinned to device 0"},
       {"--devices 2 --mem-per-device 1000000000 --pin nope=0", "table 'nope'"},
       {"--devices 2 --mem-per-device 100000000 --no-split big", "table 'big'"},
   };

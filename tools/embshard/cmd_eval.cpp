@@ -45,9 +45,17 @@ void run_eval_command(const EvalArgs& a) {
   const auto records = run_eval(a.options);
   const auto summary = summarize_eval(records, a.options.algos);
   int tasks = 0;
-  for (const auto& r : records) tasks += r.contains("infeasible") ? 0 : 1;
+  for (const auto& r : records) {
+    bool planned = r.contains("algos");
+    if (planned) {
+      for (const auto& [name, x] : r["algos"].items()) planned = planned && !x.contains("error");
+    }
+    tasks += planned ? 1 : 0;
+  }
   if (tasks < static_cast<int>(records.size())) {
-    fmt::print("{} of {} tasks do not fit {} devices (see {}) and are left out\n",
+    fmt::print(stderr,
+               "{} of {} tasks do not fit {} devices or had an algorithm find no plan (see {}); "
+               "they are left out\n",
                records.size() - tasks, records.size(), a.options.devices, a.options.out_path);
   }
   const std::string svg = a.svg.empty() ? "" : eval_svg(summary, tasks, a.options.devices);

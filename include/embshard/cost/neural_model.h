@@ -124,11 +124,15 @@ NeuralModel load_neural_model(const std::string& dir);
 uint32_t file_crc32(const std::string& path);
 
 // The planner's view: tables' MLP outputs are cached at add_table.
+// Predicts for `batch_size` (0: the model's own). At another batch than the
+// model was trained at, costs are scaled linearly by the batch ratio (the
+// work of embedding lookups and all-to-alls grows with the batch); name()
+// says so, and an exact model needs data measured at that batch.
 class NeuralCostModel : public CostModel {
  public:
-  explicit NeuralCostModel(NeuralModel model);
-  std::string name() const override { return "neural"; }
-  int64_t batch_size() const override { return model_.batch_size; }
+  explicit NeuralCostModel(NeuralModel model, int64_t batch_size = 0);
+  std::string name() const override;
+  int64_t batch_size() const override { return batch_size_; }
   int add_table(const TableFeatures& table) override;
   double compute_ms(std::span<const int> table_ids) const override;
   void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
@@ -137,6 +141,8 @@ class NeuralCostModel : public CostModel {
 
  private:
   NeuralModel model_;
+  int64_t batch_size_ = 0;
+  double scale_ = 1.0;           // batch_size_ / the model's batch
   int embed_ = 0;                // per-table MLP output width
   std::vector<float> embedded_;  // table id * embed_: cached per-table outputs
 };

@@ -65,7 +65,9 @@ struct AlgoSummary {
   int tasks_won = 0;                  // lowest measured cost (ties count for each)
   double mean_gap_to_bound = 0;       // measured / bound - 1
   double prediction_mape_pct = 0;     // predicted vs measured
+  int failed = 0;                     // tasks it found no plan for (left out of every mean)
 };
+// Means over the tasks that every algorithm planned.
 std::vector<AlgoSummary> summarize_eval(const std::vector<nlohmann::json>& records,
                                         const std::vector<std::string>& algos);
 nlohmann::json eval_summary_json(const std::vector<AlgoSummary>& summary, int tasks,
