@@ -262,7 +262,11 @@ void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
 NeuralCostModel::NeuralCostModel(NeuralModel model, int64_t batch_size)
     : model_(std::move(model)),
       batch_size_(batch_size > 0 ? batch_size : model_.batch_size),
-      scale_(static_cast<double>(batch_size_) / model_.batch_size),
+      // Without a batch asked for, each network predicts at its own batch.
+      scale_(batch_size > 0 ? static_cast<double>(batch_size) / model_.batch_size : 1.0),
+      comm_scale_(batch_size > 0 && model_.has_comm
+                      ? static_cast<double>(batch_size) / model_.comm_batch_size
+                      : 1.0),
       embed_(model_.compute.table.out()) {
   model_.compute.table.prepare();
   model_.compute.head.prepare();
@@ -273,7 +277,7 @@ NeuralCostModel::NeuralCostModel(NeuralModel model, int64_t batch_size)
 }
 
 std::string NeuralCostModel::name() const {
-  if (scale_ == 1.0) return "neural";
+  if (scale_ == 1.0 && comm_scale_ == 1.0) return "neural";
   return fmt::format("neural (trained at batch {}, scaled to {})", model_.batch_size, batch_size_);
 }
 
@@ -309,16 +313,16 @@ double NeuralCostModel::compute_ms(std::span<const int> table_ids) const {
 
 void NeuralCostModel::comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
                               std::span<double> fwd_ms, std::span<double> bwd_ms) const {
-  if (scale_ == 1.0) {
+  if (comm_scale_ == 1.0) {
     predict_comm_ms(model_, dim_sums, delays_ms, fwd_ms, bwd_ms);
     return;
   }
   // Delays are in this batch's milliseconds; the model's are in its own.
   std::vector<double> delays(delays_ms.begin(), delays_ms.end());
-  for (double& d : delays) d /= scale_;
+  for (double& d : delays) d /= comm_scale_;
   predict_comm_ms(model_, dim_sums, delays, fwd_ms, bwd_ms);
-  for (double& v : fwd_ms) v *= scale_;
-  for (double& v : bwd_ms) v *= scale_;
+  for (double& v : fwd_ms) v *= comm_scale_;
+  for (double& v : bwd_ms) v *= comm_scale_;
 }
 
 }  // namespace embshard
@@ -330,9 +334,6 @@ std::unique_ptr<CostModel> make_neural_cost_model(const CostModelOptions& option
   NeuralModel model = load_neural_model(options.model_dir);
   ES_CHECK(options.batch_size >= 0, "neural cost model: batch size {} is negative",
            options.batch_size);
-  ES_CHECK(!model.has_comm || model.comm_batch_size == model.batch_size,
-           "{}: compute trained at batch {} but communication at batch {}", options.model_dir,
-           model.batch_size, model.comm_batch_size);
   return std::make_unique<NeuralCostModel>(std::move(model), options.batch_size);
 }
 

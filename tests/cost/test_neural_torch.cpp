@@ -122,7 +122,13 @@ TEST_F(NeuralTrain, SavedModelPredictsTheSame) {
   const std::vector<int> ids = {0, 1, 2, 3, 4, 2};
   EXPECT_EQ(model->compute_ms(ids), direct.compute_ms(ids));
   EXPECT_EQ(model->batch_size(), 512);
-  options.batch_size = 64;  // the model was trained at 512
+  options.batch_size = 64;  // the model was trained at 512: costs scale with the batch
+  auto scaled = create_cost_model("neural", options);
+  EXPECT_EQ(scaled->batch_size(), 64);
+  EXPECT_NE(scaled->name().find("scaled"), std::string::npos) << scaled->name();
+  for (const auto& t : pool) scaled->add_table({t.rows, 32, t.pooling, t.row_reuse, t.lookup_reuse});
+  EXPECT_NEAR(scaled->compute_ms(ids), direct.compute_ms(ids) / 8, 1e-9 * direct.compute_ms(ids));
+  options.model_dir = "/nonexistent";
   EXPECT_THROW(create_cost_model("neural", options), Error);
 }
 

@@ -142,7 +142,8 @@ class NeuralCostModel : public CostModel {
  private:
   NeuralModel model_;
   int64_t batch_size_ = 0;
-  double scale_ = 1.0;           // batch_size_ / the model's batch
+  double scale_ = 1.0;           // batch_size_ / the compute model's batch
+  double comm_scale_ = 1.0;      // batch_size_ / the communication models' batch
   int embed_ = 0;                // per-table MLP output width
   std::vector<float> embedded_;  // table id * embed_: cached per-table outputs
 };
