@@ -196,7 +196,7 @@ std::string eval_svg(const std::vector<AlgoSummary>& summary, int tasks, int dev
   constexpr double kW = 640, kBar = 28, kLeft = 150, kTop = 50;
   double top = 0;
   for (const AlgoSummary& s : summary) top = std::max({top, s.mean_measured_ms, s.mean_predicted_ms});
-  const double scale = top > 0 ? (kW - kLeft - 90) / top : 0;
+  const double scale = top > 0 ? (kW - kLeft - 150) / top : 0;  // room for the labels
   const double height = kTop + summary.size() * (kBar + 12) + 40;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "

@@ -56,12 +56,13 @@ std::string plan_svg(const PlanTask& task, const PlanResult& r) {
   std::string s = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
       "font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-      std::max(width, 520), height);
-  s += text(kLeft, 22, fmt::format("{}: {} tables on {} devices, predicted {:.3f} ms "
-                                   "(cost model {}), gap to bound {:.1f}%",
+      std::max(width, 560), height);
+  s += text(kLeft, 22, fmt::format("{}: {} tables on {} devices, predicted {:.3f} ms, gap to "
+                                   "bound {:.1f}%",
                                    r.algorithm, task.num_tables(), n, r.predicted.cost_ms,
-                                   r.cost_model, 100 * r.gap()),
+                                   100 * r.gap()),
             "start", 14);
+  s += text(10, height - 8, "cost model: " + r.cost_model, "start", 10);
   s += legend(kLeft, 44);
   const double base = kTop + kPlotHeight;
   s += text(kLeft - 8, kTop + 4, fmt::format("{:.2f} ms", max_ms * 1.05), "end", 11);
