@@ -27,8 +27,9 @@ class AnalyticCostModel : public CostModel {
   }
 
   double compute_ms(std::span<const int> table_ids) const override {
-    std::vector<AnalyticTable> shard;
-    shard.reserve(table_ids.size());
+    // The search calls this millions of times: no allocation per call.
+    thread_local std::vector<AnalyticTable> shard;
+    shard.clear();
     for (int id : table_ids) {
       ES_CHECK(id >= 0 && id < static_cast<int>(tables_.size()),
                "analytic model: table id {} is not registered ({} tables)", id, tables_.size());
