@@ -19,12 +19,7 @@ Workload make_workload(const ScratchDir& dir, int tables) {
 }
 
 TableFeatures features(const TableSpec& s, int dim, int source) {
-  TableFeatures f;
-  f.rows = s.rows;
-  f.dim = dim;
-  f.pooling_factor = s.pooling_factor;
-  f.row_reuse = s.row_reuse;
-  f.lookup_reuse = s.lookup_reuse;
+  TableFeatures f = table_features(s, dim);
   f.source_table = source;
   return f;
 }
