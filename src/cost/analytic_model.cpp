@@ -1,5 +1,6 @@
 // The analytic CostModel: calibrated bandwidths and overheads, no training data.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include <fmt/format.h>
@@ -22,21 +23,35 @@ class AnalyticCostModel : public CostModel {
     // Lookups scale with the batch (pooling factor is per sample); the share of
     // distinct rows per lookup is taken from the histograms as is (see
     // estimate_distinct_rows).
-    tables_.push_back(analytic_table(table, batch_size_));
+    AnalyticSums one;
+    one.add(analytic_table(table, batch_size_), batch_size_);
+    tables_.push_back(one);
     return static_cast<int>(tables_.size()) - 1;
   }
 
   double compute_ms(std::span<const int> table_ids) const override {
-    // The search calls this millions of times: no allocation per call.
-    thread_local std::vector<AnalyticTable> shard;
-    shard.clear();
-    for (int id : table_ids) {
-      ES_CHECK(id >= 0 && id < static_cast<int>(tables_.size()),
-               "analytic model: table id {} is not registered ({} tables)", id, tables_.size());
-      shard.push_back(tables_[id]);
-    }
-    if (shard.empty()) return 0.0;
-    const AnalyticTerms terms = analytic_terms(shard, batch_size_, c_.cache_bytes);
+    if (table_ids.empty()) return 0.0;
+    double state[kAnalyticSums] = {};
+    for (int id : table_ids) add_to_state(id, state);
+    return state_ms(state);
+  }
+
+  size_t state_size() const override { return kAnalyticSums; }
+
+  void add_to_state(int table_id, std::span<double> state) const override {
+    ES_CHECK(table_id >= 0 && table_id < static_cast<int>(tables_.size()),
+             "analytic model: table id {} is not registered ({} tables)", table_id,
+             tables_.size());
+    double one[kAnalyticSums];
+    std::memcpy(one, &tables_[table_id], sizeof one);
+    for (size_t i = 0; i < kAnalyticSums; ++i) state[i] += one[i];
+  }
+
+  double state_ms(std::span<const double> state) const override {
+    AnalyticSums sums;
+    std::memcpy(static_cast<void*>(&sums), state.data(), sizeof sums);  // only doubles
+    if (sums.tables == 0) return 0.0;
+    const AnalyticTerms terms = analytic_terms(sums, c_.cache_bytes);
     const double ms = analytic_fwd_ms(terms, c_) + analytic_bwd_ms(terms, c_);
     // Never hand the planner a NaN or inf (inputs are checked, so this is a bug).
     ES_CHECK(std::isfinite(ms) && ms >= 0, "analytic model: predicted {} ms", ms);
@@ -51,7 +66,7 @@ class AnalyticCostModel : public CostModel {
  private:
   Calibration c_;
   int64_t batch_size_;
-  std::vector<AnalyticTable> tables_;
+  std::vector<AnalyticSums> tables_;  // each table's share of a shard's sums
 };
 
 }  // namespace

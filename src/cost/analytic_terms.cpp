@@ -1,6 +1,7 @@
 // The terms of the analytic model: what one fused call moves and how often
 // it pays each overhead. Shared by the model and its calibration fit.
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "embshard/cost/analytic.h"
@@ -65,63 +66,71 @@ AnalyticTable analytic_table(const TableFeatures& t, int64_t batch_size) {
   return a;
 }
 
-AnalyticTerms analytic_terms(std::span<const AnalyticTable> shard, int64_t batch_size,
-                             int64_t cache_bytes) {
+void AnalyticSums::add(const AnalyticTable& t, int64_t batch_size) {
+  const double row_bytes = t.dim * 4.0;
+  tables += 1;
+  lookups += t.lookups;
+  footprint_bytes += t.distinct_rows * row_bytes;
+  pages += std::min(t.distinct_rows, t.rows * row_bytes / kPageBytes);
+  distinct_rows += t.distinct_rows;
+  lookup_bytes += t.lookups * row_bytes;
+  if (!specialised_dim(t.dim)) generic_elements += t.lookups * t.dim;
+  sort_lookup_passes += t.lookups * sort_passes(t.rows);
+  output_bytes += static_cast<double>(batch_size) * row_bytes;
+  // Update: each distinct row (and its 4-byte momentum) read and written once.
+  update_bytes += 2.0 * t.distinct_rows * (row_bytes + 4.0);
+}
+
+AnalyticTerms analytic_terms(const AnalyticSums& s, int64_t cache_bytes) {
   // The benchmark (like a training step's forward then backward) touches the
   // same distinct rows in both passes; of that footprint a share cache/footprint
   // is still cached when it is touched again (random access under LRU), the
   // rest comes from DRAM. Repeated accesses within a batch always hit.
-  double footprint = 0, pages = 0;
-  for (const AnalyticTable& t : shard) {
-    footprint += t.distinct_rows * t.dim * 4.0;
-    pages += std::min(t.distinct_rows, t.rows * t.dim * 4.0 / kPageBytes);
-  }
-  const double cold = footprint > 0 ? std::max(0.0, 1.0 - cache_bytes / footprint) : 0.0;
+  const double cold =
+      s.footprint_bytes > 0 ? std::max(0.0, 1.0 - cache_bytes / s.footprint_bytes) : 0.0;
   // The TLB is shared by the shard's tables just as the cache is: of the
   // distinct pages the call touches, those past the TLB's reach cost a walk.
-  const double walk = pages > 0 ? std::max(0.0, 1.0 - kTlbReachBytes / kPageBytes / pages) : 0.0;
+  const double walk = s.pages > 0 ? std::max(0.0, 1.0 - kTlbReachBytes / kPageBytes / s.pages) : 0.0;
   AnalyticTerms terms;
-  terms.fwd[0] = terms.bwd[0] = shard.empty() ? 0 : 1;
-  for (const AnalyticTable& t : shard) {
-    const double row_bytes = t.dim * 4.0;
-    const double first_bytes = t.distinct_rows * row_bytes;
-    terms.fwd[1] += 1;
-    terms.fwd[2] += t.lookups;
-    terms.fwd[3] += first_bytes * cold;
-    terms.fwd[4] += t.lookups * row_bytes - first_bytes * cold;
-    if (!specialised_dim(t.dim)) terms.fwd[5] += t.lookups * t.dim;
-    const double walks = t.distinct_rows * walk;
-    terms.fwd[6] += walks;
-    terms.bwd[7] += walks;
-    terms.output_bytes += static_cast<double>(batch_size) * row_bytes;
-    // Update: each distinct row (and its 4-byte momentum) read and written once.
-    const double update_bytes = 2.0 * t.distinct_rows * (row_bytes + 4.0);
-    terms.bwd[1] += 1;
-    terms.bwd[2] += t.lookups;
-    terms.bwd[3] += t.lookups * sort_passes(t.rows);
-    terms.bwd[4] += t.lookups * row_bytes;
-    terms.bwd[5] += update_bytes * cold;
-    terms.bwd[6] += update_bytes * (1.0 - cold);
-  }
+  terms.fwd[0] = terms.bwd[0] = s.tables > 0 ? 1 : 0;
+  terms.fwd[1] = terms.bwd[1] = s.tables;
+  terms.fwd[2] = terms.bwd[2] = s.lookups;
+  terms.fwd[3] = s.footprint_bytes * cold;
+  terms.fwd[4] = s.lookup_bytes - s.footprint_bytes * cold;
+  terms.fwd[5] = s.generic_elements;
+  terms.fwd[6] = terms.bwd[7] = s.distinct_rows * walk;
+  terms.output_bytes = s.output_bytes;
+  terms.bwd[3] = s.sort_lookup_passes;
+  terms.bwd[4] = s.lookup_bytes;
+  terms.bwd[5] = s.update_bytes * cold;
+  terms.bwd[6] = s.update_bytes * (1.0 - cold);
   return terms;
+}
+
+AnalyticTerms analytic_terms(std::span<const AnalyticTable> shard, int64_t batch_size,
+                             int64_t cache_bytes) {
+  AnalyticSums sums;
+  for (const AnalyticTable& t : shard) sums.add(t, batch_size);
+  return analytic_terms(sums, cache_bytes);
 }
 
 namespace {
 double ms_per_byte(double gbps) { return gbps > 0 ? 1e-6 / gbps : 0.0; }
-double dot(const double* terms, const std::vector<double>& coef) {
+template <size_t N>
+double dot(const double* terms, const std::array<double, N>& coef) {
   double sum = 0;
   for (size_t i = 0; i < coef.size(); ++i) sum += terms[i] * coef[i];
   return sum;
 }
 }  // namespace
 
-std::vector<double> fwd_coefficients_ms(const Calibration& c) {
+std::array<double, kFwdTerms> fwd_coefficients_ms(const Calibration& c) {
   return {c.fwd_call_us * 1e-3, c.fwd_per_table_us * 1e-3, c.fwd_per_lookup_ns * 1e-6,
           ms_per_byte(c.dram_gather_gbps), ms_per_byte(c.cache_gather_gbps),
           c.generic_dim_ns_per_element * 1e-6, c.fwd_page_walk_ns * 1e-6};
 }
 
-std::vector<double> bwd_coefficients_ms(const Calibration& c) {
+std::array<double, kBwdTerms> bwd_coefficients_ms(const Calibration& c) {
   return {c.bwd_call_us * 1e-3,           c.bwd_per_table_us * 1e-3,
           c.bwd_per_lookup_ns * 1e-6,     c.sort_ns_per_lookup_pass * 1e-6,
           ms_per_byte(c.grad_read_gbps),  ms_per_byte(c.dram_update_gbps),

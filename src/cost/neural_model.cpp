@@ -2,8 +2,12 @@
 #include "embshard/cost/neural_model.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
+
+#include <fmt/ranges.h>
 
 #include "embshard/util/error.h"
 
@@ -51,6 +55,19 @@ std::vector<std::string> make_compute_names() {
 
 }  // namespace
 
+float log_positive(float x) {
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  int e = static_cast<int>(bits >> 23) - 127;
+  float m = std::bit_cast<float>((bits & 0x7fffffu) | 0x3f800000u);  // [1, 2)
+  const bool high = m > 1.41421356f;
+  m = high ? 0.5f * m : m;
+  e += high;
+  const float t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
+  const float series =
+      t * (2.0f + t2 * (2.0f / 3 + t2 * (2.0f / 5 + t2 * (2.0f / 7 + t2 * (2.0f / 9)))));
+  return series + static_cast<float>(e) * 0.693147181f;
+}
+
 float table_exp(float x) { return std::exp(std::clamp(x, -kTableLogClamp, kTableLogClamp)); }
 
 std::vector<int> Mlp::sizes() const {
@@ -61,6 +78,24 @@ std::vector<int> Mlp::sizes() const {
   return s;
 }
 
+namespace {
+
+// out[o0 .. o0+B) = bias + sum_i in[i] * W^T[i, o0 .. o0+B): B accumulators
+// that the compiler keeps in vector registers for the whole loop over inputs.
+template <int B>
+void dense_block(const DenseLayer& layer, const float* in, int o0, float* out) {
+  float acc[B];
+  for (int o = 0; o < B; ++o) acc[o] = layer.bias[o0 + o];
+  const float* w = layer.weight_t.data() + o0;
+  for (int i = 0; i < layer.in; ++i, w += layer.out) {
+    const float xi = in[i];
+    for (int o = 0; o < B; ++o) acc[o] += w[o] * xi;
+  }
+  for (int o = 0; o < B; ++o) out[o0 + o] = layer.relu ? std::max(acc[o], 0.0f) : acc[o];
+}
+
+}  // namespace
+
 void Mlp::forward(const float* x, float* y) const {
   float buffers[2][kMaxWidth];
   const float* in = x;
@@ -68,23 +103,16 @@ void Mlp::forward(const float* x, float* y) const {
     const DenseLayer& layer = layers[l];
     float* out = l + 1 == layers.size() ? y : buffers[l % 2];
     if (layer.weight_t.size() == layer.weight.size()) {
-      // out = bias + sum_i x_i * W^T[i, :]: the inner loop is contiguous and
-      // independent per output, so the compiler vectorises it.
-      float* __restrict acc = out;
-      std::copy(layer.bias.begin(), layer.bias.end(), acc);
-      for (int i = 0; i < layer.in; ++i) {
-        const float xi = in[i];
-        const float* __restrict w = layer.weight_t.data() + static_cast<size_t>(i) * layer.out;
-        for (int o = 0; o < layer.out; ++o) acc[o] += w[o] * xi;
-      }
-      if (layer.relu) {
-        for (int o = 0; o < layer.out; ++o) out[o] = std::max(out[o], 0.0f);
-      }
+      // Blocks of 32, then 8, then single outputs (float accumulation, like torch).
+      int o = 0;
+      for (; o + 32 <= layer.out; o += 32) dense_block<32>(layer, in, o, out);
+      for (; o + 8 <= layer.out; o += 8) dense_block<8>(layer, in, o, out);
+      for (; o < layer.out; ++o) dense_block<1>(layer, in, o, out);
       in = out;
       continue;
     }
+    // The reference: row-major weights, double accumulation.
     for (int o = 0; o < layer.out; ++o) {
-      // Double accumulation: the fast path should be closer to exact than torch's sgemm.
       const float* w = layer.weight.data() + static_cast<size_t>(o) * layer.in;
       double acc = layer.bias[o];
       for (int i = 0; i < layer.in; ++i) acc += static_cast<double>(w[i]) * in[i];
@@ -259,7 +287,25 @@ void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
   }
 }
 
-NeuralCostModel::NeuralCostModel(NeuralModel model, int64_t batch_size)
+std::pair<int, int> comm_device_range(const NeuralModel& model) {
+  int lo = 0, hi = 0;
+  const nlohmann::json* files = nullptr;
+  if (auto d = model.info.find("data"); d != model.info.end() && d->is_object()) {
+    if (auto c = d->find("comm"); c != d->end() && c->is_array()) files = &*c;
+  }
+  if (!model.has_comm || files == nullptr) return {0, 0};
+  for (const nlohmann::json& f : *files) {
+    auto n = f.find("num_devices");
+    if (n == f.end() || !n->is_number_integer()) return {0, 0};
+    const int v = n->get<int>();
+    lo = lo == 0 ? v : std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  return {lo, hi};
+}
+
+NeuralCostModel::NeuralCostModel(NeuralModel model, int64_t batch_size,
+                                 std::optional<Calibration> outside_range)
     : model_(std::move(model)),
       batch_size_(batch_size > 0 ? batch_size : model_.batch_size),
       // Without a batch asked for, each network predicts at its own batch.
@@ -267,6 +313,8 @@ NeuralCostModel::NeuralCostModel(NeuralModel model, int64_t batch_size)
       comm_scale_(batch_size > 0 && model_.has_comm
                       ? static_cast<double>(batch_size) / model_.comm_batch_size
                       : 1.0),
+      comm_range_(comm_device_range(model_)),
+      outside_range_(std::move(outside_range)),
       embed_(model_.compute.table.out()) {
   model_.compute.table.prepare();
   model_.compute.head.prepare();
@@ -277,8 +325,17 @@ NeuralCostModel::NeuralCostModel(NeuralModel model, int64_t batch_size)
 }
 
 std::string NeuralCostModel::name() const {
-  if (scale_ == 1.0 && comm_scale_ == 1.0) return "neural";
-  return fmt::format("neural (trained at batch {}, scaled to {})", model_.batch_size, batch_size_);
+  std::vector<std::string> notes;
+  if (scale_ != 1.0 || comm_scale_ != 1.0) {
+    notes.push_back(
+        fmt::format("trained at batch {}, scaled to {}", model_.batch_size, batch_size_));
+  }
+  if (outside_range_ && comm_range_.first > 0) {
+    notes.push_back(fmt::format("comm outside {}-{} devices: analytic", comm_range_.first,
+                                comm_range_.second));
+  }
+  if (notes.empty()) return "neural";
+  return fmt::format("neural ({})", fmt::join(notes, "; "));
 }
 
 int NeuralCostModel::add_table(const TableFeatures& table) {
@@ -296,15 +353,24 @@ int NeuralCostModel::add_table(const TableFeatures& table) {
 
 double NeuralCostModel::compute_ms(std::span<const int> table_ids) const {
   if (table_ids.empty()) return 0.0;
+  double state[Mlp::kMaxWidth] = {};
+  for (int id : table_ids) add_to_state(id, std::span<double>(state, embed_));
+  return state_ms(std::span<const double>(state, embed_));
+}
+
+// The state is the sum of the shard's cached per-table outputs (exp'd).
+void NeuralCostModel::add_to_state(int table_id, std::span<double> state) const {
   const int tables = static_cast<int>(embedded_.size() / embed_);
-  float sum[Mlp::kMaxWidth] = {};
-  for (int id : table_ids) {
-    ES_CHECK(id >= 0 && id < tables, "neural cost model: table id {} was never added ({} tables)",
-             id, tables);
-    const float* e = embedded_.data() + static_cast<size_t>(id) * embed_;
-    for (int i = 0; i < embed_; ++i) sum[i] += e[i];
-  }
-  for (int i = 0; i < embed_; ++i) sum[i] = std::log(sum[i]);
+  ES_CHECK(table_id >= 0 && table_id < tables,
+           "neural cost model: table id {} was never added ({} tables)", table_id, tables);
+  const float* e = embedded_.data() + static_cast<size_t>(table_id) * embed_;
+  for (int i = 0; i < embed_; ++i) state[i] += e[i];
+}
+
+double NeuralCostModel::state_ms(std::span<const double> state) const {
+  if (state[0] == 0) return 0.0;  // the empty set (every output is exp'd, so > 0)
+  float sum[Mlp::kMaxWidth];
+  for (int i = 0; i < embed_; ++i) sum[i] = log_positive(static_cast<float>(state[i]));
   float y = 0;
   model_.compute.head.forward(sum, &y);
   return scale_ * output_to_ms(y, model_.compute.target_mean, model_.compute.target_std,
@@ -313,6 +379,15 @@ double NeuralCostModel::compute_ms(std::span<const int> table_ids) const {
 
 void NeuralCostModel::comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
                               std::span<double> fwd_ms, std::span<double> bwd_ms) const {
+  const int n = static_cast<int>(dim_sums.size());
+  if (comm_range_.first > 0 && (n < comm_range_.first || n > comm_range_.second)) {
+    ES_CHECK(outside_range_.has_value(),
+             "neural cost model: its communication networks were trained on {}-{} devices, not "
+             "{}, and no analytic calibration was given to stand in for them",
+             comm_range_.first, comm_range_.second, n);
+    analytic_comm_ms(*outside_range_, batch_size_, dim_sums, delays_ms, fwd_ms, bwd_ms);
+    return;
+  }
   if (comm_scale_ == 1.0) {
     predict_comm_ms(model_, dim_sums, delays_ms, fwd_ms, bwd_ms);
     return;
@@ -334,7 +409,14 @@ std::unique_ptr<CostModel> make_neural_cost_model(const CostModelOptions& option
   NeuralModel model = load_neural_model(options.model_dir);
   ES_CHECK(options.batch_size >= 0, "neural cost model: batch size {} is negative",
            options.batch_size);
-  return std::make_unique<NeuralCostModel>(std::move(model), options.batch_size);
+  // The analytic all-to-all stands in outside the device counts the
+  // communication networks were trained on, when a calibration is at hand.
+  std::optional<Calibration> outside_range;
+  if (!options.calibration.empty() && std::filesystem::exists(options.calibration)) {
+    outside_range = load_calibration(options.calibration);
+  }
+  return std::make_unique<NeuralCostModel>(std::move(model), options.batch_size,
+                                           std::move(outside_range));
 }
 
 }  // namespace embshard

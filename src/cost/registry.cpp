@@ -18,6 +18,14 @@ TableFeatures table_features(const TableSpec& spec, int dim) {
   return f;
 }
 
+void CostModel::add_to_state(int, std::span<double>) const {
+  ES_THROW("cost model '{}' has no incremental state (state_size() is 0)", name());
+}
+
+double CostModel::state_ms(std::span<const double>) const {
+  ES_THROW("cost model '{}' has no incremental state (state_size() is 0)", name());
+}
+
 const std::vector<std::string>& cost_model_names() {
   static const std::vector<std::string> names = {"analytic", "neural", "measured"};
   return names;

@@ -125,11 +125,14 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
       "predicted cost {:.3f} ms (critical device {}, marked *); imbalance {:.3f} (max / mean "
       "device total)\n"
       "lower bound {:.3f} ms (largest piece {:.3f} + comm {:.3f}; fused work / devices {:.3f} + "
-      "mean comm {:.3f}); gap {:.1f}%\n"
+      "mean comm {:.3f}); gap {:.1f}%{}\n"
       "search time {:.3f} s\n",
       r.algorithm, r.cost_model, task.num_tables(), task.num_devices(), task.batch_size,
       r.predicted.cost_ms, r.predicted.critical_device, r.predicted.imbalance, r.bound.total_ms(),
       r.bound.piece_ms, r.bound.comm_ms, r.bound.work_ms, r.bound.mean_comm_ms, 100.0 * r.gap(),
+      r.gap() < 0 ? " (negative: the cost model breaks the bound's assumptions here: it is not "
+                    "monotone, or fusing costs more than running apart; docs/plan.md)"
+                  : "",
       r.search_s);
   return out;
 }

@@ -17,7 +17,7 @@ CostCache::CostCache(int log2_entries) {
   mask_ = entries_.size() - 1;
 }
 
-void Layout::reset(int devices, size_t pieces) {
+void Layout::reset(int devices, size_t pieces, size_t state_size) {
   ids.resize(devices);
   for (auto& v : ids) {
     v.clear();
@@ -30,6 +30,7 @@ void Layout::reset(int devices, size_t pieces) {
   device_of.assign(pieces, -1);
   by_compute.resize(devices);
   std::iota(by_compute.begin(), by_compute.end(), 0);
+  state.assign(devices * state_size, 0.0);
 }
 
 void Layout::copy_from(const Layout& other) {
@@ -41,9 +42,13 @@ void Layout::copy_from(const Layout& other) {
   compute_ms = other.compute_ms;
   device_of = other.device_of;
   by_compute = other.by_compute;
+  state = other.state;
 }
 
-void Layout::place(size_t index, int d, const Piece& p, double fused_ms) {
+void Layout::place(size_t index, int d, const Piece& p, double fused_ms, const CostModel& model) {
+  if (const size_t n = state.size() / ids.size(); n > 0) {
+    model.add_to_state(p.id, std::span<double>(state.data() + d * n, n));
+  }
   ids[d].push_back(p.id);
   key[d] += piece_key(p.id);
   mem_bytes[d] += p.mem_bytes;
@@ -67,7 +72,9 @@ GridGreedy::GridGreedy(const PlanTask& task, CostModel& model, const PlannerOpti
       grid_steps_(options.grid_steps),
       cap_low_(options.cap_low),
       cap_high_(options.cap_high),
-      prune_(options.prune_monotone) {
+      prune_(options.prune_monotone),
+      state_size_(model.state_size()),
+      scratch_state_(state_size_) {
   ES_CHECK(grid_steps_ >= 1, "grid steps is {}, must be at least 1", grid_steps_);
   ES_CHECK(cap_low_ > 0 && cap_high_ >= cap_low_, "dim-sum caps {}..{} x mean are not a range",
            cap_low_, cap_high_);
@@ -84,7 +91,7 @@ Layout& GridGreedy::acquire() {
   while (pool_.size() <= depth_) pool_.push_back(std::make_unique<Layout>());
   Layout& l = *pool_[depth_];
   if (l.device_of.size() != pieces_->size() || l.ids.size() != zero_.size()) {
-    l.reset(task_.num_devices(), pieces_->size());
+    l.reset(task_.num_devices(), pieces_->size(), state_size_);
   }
   return l;
 }
@@ -97,10 +104,17 @@ double GridGreedy::fused_ms(Layout& layout, int d, const Piece& p) {
     return ms;
   }
   ++cache_.misses;
-  std::vector<int>& ids = layout.ids[d];
-  ids.push_back(p.id);
-  ms = model_.compute_ms(ids);
-  ids.pop_back();
+  if (state_size_ > 0) {
+    const double* device = layout.state.data() + d * state_size_;
+    std::copy(device, device + state_size_, scratch_state_.begin());
+    model_.add_to_state(p.id, scratch_state_);
+    ms = model_.state_ms(scratch_state_);
+  } else {
+    std::vector<int>& ids = layout.ids[d];
+    ids.push_back(p.id);
+    ms = model_.compute_ms(ids);
+    ids.pop_back();
+  }
   cache_.put(key, ms);
   return ms;
 }
@@ -166,11 +180,15 @@ void GridGreedy::descend(Layout& L, size_t next, std::vector<int> caps) {
   const std::vector<Piece>& pieces = *pieces_;
   std::vector<int> choice(caps.size()), sub;
   for (size_t i = next; i < pieces.size(); ++i) {
+    // A device's compute only grows from here and communication is never
+    // negative: once the dearest device reaches the best cost found (or the
+    // caller's cutoff), no completion of this layout can beat it.
+    if (prune_ && L.compute_ms[L.by_compute.back()] >= best_ms_) return;
     const Piece& p = pieces[i];
     const int pin = task_.pinned_device[p.table];
     if (pin >= 0) {
       if (L.mem_bytes[pin] + p.mem_bytes > task_.device_mem_bytes[pin]) return;
-      L.place(i, pin, p, fused_ms(L, pin, p));
+      L.place(i, pin, p, fused_ms(L, pin, p), model_);
       continue;
     }
     if (!choose(L, p, caps, choice)) {
@@ -187,7 +205,7 @@ void GridGreedy::descend(Layout& L, size_t next, std::vector<int> caps) {
         if (choice[k] < 0) continue;
         Layout& f = acquire();
         f.copy_from(L);
-        f.place(i, choice[k], p, chosen_ms[k]);
+        f.place(i, choice[k], p, chosen_ms[k], model_);
         ++depth_;
         descend(f, i + 1, sub);
         --depth_;
@@ -199,20 +217,22 @@ void GridGreedy::descend(Layout& L, size_t next, std::vector<int> caps) {
       caps.swap(sub);
       choice.resize(caps.size());
       if (choice[0] < 0) return;
-      L.place(i, choice[0], p, chosen_ms[0]);
+      L.place(i, choice[0], p, chosen_ms[0], model_);
       continue;
     }
     if (choice[0] < 0) return;  // no device has memory left for this piece
-    L.place(i, choice[0], p, cand_ms_[choice[0]]);
+    L.place(i, choice[0], p, cand_ms_[choice[0]], model_);
   }
   const double ms = total_ms(L);
   if (ms < best_ms_) {
     best_ms_ = ms;
+    found_ = true;
     *best_device_of_ = L.device_of;
   }
 }
 
-double GridGreedy::run(const std::vector<Piece>& pieces, std::vector<int>& device_of) {
+double GridGreedy::run(const std::vector<Piece>& pieces, std::vector<int>& device_of,
+                       double cutoff_ms) {
   pieces_ = &pieces;
   double total_cols = 0;
   for (const Piece& p : pieces) total_cols += p.cols;
@@ -224,15 +244,16 @@ double GridGreedy::run(const std::vector<Piece>& pieces, std::vector<int>& devic
   }
   depth_ = 0;
   Layout& root = acquire();
-  root.reset(task_.num_devices(), pieces.size());
+  root.reset(task_.num_devices(), pieces.size(), state_size_);
   depth_ = 1;
-  best_ms_ = std::numeric_limits<double>::infinity();
+  best_ms_ = cutoff_ms;
+  found_ = false;
   best_device_of_ = &device_of;
   device_of.clear();
   std::vector<int> all(grid_steps_);
   std::iota(all.begin(), all.end(), 0);
   descend(root, 0, std::move(all));
-  return best_ms_;
+  return found_ ? best_ms_ : std::numeric_limits<double>::infinity();
 }
 
 }  // namespace embshard::search

@@ -6,16 +6,23 @@
 // Why it is fast: the runs of the grid are identical until a cap first
 // changes a decision, so they run as one and fork only there; fused costs are
 // cached under a multiset hash of the device's pieces, so the same device
-// contents are costed once across caps, beam candidates and beam steps; and
-// per-device state (pieces, memory, dim sum, compute) is kept incrementally in
-// buffers reused from run to run (no allocation in the inner loop). With
+// contents are costed once across caps, beam candidates and beam steps; a
+// cache miss costs "device + piece" from the model's incremental state
+// (CostModel::state_size), not from the device's whole list of tables; and
+// per-device state (pieces, memory, dim sum, compute, model state) is kept
+// incrementally in buffers reused from run to run (no allocation in the inner
+// loop). With
 // `prune_monotone`, devices are tried in ascending order of their compute and
 // the scan stops at the first whose compute alone is no better than the best
-// fused cost found: exact when adding a piece never makes a device cheaper
-// (the assumption lower_bound() makes too); off, every device is costed.
+// fused cost found, and a run is abandoned once its dearest device alone
+// reaches the best cost found (or the caller's cutoff): both exact when
+// adding a piece never makes a device cheaper and communication is never
+// negative (the assumptions lower_bound() makes too); off, every device of
+// every run is costed.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <vector>
@@ -66,10 +73,11 @@ struct Layout {
   std::vector<double> compute_ms;
   std::vector<int> device_of;         // per piece, -1 until placed
   std::vector<int> by_compute;        // devices by ascending (compute_ms, index)
+  std::vector<double> state;          // per device: the model's state (state_size each)
 
-  void reset(int devices, size_t pieces);
+  void reset(int devices, size_t pieces, size_t state_size);
   void copy_from(const Layout& other);
-  void place(size_t index, int d, const Piece& p, double fused_ms);
+  void place(size_t index, int d, const Piece& p, double fused_ms, const CostModel& model);
 };
 
 class GridGreedy {
@@ -78,8 +86,11 @@ class GridGreedy {
 
   // Places `pieces` under every cap of the grid (mean dim sum x cap_low ..
   // cap_high); returns the best cost (infinity if no run fits the memory) and
-  // that run's devices in `device_of`.
-  double run(const std::vector<Piece>& pieces, std::vector<int>& device_of);
+  // that run's devices in `device_of`. With pruning on, runs that cannot end
+  // below `cutoff_ms` are abandoned early, and infinity is returned when no
+  // run does: the caller only needs costs under the cutoff.
+  double run(const std::vector<Piece>& pieces, std::vector<int>& device_of,
+             double cutoff_ms = std::numeric_limits<double>::infinity());
 
   const CostCache& cache() const { return cache_; }
 
@@ -102,8 +113,11 @@ class GridGreedy {
   std::vector<std::unique_ptr<Layout>> pool_;  // pool_[depth] for forks
   size_t depth_ = 0;
   std::vector<double> cand_ms_;               // per device, this step
+  size_t state_size_;                         // the model's incremental state, 0: none
+  std::vector<double> scratch_state_;
   std::vector<double> zero_, delays_, fwd_, bwd_, bwd2_;  // comm scratch
   double best_ms_ = 0;
+  bool found_ = false;
   std::vector<int>* best_device_of_ = nullptr;
 };
 

@@ -1,8 +1,12 @@
 // NeuroShard's search: beam search over column-wise halvings, each candidate
 // rated by the greedy grid search (grid_greedy.h) against the cost model.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <unordered_set>
 
 #include "embshard/search/planner.h"
@@ -45,6 +49,7 @@ class NeuroShardPlanner : public Planner {
     ES_CHECK(o.beam_width >= 1, "beam width is {}, must be at least 1", o.beam_width);
     ES_CHECK(o.max_steps >= 0, "max steps is {}, must be at least 0", o.max_steps);
     ES_CHECK(o.candidates >= 0, "candidates is {}, must be at least 0", o.candidates);
+    ES_CHECK(o.threads >= 0, "threads is {}, must be at least 0 (0: one per hardware thread)", o.threads);
   }
   std::string name() const override { return "neuroshard"; }
   Plan plan(const PlanTask& task, ShardCosts& costs) override;
@@ -95,13 +100,61 @@ BeamState NeuroShardPlanner::split(const PlanTask& task, ShardCosts& costs, cons
   return child;
 }
 
+// Rates the children of one beam step, on `grids.size()` threads. Only the
+// beam_width cheapest children go on, so a child is rated against a cutoff:
+// the beam_width-th cheapest cost among the children rated so far. A child
+// at or under its cutoff gets its exact cost; one over it, infinity. Either
+// way it lands in the same place of the (cost, index) order, so the beam is
+// the same whatever the threads and the order they finish in.
+void rate_children(std::vector<BeamState>& children, size_t beam_width,
+                   std::vector<std::unique_ptr<search::GridGreedy>>& grids) {
+  std::mutex mutex;
+  std::vector<double> rated;
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  auto work = [&](search::GridGreedy& grid) {
+    try {
+      for (size_t c; (c = next++) < children.size();) {
+        double cutoff = std::numeric_limits<double>::infinity();
+        {
+          std::lock_guard lock(mutex);
+          if (rated.size() >= beam_width) {
+            std::nth_element(rated.begin(), rated.begin() + (beam_width - 1), rated.end());
+            cutoff = std::nextafter(rated[beam_width - 1], cutoff);
+          }
+        }
+        BeamState& child = children[c];
+        child.cost_ms = grid.run(child.pieces, child.device_of, cutoff);
+        std::lock_guard lock(mutex);
+        rated.push_back(child.cost_ms);
+      }
+    } catch (...) {
+      std::lock_guard lock(mutex);
+      if (!error) error = std::current_exception();
+      next = children.size();
+    }
+  };
+  std::vector<std::thread> threads;
+  const size_t helpers = std::min(grids.size(), children.size()) - 1;
+  for (size_t t = 1; t <= helpers; ++t) threads.emplace_back(work, std::ref(*grids[t]));
+  work(*grids[0]);
+  for (std::thread& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
 Plan NeuroShardPlanner::plan(const PlanTask& task, ShardCosts& costs) {
-  search::GridGreedy grid(task, costs.model(), options_);
+  // One grid search (and cost cache) per thread; the model is only read.
+  const unsigned threads =
+      options_.threads > 0 ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::unique_ptr<search::GridGreedy>> grids;
+  for (unsigned t = 0; t < threads; ++t) {
+    grids.push_back(std::make_unique<search::GridGreedy>(task, costs.model(), options_));
+  }
   BeamState start;
   start.pieces = search::initial_pieces(task, costs);
   sort_pieces(task, start.pieces);
   start.signature = signature(start.pieces);
-  start.cost_ms = grid.run(start.pieces, start.device_of);
+  start.cost_ms = grids[0]->run(start.pieces, start.device_of);
   BeamState best = start;
   std::vector<BeamState> beam{start}, children;
   std::unordered_set<uint64_t> seen{start.signature};
@@ -110,12 +163,11 @@ Plan NeuroShardPlanner::plan(const PlanTask& task, ShardCosts& costs) {
     for (const BeamState& s : beam) {
       for (size_t i : candidates(task, s)) {
         BeamState child = split(task, costs, s, i);
-        if (!seen.insert(child.signature).second) continue;
-        child.cost_ms = grid.run(child.pieces, child.device_of);
-        children.push_back(std::move(child));
+        if (seen.insert(child.signature).second) children.push_back(std::move(child));
       }
     }
     if (children.empty()) break;
+    rate_children(children, options_.beam_width, grids);
     std::stable_sort(children.begin(), children.end(), [](const BeamState& a, const BeamState& b) {
       return a.cost_ms < b.cost_ms;
     });

@@ -96,6 +96,34 @@ TEST(AnalyticModel, FusedShardCostsMoreThanItsLargestTableAndIsFinite) {
   EXPECT_THROW(m->add_table(nan_table), Error);
 }
 
+// The search's incremental state gives the same cost as compute_ms, in any
+// order of adding the tables.
+TEST(AnalyticModel, IncrementalStateEqualsComputeMs) {
+  auto model = make_analytic_cost_model(hand_calibration(), 4096);
+  std::mt19937_64 rng(6);
+  std::vector<int> ids;
+  for (int i = 0; i < 12; ++i) {
+    TableFeatures t;
+    t.rows = 1000 + static_cast<int64_t>(rng() % 5000000);
+    t.dim = 4 * (1 + static_cast<int>(rng() % 64));
+    t.pooling_factor = 1 + static_cast<double>(rng() % 40);
+    t.row_reuse[0] = t.lookup_reuse[0] = 0.5;
+    t.row_reuse[3] = t.lookup_reuse[5] = 0.5;
+    ids.push_back(model->add_table(t));
+  }
+  std::vector<double> state(model->state_size());
+  ASSERT_GT(state.size(), 0u);
+  EXPECT_EQ(model->state_ms(state), 0.0);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::shuffle(ids.begin(), ids.end(), rng);
+    const std::span<const int> shard(ids.data(), 1 + trial % ids.size());
+    std::fill(state.begin(), state.end(), 0.0);
+    for (int id : shard) model->add_to_state(id, state);
+    EXPECT_NEAR(model->state_ms(state), model->compute_ms(shard), 1e-12 * model->compute_ms(shard));
+  }
+  EXPECT_THROW(model->add_to_state(99, state), Error);
+}
+
 TEST(AnalyticModel, DistinctRowsFromHistograms) {
   TableFeatures t = uniform_table(1 << 20, 16, 4);
   t.row_reuse = {};

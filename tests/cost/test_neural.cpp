@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "cost_test_util.h"
@@ -257,7 +258,7 @@ TEST(NeuralCostModel, ScalesToAnotherBatch) {
   auto a = create_cost_model("neural", own);
   twice.batch_size = 2 * a->batch_size();
   auto b = create_cost_model("neural", twice);
-  EXPECT_EQ(a->name(), "neural");
+  EXPECT_EQ(a->name().find("scaled"), std::string::npos) << a->name();
   EXPECT_NE(b->name().find("scaled"), std::string::npos) << b->name();
   EXPECT_EQ(b->batch_size(), 2 * a->batch_size());
   TableFeatures t;
@@ -275,6 +276,97 @@ TEST(NeuralCostModel, ScalesToAnotherBatch) {
   for (int d = 0; d < 2; ++d) {
     EXPECT_NEAR(fb[d], 2 * fa[d], 1e-9 * fa[d]);
     EXPECT_NEAR(bb[d], 2 * ba[d], 1e-9 * ba[d]);
+  }
+}
+
+// Outside the device counts its comm data covered, the analytic all-to-all
+// stands in for the networks (and without a calibration it is an Error).
+TEST(NeuralCostModel, AnalyticCommOutsideTheTrainedDeviceCounts) {
+  NeuralModel m = random_model(4);
+  m.info["data"]["comm"] = {{{"num_devices", 2}}, {{"num_devices", 4}}};
+  EXPECT_EQ(comm_device_range(m), std::make_pair(2, 4));
+  Calibration c;
+  c.comm_latency_us = 20;
+  c.comm_gbps = 3;
+  NeuralCostModel with(m, 0, c), without(m);
+  EXPECT_NE(with.name().find("comm outside 2-4 devices: analytic"), std::string::npos);
+  for (int n : {1, 3, 4, 8}) {
+    std::vector<double> dims(n), delays(n), f1(n), b1(n), f2(n), b2(n), fa(n), ba(n);
+    for (int d = 0; d < n; ++d) dims[d] = 32.0 * (d + 1), delays[d] = 0.1 * d;
+    with.comm_ms(dims, delays, f1, b1);
+    analytic_comm_ms(c, with.batch_size(), dims, delays, fa, ba);
+    const bool inside = n >= 2 && n <= 4;
+    if (inside) {
+      without.comm_ms(dims, delays, f2, b2);
+      EXPECT_EQ(f1, f2);
+      EXPECT_EQ(b1, b2);
+    } else {
+      EXPECT_EQ(f1, fa);
+      EXPECT_EQ(b1, ba);
+      try {
+        without.comm_ms(dims, delays, f2, b2);
+        ADD_FAILURE() << "no error at " << n << " devices";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("trained on 2-4 devices, not " + std::to_string(n)),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
+}
+
+// The search's incremental state gives the same cost as compute_ms.
+TEST(NeuralCostModel, IncrementalStateEqualsComputeMs) {
+  NeuralCostModel model(random_model(2));
+  const auto tables = pool_features(15);
+  for (const auto& t : tables) model.add_table(t);
+  std::mt19937_64 rng(8);
+  std::vector<double> state(model.state_size());
+  EXPECT_EQ(model.state_ms(state), 0.0);
+  for (int s = 0; s < 30; ++s) {
+    std::fill(state.begin(), state.end(), 0.0);
+    std::vector<int> ids;
+    for (int i = 0; i < 1 + s % 9; ++i) {
+      ids.push_back(static_cast<int>(rng() % tables.size()));
+      model.add_to_state(ids.back(), state);
+    }
+    EXPECT_DOUBLE_EQ(model.state_ms(state), model.compute_ms(ids));
+  }
+  EXPECT_THROW(model.add_to_state(99, state), Error);
+}
+
+// The blocked fast path of Mlp::forward against the double-accumulation
+// reference (unprepared weights), on odd and block-sized widths.
+TEST(Mlp, BlockedForwardEqualsReference) {
+  std::mt19937_64 rng(12);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (const std::vector<int>& sizes : std::vector<std::vector<int>>{
+           {1, 1}, {3, 7, 1}, {43, 64, 64, 32}, {32, 64, 64, 1}, {9, 33, 65, 8}, {5, 100, 40, 2}}) {
+    Mlp ref = random_mlp(sizes, false, rng);
+    Mlp fast = ref;
+    fast.prepare();
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> x(sizes.front());
+      for (float& v : x) v = u(rng);
+      std::vector<float> a(sizes.back()), b(sizes.back());
+      ref.forward(x.data(), a.data());
+      fast.forward(x.data(), b.data());
+      for (size_t o = 0; o < a.size(); ++o) EXPECT_NEAR(b[o], a[o], 1e-5f * (1 + std::abs(a[o])));
+    }
+  }
+}
+
+TEST(LogPositive, MatchesStdLog) {
+  std::mt19937_64 rng(3);
+  std::vector<float> xs = {1.0f, 2.0f, 0.5f, 1.41421356f, std::nextafter(1.41421356f, 2.0f),
+                           std::nextafter(1.0f, 2.0f), std::nextafter(1.0f, 0.0f),
+                           std::numeric_limits<float>::min(), 1e-30f, 1e30f,
+                           std::numeric_limits<float>::max()};
+  std::uniform_real_distribution<float> exponent(-80, 80);
+  for (int i = 0; i < 100000; ++i) xs.push_back(std::exp(exponent(rng)));
+  for (float x : xs) {
+    const double want = std::log(static_cast<double>(x));
+    ASSERT_NEAR(log_positive(x), want, 4e-7 * std::max(1.0, std::abs(want))) << x;
   }
 }
 

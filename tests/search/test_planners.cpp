@@ -16,8 +16,9 @@ namespace {
 using testing::random_task;
 using testing::ToyCostModel;
 
-PlanResult run(const std::string& algo, const PlanTask& task, PlannerOptions options = {}) {
-  ToyCostModel model;
+PlanResult run(const std::string& algo, const PlanTask& task, PlannerOptions options = {},
+               bool incremental = false) {
+  ToyCostModel model(incremental);
   auto planner = create_planner(algo, options);
   return make_plan(*planner, task, model);
 }
@@ -162,6 +163,36 @@ TEST(Planners, DeterministicForAFixedSeed) {
       EXPECT_EQ(a.plan.shards[i].device, b.plan.shards[i].device);
     }
   }
+}
+
+// Threads rate a beam step's candidates against a shared cutoff, and the
+// incremental state replaces compute_ms calls: neither may change the plan.
+TEST(Planners, NeuroShardSamePlanForAnyThreadCountAndCostPath) {
+  for (uint64_t seed : {41, 42, 43}) {
+    const PlanTask task = random_task(40, 2 + static_cast<int>(seed % 5), 1.3, seed);
+    PlannerOptions one;
+    one.threads = 1;
+    const PlanResult base = run("neuroshard", task, one);
+    for (int threads : {1, 2, 3}) {
+      for (bool incremental : {false, true}) {
+        if (threads == 1 && !incremental) continue;
+        PlannerOptions o;
+        o.threads = threads;
+        const PlanResult r = run("neuroshard", task, o, incremental);
+        SCOPED_TRACE(fmt::format("seed {} threads {} incremental {}", seed, threads, incremental));
+        EXPECT_NEAR(r.predicted.cost_ms, base.predicted.cost_ms, 1e-9 * base.predicted.cost_ms);
+        ASSERT_EQ(r.plan.shards.size(), base.plan.shards.size());
+        for (size_t i = 0; i < r.plan.shards.size(); ++i) {
+          EXPECT_EQ(r.plan.shards[i].table, base.plan.shards[i].table);
+          EXPECT_EQ(r.plan.shards[i].cols, base.plan.shards[i].cols);
+          EXPECT_EQ(r.plan.shards[i].device, base.plan.shards[i].device);
+        }
+      }
+    }
+  }
+  PlannerOptions bad;
+  bad.threads = -1;
+  EXPECT_THROW(create_planner("neuroshard", bad), Error);
 }
 
 TEST(Planners, NeuroShardPredictionMatchesSearchAndOptionsMatter) {

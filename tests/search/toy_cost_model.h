@@ -15,6 +15,9 @@ namespace embshard::testing {
 
 class ToyCostModel : public CostModel {
  public:
+  // incremental: offer the search the incremental state (the summed work and
+  // the table count); otherwise the search calls compute_ms with every id.
+  explicit ToyCostModel(bool incremental = false) : incremental_(incremental) {}
   std::string name() const override { return "toy"; }
   int64_t batch_size() const override { return 4096; }
   int add_table(const TableFeatures& t) override {
@@ -28,6 +31,15 @@ class ToyCostModel : public CostModel {
     for (int id : ids) s += work_.at(id);
     return 0.05 + std::pow(s, 0.9);
   }
+  size_t state_size() const override { return incremental_ ? 2 : 0; }
+  void add_to_state(int id, std::span<double> state) const override {
+    state[0] += work_.at(id);
+    state[1] += 1;
+  }
+  double state_ms(std::span<const double> state) const override {
+    ++calls;
+    return state[1] > 0 ? 0.05 + std::pow(state[0], 0.9) : 0.0;
+  }
   void comm_ms(std::span<const double> dims, std::span<const double> delays,
                std::span<double> fwd, std::span<double> bwd) const override {
     double max_delay = 0;
@@ -40,6 +52,7 @@ class ToyCostModel : public CostModel {
   mutable long calls = 0;
 
  private:
+  bool incremental_;
   std::vector<double> work_;
 };
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -98,10 +99,12 @@ void run_bench_plan(const BenchPlanArgs& a) {
   }
   fmt::print("{}", table.render());
   fmt::print("search parameters: beam width {}, max steps {}, candidates {}, grid steps {}; "
-             "memory {:.2f} x an even share; {} run(s) per size; peak RSS is the whole "
-             "process's so far\n",
+             "{} search thread(s); memory {:.2f} x an even share; {} run(s) per size; peak RSS "
+             "is the whole process's so far\n",
              a.planner.beam_width, a.planner.max_steps, a.planner.candidates,
-             a.planner.grid_steps, a.mem_slack, a.repeats);
+             a.planner.grid_steps,
+             a.planner.threads > 0 ? a.planner.threads : std::thread::hardware_concurrency(),
+             a.mem_slack, a.repeats);
 }
 
 }  // namespace
@@ -117,6 +120,8 @@ void add_bench_plan_command(CLI::App& bench) {
   cmd->add_option("--algo", a->algo, "Planner")->capture_default_str();
   cmd->add_option("--repeats", a->repeats, "Runs per size (median reported)")->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the synthetic tables")->capture_default_str();
+  cmd->add_option("--threads", a->planner.threads, "Search threads (0: one per hardware thread)")
+      ->capture_default_str();
   cmd->add_option("--mem-slack", a->mem_slack, "Device memory as a multiple of an even share")
       ->capture_default_str();
   cmd->callback([a] { run_bench_plan(*a); });

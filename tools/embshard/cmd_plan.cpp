@@ -149,6 +149,8 @@ void add_plan_command(CLI::App& app) {
                   "and by cost to try splitting")->capture_default_str();
   cmd->add_option("--grid-steps", a->planner.grid_steps, "neuroshard dim-sum caps "
                   "(1.0..1.5 x mean)")->capture_default_str();
+  cmd->add_option("--threads", a->planner.threads, "neuroshard search threads (0: one per "
+                  "hardware thread; the plan is the same for any count)")->capture_default_str();
   cmd->add_option("--out", a->out, "Write the plan JSON here");
   cmd->add_option("--svg", a->svg, "Write an SVG picture of the plan here");
   cmd->add_flag("--verbose", a->verbose, "Also print one row per table");

@@ -15,10 +15,12 @@
 // beta = local memcpy bandwidth and alpha = kDefaultCommLatencyUs.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -118,11 +120,24 @@ struct AnalyticTerms {
   double bwd[kBwdTerms] = {};
   double output_bytes = 0;
 };
+// What a shard's tables add up to. Every term is a function of these sums
+// (and of the cache and the TLB reach), so the terms of a shard can be kept
+// up to date one table at a time (the search's incremental state).
+struct AnalyticSums {
+  double tables = 0, lookups = 0, footprint_bytes = 0, pages = 0, distinct_rows = 0;
+  double lookup_bytes = 0, generic_elements = 0, sort_lookup_passes = 0, output_bytes = 0;
+  double update_bytes = 0;
+  void add(const AnalyticTable& t, int64_t batch_size);
+};
+// As a state vector: the fields in order (the struct is only doubles).
+constexpr size_t kAnalyticSums = sizeof(AnalyticSums) / sizeof(double);
+static_assert(std::is_trivially_copyable_v<AnalyticSums> && kAnalyticSums == 10);
+AnalyticTerms analytic_terms(const AnalyticSums& sums, int64_t cache_bytes);
 AnalyticTerms analytic_terms(std::span<const AnalyticTable> shard, int64_t batch_size,
                              int64_t cache_bytes);
 // Coefficients (ms per unit of each term) of a calibration, in term order.
-std::vector<double> fwd_coefficients_ms(const Calibration& c);
-std::vector<double> bwd_coefficients_ms(const Calibration& c);
+std::array<double, kFwdTerms> fwd_coefficients_ms(const Calibration& c);
+std::array<double, kBwdTerms> bwd_coefficients_ms(const Calibration& c);
 double analytic_fwd_ms(const AnalyticTerms& terms, const Calibration& c);
 double analytic_bwd_ms(const AnalyticTerms& terms, const Calibration& c);
 

@@ -44,6 +44,17 @@ class CostModel {
   virtual int add_table(const TableFeatures& table) = 0;
   // Fused forward + backward + update of the given tables on one device, ms.
   virtual double compute_ms(std::span<const int> table_ids) const = 0;
+
+  // Incremental costing, for the search's inner loop: a set of tables summed
+  // up in state_size() numbers (all zero for the empty set), extended one
+  // table at a time, so that costing "this device plus one table" does not
+  // depend on how many tables the device holds. For every set of ids,
+  // state_ms(the state after add_to_state of each id) == compute_ms(ids).
+  // A model whose cost is not a function of such a sum keeps state_size() 0
+  // and the search calls compute_ms instead.
+  virtual size_t state_size() const { return 0; }
+  virtual void add_to_state(int table_id, std::span<double> state) const;
+  virtual double state_ms(std::span<const double> state) const;
   // Per-device all-to-all ms. dim_sums[d]: sum of the dims placed on device d;
   // delays_ms[d]: how much later than the fastest device d starts its forward
   // all-to-all (the straggler effect). Outputs have one entry per device.

@@ -19,11 +19,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "embshard/cost/analytic.h"
 #include "embshard/cost/cost_model.h"
 
 namespace embshard {
@@ -62,6 +65,11 @@ struct Normaliser {
 // sums stay finite in float.
 constexpr float kTableLogClamp = 30.0f;
 float table_exp(float x);
+// Natural log of a positive normal float, branch-free so that a loop over an
+// array vectorises (std::log does not): x = m 2^e with m in [sqrt(1/2),
+// sqrt(2)), log m = 2 atanh(t), t = (m - 1) / (m + 1), |t| < 0.172, by its
+// series to t^9 (truncation < 1e-9). Within a few float ulps of std::log.
+float log_positive(float x);
 
 struct ComputeNet {
   Normaliser features;                     // per-table features
@@ -128,13 +136,25 @@ uint32_t file_crc32(const std::string& path);
 // model was trained at, costs are scaled linearly by the batch ratio (the
 // work of embedding lookups and all-to-alls grows with the batch); name()
 // says so, and an exact model needs data measured at that batch.
+// The device counts the communication data covered, from the manifest's
+// data files ({0, 0} when it does not say).
+std::pair<int, int> comm_device_range(const NeuralModel& model);
+
 class NeuralCostModel : public CostModel {
  public:
-  explicit NeuralCostModel(NeuralModel model, int64_t batch_size = 0);
+  // `outside_range`: the calibration whose all-to-all formula (latency +
+  // bytes / bandwidth) stands in for the communication networks at device
+  // counts outside comm_device_range: a network trained on 2-8 ranks says
+  // nothing reliable about 64. Without one, such counts are an Error.
+  explicit NeuralCostModel(NeuralModel model, int64_t batch_size = 0,
+                           std::optional<Calibration> outside_range = std::nullopt);
   std::string name() const override;
   int64_t batch_size() const override { return batch_size_; }
   int add_table(const TableFeatures& table) override;
   double compute_ms(std::span<const int> table_ids) const override;
+  size_t state_size() const override { return static_cast<size_t>(embed_); }
+  void add_to_state(int table_id, std::span<double> state) const override;
+  double state_ms(std::span<const double> state) const override;
   void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
                std::span<double> fwd_ms, std::span<double> bwd_ms) const override;
   const NeuralModel& model() const { return model_; }
@@ -144,6 +164,8 @@ class NeuralCostModel : public CostModel {
   int64_t batch_size_ = 0;
   double scale_ = 1.0;           // batch_size_ / the compute model's batch
   double comm_scale_ = 1.0;      // batch_size_ / the communication models' batch
+  std::pair<int, int> comm_range_;
+  std::optional<Calibration> outside_range_;
   int embed_ = 0;                // per-table MLP output width
   std::vector<float> embedded_;  // table id * embed_: cached per-table outputs
 };

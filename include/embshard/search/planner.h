@@ -31,6 +31,9 @@ struct PlannerOptions {
   // Stop costing devices once their compute alone exceeds the best fused cost
   // found (exact for monotone cost models; see grid_greedy.h).
   bool prune_monotone = true;
+  // Threads rating a beam step's candidates (0: one per hardware thread). The
+  // plan is the same for every count.
+  int threads = 0;
 };
 
 class Planner {
