@@ -37,9 +37,9 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs the embshard CLI with `args` (a shell-quoted string).
-inline CommandResult run_cli(const std::string& args) {
-  const std::string command = std::string(EMBSHARD_CLI_PATH) + " " + args + " 2>&1";
+// Runs a shell command line, stdout and stderr together.
+inline CommandResult run_shell(const std::string& command_line) {
+  const std::string command = command_line + " 2>&1";
   CommandResult result;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return {-1, "popen failed"};
@@ -49,6 +49,21 @@ inline CommandResult run_cli(const std::string& args) {
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+// Runs the embshard CLI with `args` (a shell-quoted string).
+inline CommandResult run_cli(const std::string& args) {
+  return run_shell(std::string(EMBSHARD_CLI_PATH) + " " + args);
+}
+
+inline bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
+
+// The CLI under `mpirun -np ranks` (as root, oversubscribed), bounded by
+// `timeout` so that a broken run fails instead of hanging.
+inline CommandResult run_mpi_cli(int ranks, const std::string& args, int timeout_s = 90) {
+  return run_shell("timeout -k 5 " + std::to_string(timeout_s) +
+                   " mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(ranks) +
+                   " " + EMBSHARD_CLI_PATH + " " + args);
 }
 
 inline std::string slurp(const std::string& path) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -22,8 +23,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kCommSource = "cost model (one process: no all-to-all measured)";
-
 PlanTask make_eval_task(const Workload& pool, const EvalTask& t, int devices) {
   std::vector<TableSpec> tables;
   for (size_t k = 0; k < t.tables.size(); ++k) {
@@ -35,8 +34,9 @@ PlanTask make_eval_task(const Workload& pool, const EvalTask& t, int devices) {
                    device_capacities(devices, t.mem_cap_bytes, {}), {});
 }
 
-json eval_one(const PlanTask& task, const EvalOptions& o, CostModel& model, CostModel& measured) {
-  MeasuredCompute truth(measured, model);
+json eval_one(const PlanTask& task, const EvalOptions& o, CostModel& model, CostModel& measured,
+              const CostModel& comm) {
+  MeasuredCompute truth(measured, comm);
   ShardCosts measured_costs(task, truth);
   json algos = json::object();
   for (const std::string& name : o.algos) {
@@ -61,7 +61,16 @@ json eval_one(const PlanTask& task, const EvalOptions& o, CostModel& model, Cost
 
 }  // namespace
 
-std::vector<json> run_eval(const EvalOptions& o) {
+bool launched_with_several_ranks() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {  // Open MPI, MPICH
+    const char* v = std::getenv(var);
+    if (v != nullptr && std::atoi(v) > 1) return true;
+  }
+  return false;
+}
+
+std::vector<json> run_eval(const EvalOptions& o, const CostModel* comm,
+                           const std::string& comm_source) {
   ES_CHECK(!o.algos.empty(), "eval: --algos is empty");
   ES_CHECK(o.devices >= 1, "eval: --devices is {}, must be at least 1", o.devices);
   for (const std::string& a : o.algos) create_planner(a, o.planner);  // unknown names fail now
@@ -87,10 +96,10 @@ std::vector<json> run_eval(const EvalOptions& o) {
                     {"cost_model", o.cost_model},
                     {"model_dir", o.model_dir},
                     {"threads", o.threads},
-                    {"comm", kCommSource}};
+                    {"comm", comm_source}};
   RecordFile out(o.out_path, header,
                  {"format", "version", "machine", "tasks", "pool", "devices", "algos",
-                  "cost_model", "model_dir", "threads"});
+                  "cost_model", "model_dir", "threads", "comm"});
   const size_t done = out.records().size();
   Progress progress("eval", tasks.size(), done);
   for (size_t i = done; i < tasks.size(); ++i) {
@@ -106,7 +115,7 @@ std::vector<json> run_eval(const EvalOptions& o) {
     }
     out.append({{"task", i},
                 {"tables", task.num_tables()},
-                {"algos", eval_one(task, o, *model, *measured)}});
+                {"algos", eval_one(task, o, *model, *measured, comm ? *comm : *model)}});
     progress.update(i + 1);
   }
   progress.finish();
@@ -176,7 +185,8 @@ json eval_summary_json(const std::vector<AlgoSummary>& summary, int tasks,
   return {{"tasks", tasks}, {"communication", comm_source}, {"algorithms", algos}};
 }
 
-std::string eval_report(const std::vector<AlgoSummary>& summary, int tasks) {
+std::string eval_report(const std::vector<AlgoSummary>& summary, int tasks,
+                        const std::string& comm_source) {
   TextTable table({"algorithm", "mean measured ms", "mean predicted ms", "x best baseline",
                    "tasks won", "no plan", "pred. error %", "gap to bound %"});
   for (const AlgoSummary& s : summary) {
@@ -188,8 +198,8 @@ std::string eval_report(const std::vector<AlgoSummary>& summary, int tasks) {
                    fmt::format("{:.1f}", 100 * s.mean_gap_to_bound)});
   }
   return fmt::format("{} tasks; measured = every device's fused forward+backward+update on the "
-                     "executor, communication from the {}\n{}",
-                     tasks, "cost model (one process)", table.render());
+                     "executor; communication: {}\n{}",
+                     tasks, comm_source, table.render());
 }
 
 std::string eval_svg(const std::vector<AlgoSummary>& summary, int tasks, int devices) {

@@ -107,28 +107,12 @@ struct Timed {
   double seconds = 0;
 };
 
-Timed run_shell(const std::string& command) {
+Timed run_mpi(int ranks, const std::string& args) {
   const auto start = std::chrono::steady_clock::now();
   Timed timed;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return {{-1, "popen failed"}, 0};
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
-    timed.result.output.append(buffer, n);
-  }
-  const int status = ::pclose(pipe);
-  timed.result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  timed.result = testing::run_mpi_cli(ranks, "bench comm " + args);
   timed.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return timed;
-}
-
-bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
-
-// `timeout` bounds a broken run so that the test fails instead of hanging.
-Timed run_mpi(int ranks, const std::string& args) {
-  return run_shell("timeout -k 5 90 mpirun --allow-run-as-root --oversubscribe -np " +
-                   std::to_string(ranks) + " " + EMBSHARD_CLI_PATH + " bench comm " + args);
 }
 
 std::string small_args(const std::string& out, int samples) {
@@ -153,7 +137,7 @@ void expect_clean_records(const std::vector<json>& records, size_t count, int ra
 }
 
 TEST(CommBench, FourRanksMeasureResumeAndDropATornLine) {
-  if (!have_mpirun()) GTEST_SKIP() << "mpirun not found";
+  if (!testing::have_mpirun()) GTEST_SKIP() << "mpirun not found";
   ScratchDir dir("comm_resume");
   const std::string out = dir.file("comm.jsonl");
   Timed run = run_mpi(4, small_args(out, 5));
@@ -194,9 +178,10 @@ TEST(CommBench, FourRanksMeasureResumeAndDropATornLine) {
 TEST(CommBench, RunsAsOneRankWithoutMpirun) {
   ScratchDir dir("comm_single");
   const std::string out = dir.file("comm.jsonl");
-  const Timed run = run_shell(std::string("timeout -k 5 60 ") + EMBSHARD_CLI_PATH +
-                              " bench comm " + small_args(out, 2));
-  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  const CommandResult run = testing::run_shell(std::string("timeout -k 5 60 ") +
+                                               EMBSHARD_CLI_PATH + " bench comm " +
+                                               small_args(out, 2));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto records = RecordFile::read_all(out, nullptr, nullptr);
   expect_clean_records(records, 2, 1);
   EXPECT_EQ(records[0]["delays_ms"][0], 0.0);
@@ -205,7 +190,7 @@ TEST(CommBench, RunsAsOneRankWithoutMpirun) {
 // A rank that dies, or hangs, at sample 3 ends the job with an error within
 // bounded time; the 3 records written before stay intact.
 void expect_bounded_failure(const std::string& mode, const std::string& name) {
-  if (!have_mpirun()) GTEST_SKIP() << "mpirun not found";
+  if (!testing::have_mpirun()) GTEST_SKIP() << "mpirun not found";
   ScratchDir dir(name);
   const std::string out = dir.file("comm.jsonl");
   const Timed run = run_mpi(4, small_args(out, 20) + " --timeout-s 3 --test-kill-rank 2 "

@@ -107,6 +107,46 @@ TEST(Eval, RunsResumesAndSummarises) {
   EXPECT_EQ(slurp(o.out_path), before);
 }
 
+// Under mpirun every plan's all-to-alls are measured across the ranks (one
+// per device), and the records and the report say so.
+TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
+  if (!testing::have_mpirun()) GTEST_SKIP() << "mpirun not found";
+  ScratchDir dir("eval_mpi");
+  const std::string pool_dir = make_pool(dir, 10);
+  const auto t = run_cli("tasks --pool " + pool_dir + " --tables 4-6 --mem-cap 8388608 --count 2 "
+                         "-o " + dir.file("t.json"));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const std::string args = "eval --tasks " + dir.file("t.json") +
+                           " --algos size_greedy,neuroshard --cost-model analytic "
+                           "--comm-warmup 1 --comm-repeats 2 --out " + dir.file("e.jsonl");
+  const auto r = testing::run_mpi_cli(2, args + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json header;
+  const auto records = RecordFile::read_all(dir.file("e.jsonl"), &header, nullptr);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(header["devices"], 2);
+  EXPECT_NE(header["comm"].get<std::string>().find("MPI all-to-all over 2 ranks"),
+            std::string::npos) << header.dump();
+  for (const json& rec : records) {
+    EXPECT_GT(rec["algos"]["neuroshard"]["measured_ms"].get<double>(), 0) << rec.dump();
+  }
+  EXPECT_NE(r.output.find("MPI all-to-all over 2 ranks"), std::string::npos) << r.output;
+  // The same file without mpirun: another run's communication, refused.
+  const std::string before = slurp(dir.file("e.jsonl"));
+  const auto single = run_cli(args + " --devices 2");
+  EXPECT_NE(single.exit_code, 0);
+  EXPECT_NE(single.output.find("comm"), std::string::npos) << single.output;
+  EXPECT_EQ(slurp(dir.file("e.jsonl")), before);
+  // More devices asked than ranks started: a clear error, no file, no hang.
+  const auto bad = testing::run_mpi_cli(2, "eval --tasks " + dir.file("t.json") +
+                                               " --algos neuroshard --devices 3 --out " +
+                                               dir.file("bad.jsonl"));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--devices is 3 but mpirun started 2 ranks"), std::string::npos)
+      << bad.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("bad.jsonl")));
+}
+
 TEST(Eval, CliRejectsUnknownAlgorithm) {
   ScratchDir dir("eval_cli");
   const std::string pool_dir = make_pool(dir, 8);

@@ -41,8 +41,21 @@ struct EvalArgs {
   std::string svg;
 };
 
-void run_eval_command(const EvalArgs& a) {
-  const auto records = run_eval(a.options);
+void run_eval_command(const EvalArgs& a, bool devices_given) {
+  std::vector<nlohmann::json> records;
+  std::string comm_source = kModelCommSource;
+  int devices = a.options.devices;
+  if (launched_with_several_ranks()) {
+    EvalOptions o = a.options;
+    if (!devices_given) o.devices = 0;  // one per rank
+    MpiEvalResult r = run_eval_mpi(o);
+    if (!r.root) return;  // ranks > 0 served rank 0's measurements
+    records = std::move(r.records);
+    comm_source = r.comm_source;
+    devices = r.devices;
+  } else {
+    records = run_eval(a.options);
+  }
   const auto summary = summarize_eval(records, a.options.algos);
   int tasks = 0;
   for (const auto& r : records) {
@@ -56,13 +69,13 @@ void run_eval_command(const EvalArgs& a) {
     fmt::print(stderr,
                "{} of {} tasks do not fit {} devices or had an algorithm find no plan (see {}); "
                "they are left out\n",
-               records.size() - tasks, records.size(), a.options.devices, a.options.out_path);
+               records.size() - tasks, records.size(), devices, a.options.out_path);
   }
-  const std::string svg = a.svg.empty() ? "" : eval_svg(summary, tasks, a.options.devices);
+  const std::string svg = a.svg.empty() ? "" : eval_svg(summary, tasks, devices);
   if (a.json_output) {
-    fmt::print("{}\n", eval_summary_json(summary, tasks, "cost model (one process)").dump(2));
+    fmt::print("{}\n", eval_summary_json(summary, tasks, comm_source).dump(2));
   } else {
-    fmt::print("{}", eval_report(summary, tasks));
+    fmt::print("{}", eval_report(summary, tasks, comm_source));
   }
   if (!a.svg.empty()) write_file_atomic(a.svg, svg);
 }
@@ -92,16 +105,29 @@ void add_eval_commands(CLI::App& app) {
       "eval", "Plan every task with every algorithm and measure the plans on the executor");
   eval->add_option("--tasks", o.tasks_path, "Task file (embshard tasks)")->required();
   eval->add_option("--algos", o.algos, "Algorithms")->delimiter(',')->capture_default_str();
-  eval->add_option("--devices", o.devices, "Devices")->capture_default_str();
+  CLI::Option* devices =
+      eval->add_option("--devices", o.devices, "Devices (under mpirun: the ranks)")
+          ->capture_default_str();
   eval->add_option("--cost-model", o.cost_model, "neural | analytic")->capture_default_str();
   eval->add_option("--model", o.model_dir, "Neural model directory (default: models/neural)");
   eval->add_option("--out", o.out_path, "Records, one per task (JSON lines; resumable)")
       ->required();
   eval->add_option("--threads", o.threads, "Executor threads per device")->capture_default_str();
   eval->add_option("--seed", o.planner.seed, "Seed of the random planner")->capture_default_str();
+  eval->add_option("--plan-threads", o.planner.threads,
+                   "neuroshard search threads (0: one per hardware thread)")
+      ->capture_default_str();
+  eval->add_option("--comm-warmup", o.comm_warmup, "Under mpirun: all-to-all runs not timed")
+      ->capture_default_str();
+  eval->add_option("--comm-repeats", o.comm_repeats,
+                   "Under mpirun: timed all-to-all runs (median)")
+      ->capture_default_str();
+  eval->add_option("--comm-timeout-s", o.comm_timeout_s,
+                   "Under mpirun: a collective not done by then ends the job")
+      ->capture_default_str();
   eval->add_flag("--json", e->json_output, "Print the summary as JSON (algorithms.<name>...)");
   eval->add_option("--svg", e->svg, "Write a bar chart of the summary here");
-  eval->callback([e] { run_eval_command(*e); });
+  eval->callback([e, devices] { run_eval_command(*e, devices->count() > 0); });
 }
 
 }  // namespace embshard::cli

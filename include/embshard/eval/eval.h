@@ -53,10 +53,40 @@ struct EvalOptions {
   std::string out_path;   // records (JSON lines)
   PlannerOptions planner;
   int threads = 1;
+  // Under mpirun: every plan's all-to-alls timed across the ranks, medians of
+  // comm_repeats after comm_warmup runs; a collective past comm_timeout_s
+  // ends the job (a rank died or hangs).
+  int comm_warmup = 3, comm_repeats = 10;
+  double comm_timeout_s = 60;
 };
 
-// Runs (resuming) and returns every record of the output file.
-std::vector<nlohmann::json> run_eval(const EvalOptions& options);
+// Where the communication of the measured cost came from, as records and
+// summaries name it.
+constexpr const char* kModelCommSource = "cost model (one process: no all-to-all measured)";
+
+// Runs (resuming) and returns every record of the output file. Compute is
+// measured on the executor; communication comes from `comm` (the cost model
+// under test when null), named `comm_source` in the header, which a resumed
+// run must match.
+std::vector<nlohmann::json> run_eval(const EvalOptions& options, const CostModel* comm = nullptr,
+                                     const std::string& comm_source = kModelCommSource);
+
+// True when this process was started by mpirun (or another launcher) with
+// more than one rank.
+bool launched_with_several_ranks();
+
+// `mpirun -np N embshard eval`: one rank per device (options.devices 0: N).
+// Rank 0 plans and measures compute as run_eval does; every plan's
+// all-to-alls (forward with each device's measured delay, then backward) are
+// timed for real across the N ranks (bench comm's protocol). Ranks > 0 serve
+// rank 0 and get root = false and no records. Defined in embshard_mpi.
+struct MpiEvalResult {
+  bool root = false;
+  int devices = 0;
+  std::string comm_source;
+  std::vector<nlohmann::json> records;
+};
+MpiEvalResult run_eval_mpi(const EvalOptions& options);
 
 struct AlgoSummary {
   std::string name;
@@ -72,7 +102,8 @@ std::vector<AlgoSummary> summarize_eval(const std::vector<nlohmann::json>& recor
                                         const std::vector<std::string>& algos);
 nlohmann::json eval_summary_json(const std::vector<AlgoSummary>& summary, int tasks,
                                  const std::string& comm_source);
-std::string eval_report(const std::vector<AlgoSummary>& summary, int tasks);
+std::string eval_report(const std::vector<AlgoSummary>& summary, int tasks,
+                        const std::string& comm_source);
 std::string eval_svg(const std::vector<AlgoSummary>& summary, int tasks, int devices);
 
 }  // namespace embshard

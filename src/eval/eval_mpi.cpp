@@ -1,0 +1,126 @@
+// `mpirun -np N embshard eval`: rank 0 runs the evaluation; the all-to-alls
+// of every plan are timed across all N ranks (bench/alltoall_mpi.h).
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/alltoall_mpi.h"
+#include "embshard/eval/eval.h"
+#include "embshard/util/error.h"
+
+namespace embshard {
+namespace {
+
+// Communication only: each comm_ms call is one measurement on every rank.
+class MpiAllToAll : public CostModel {
+ public:
+  MpiAllToAll(const mpi::Watchdog& dog, CommBenchOptions timing, int ranks)
+      : dog_(dog), timing_(std::move(timing)), ranks_(ranks) {}
+  std::string name() const override { return fmt::format("MPI all-to-all, {} ranks", ranks_); }
+  int64_t batch_size() const override { return timing_.batch; }
+  int add_table(const TableFeatures&) override {
+    ES_THROW("the MPI all-to-all measures communication only");
+  }
+  double compute_ms(std::span<const int>) const override {
+    ES_THROW("the MPI all-to-all measures communication only");
+  }
+  void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
+               std::span<double> fwd_ms, std::span<double> bwd_ms) const override {
+    ES_CHECK(static_cast<int>(dim_sums.size()) == ranks_,
+             "eval: a plan for {} devices, but {} MPI ranks", dim_sums.size(), ranks_);
+    for (double d : dim_sums) {
+      ES_CHECK(d >= 0 && d == std::floor(d) && d < std::numeric_limits<int>::max(),
+               "eval: dim sum {} is not a whole number of columns", d);
+    }
+    std::vector<double> fwd, bwd;
+    mpi::measure_alltoalls(dog_, timing_, ranks_, measurements_++,
+                           std::vector<double>(dim_sums.begin(), dim_sums.end()),
+                           std::vector<double>(delays_ms.begin(), delays_ms.end()), fwd, bwd);
+    std::copy(fwd.begin(), fwd.end(), fwd_ms.begin());
+    std::copy(bwd.begin(), bwd.end(), bwd_ms.begin());
+  }
+
+ private:
+  const mpi::Watchdog& dog_;
+  CommBenchOptions timing_;
+  int ranks_;
+  mutable int64_t measurements_ = 0;
+};
+
+}  // namespace
+
+MpiEvalResult run_eval_mpi(const EvalOptions& options) {
+  mpi::Session session;
+  const int n = session.size();
+  EvalOptions o = options;
+  if (o.devices == 0) o.devices = n;
+  MpiEvalResult result;
+  result.devices = o.devices;
+  const mpi::Watchdog dog("eval", session.rank(), o.comm_timeout_s > 0 ? o.comm_timeout_s : 60);
+  const std::vector<std::string> hosts = mpi::gather_hosts(dog, n);
+  // Rank 0 checks the run and sends what the measurements need: [status,
+  // batch, warmup, repeats] (kSetupError: rank 0 reports why).
+  double setup[4] = {mpi::kSetupError, 0, 0, 0};
+  CommBenchOptions timing;
+  timing.timeout_s = o.comm_timeout_s;
+  if (session.rank() != 0) {
+    // Rank 0 loads, plans and measures compute between measurements, for as
+    // long as that takes: control messages have no deadline (if rank 0 dies,
+    // mpirun ends the job); every collective of a measurement has one.
+    const mpi::Watchdog control = dog.with_timeout(std::numeric_limits<double>::infinity());
+    control.bcast(setup, 4, MPI_DOUBLE, "setup broadcast");
+    if (static_cast<int>(setup[0]) != mpi::kMeasure) return result;
+    timing.batch = static_cast<int64_t>(setup[1]);
+    timing.warmup = static_cast<int>(setup[2]);
+    timing.repeats = static_cast<int>(setup[3]);
+    try {
+      mpi::serve_alltoalls(control, dog, timing, n);
+    } catch (const std::exception& e) {
+      mpi::abort_run("eval", session.rank(), fmt::format("error: {}", e.what()));
+    }
+    return result;
+  }
+  result.root = true;
+  try {
+    ES_CHECK(o.devices == n, "eval: --devices is {} but mpirun started {} ranks (one per device)",
+             o.devices, n);
+    std::string pool_dir;
+    load_tasks(o.tasks_path, &pool_dir);
+    timing.batch = load_workload(pool_dir).batch_size;
+    timing.warmup = o.comm_warmup;
+    timing.repeats = o.comm_repeats;
+    ES_CHECK(o.comm_warmup >= 0 && o.comm_repeats >= 1 && o.comm_timeout_s > 0,
+             "eval: --comm-warmup {}, --comm-repeats {}, --comm-timeout-s {}: need >= 0, >= 1 "
+             "and > 0",
+             o.comm_warmup, o.comm_repeats, o.comm_timeout_s);
+    ES_CHECK(timing.batch % n == 0,
+             "eval: the pool's batch {} does not split evenly over {} ranks (each rank sends "
+             "batch / N rows to each peer)",
+             timing.batch, n);
+  } catch (...) {
+    dog.bcast(setup, 4, MPI_DOUBLE, "setup broadcast");  // the others leave; rank 0 reports
+    throw;
+  }
+  setup[0] = mpi::kMeasure;
+  setup[1] = static_cast<double>(timing.batch);
+  setup[2] = timing.warmup;
+  setup[3] = timing.repeats;
+  dog.bcast(setup, 4, MPI_DOUBLE, "setup broadcast");
+  try {
+    result.comm_source = fmt::format("measured: MPI all-to-all over {} ranks on {}", n,
+                                     fmt::join(hosts, ","));
+    const MpiAllToAll comm(dog, timing, n);
+    result.records = run_eval(o, &comm, result.comm_source);
+  } catch (...) {
+    // The other ranks wait for a control message: let them leave, then report.
+    mpi::stop_serving(dog, mpi::kSetupError, n);
+    throw;
+  }
+  mpi::stop_serving(dog, mpi::kDone, n);
+  return result;
+}
+
+}  // namespace embshard
