@@ -123,8 +123,14 @@ double GridGreedy::fused_ms(Layout& layout, int d, const Piece& p) {
 double GridGreedy::total_ms(const Layout& layout) {
   const size_t n = zero_.size();
   model_.comm_ms(layout.dim_sum, zero_, fwd_, bwd_);
-  double fastest = std::numeric_limits<double>::infinity();
-  for (size_t d = 0; d < n; ++d) fastest = std::min(fastest, layout.compute_ms[d] + bwd_[d]);
+  double fastest = std::numeric_limits<double>::infinity(), slowest = 0;
+  for (size_t d = 0; d < n; ++d) {
+    fastest = std::min(fastest, layout.compute_ms[d] + bwd_[d]);
+    slowest = std::max(slowest, layout.compute_ms[d] + bwd_[d]);
+  }
+  // The forward all-to-all only adds: a layout already no better than the
+  // best found needs no forward costing (it cannot win either way).
+  if (prune_ && slowest >= best_ms_) return slowest;
   for (size_t d = 0; d < n; ++d) delays_[d] = layout.compute_ms[d] + bwd_[d] - fastest;
   model_.comm_ms(layout.dim_sum, delays_, fwd_, bwd2_);
   double worst = 0;

@@ -289,7 +289,7 @@ TEST(NeuralCostModel, AnalyticCommOutsideTheTrainedDeviceCounts) {
   c.comm_latency_us = 20;
   c.comm_gbps = 3;
   NeuralCostModel with(m, 0, c), without(m);
-  EXPECT_NE(with.name().find("comm outside 2-4 devices: analytic"), std::string::npos);
+  EXPECT_NE(with.name().find("analytic comm outside 2-4 devices"), std::string::npos);
   for (int n : {1, 3, 4, 8}) {
     std::vector<double> dims(n), delays(n), f1(n), b1(n), f2(n), b2(n), fa(n), ba(n);
     for (int d = 0; d < n; ++d) dims[d] = 32.0 * (d + 1), delays[d] = 0.1 * d;
