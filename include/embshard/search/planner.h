@@ -27,7 +27,7 @@ struct PlannerOptions {
   int grid_steps = 11;      // per-device dim-sum caps from cap_low to cap_high x mean
   double cap_low = 1.0;
   double cap_high = 1.5;
-  int cache_log2_entries = 18;  // fused-cost cache (16 bytes an entry)
+  int cache_log2_entries = 16;  // fused-cost cache (16 bytes an entry)
   // Stop costing devices once their compute alone exceeds the best fused cost
   // found (exact for monotone cost models; see grid_greedy.h).
   bool prune_monotone = true;
