@@ -198,6 +198,7 @@ void save_neural_model(const NeuralModel& m, const std::string& dir) {
   manifest["version"] = kManifestVersion;
   manifest["batch_size"] = m.batch_size;
   manifest["comm_batch_size"] = m.comm_batch_size;
+  manifest["comm_max_delay_ms"] = m.comm_max_delay_ms;
   manifest["networks"] = nets;
   write_file_atomic((std::filesystem::path(dir) / kManifestFile).string(), manifest.dump(2) + "\n");
 }
@@ -250,6 +251,10 @@ NeuralModel load_neural_model(const std::string& dir) {
     if (m.has_comm) {
       comm("comm_fwd", comm_fwd_feature_names(), m.comm_fwd);
       comm("comm_bwd", comm_bwd_feature_names(), m.comm_bwd);
+      m.comm_max_delay_ms = manifest.at("comm_max_delay_ms").get<double>();
+      ES_CHECK(std::isfinite(m.comm_max_delay_ms) && m.comm_max_delay_ms >= 0,
+               "{}: comm_max_delay_ms is {}, must be a finite number >= 0", path,
+               m.comm_max_delay_ms);
     }
   } catch (const json::exception& e) {
     ES_THROW("{}: malformed manifest: {}", path, e.what());

@@ -283,24 +283,40 @@ double predict_compute_ms(const NeuralModel& model, std::span<const TableFeature
   return output_to_ms(y, net.target_mean, net.target_std, "compute");
 }
 
+double comm_wait_ms(std::span<const double> delays_ms, size_t device) {
+  double max_delay = 0;
+  for (double d : delays_ms) max_delay = std::max(max_delay, d);
+  return std::max(0.0, max_delay - delays_ms[device]);
+}
+
+std::vector<double> comm_network_delays(const NeuralModel& model,
+                                        std::span<const double> delays_ms) {
+  std::vector<double> clipped(delays_ms.begin(), delays_ms.end());
+  for (double& d : clipped) d = std::clamp(d, 0.0, model.comm_max_delay_ms);
+  return clipped;
+}
+
 void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
                      std::span<const double> delays_ms, std::span<double> fwd_ms,
                      std::span<double> bwd_ms) {
   ES_CHECK(model.has_comm,
            "neural cost model: this model has no communication model (it was "
            "trained without --comm)");
-  ES_CHECK(fwd_ms.size() == dim_sums.size() && bwd_ms.size() == dim_sums.size(),
-           "neural cost model: comm outputs for {} / {} devices, inputs for {}", fwd_ms.size(),
-           bwd_ms.size(), dim_sums.size());
+  ES_CHECK(fwd_ms.size() == dim_sums.size() && bwd_ms.size() == dim_sums.size() &&
+               delays_ms.size() == dim_sums.size(),
+           "neural cost model: comm outputs for {} / {} devices, inputs for {} / {}",
+           fwd_ms.size(), bwd_ms.size(), dim_sums.size(), delays_ms.size());
+  const std::vector<double> seen = comm_network_delays(model, delays_ms);
   float x[16];
   for (size_t d = 0; d < dim_sums.size(); ++d) {
     float y = 0;
-    comm_raw_features(dim_sums, delays_ms, static_cast<int>(d), model.comm_batch_size, x);
+    comm_raw_features(dim_sums, seen, static_cast<int>(d), model.comm_batch_size, x);
     float xb[16];
     std::copy(x, x + comm_bwd_feature_names().size(), xb);
     model.comm_fwd.features.apply(x);
     model.comm_fwd.mlp.forward(x, &y);
-    fwd_ms[d] = output_to_ms(y, model.comm_fwd.target_mean, model.comm_fwd.target_std, "comm fwd");
+    fwd_ms[d] = comm_wait_ms(delays_ms, d) +
+                output_to_ms(y, model.comm_fwd.target_mean, model.comm_fwd.target_std, "comm fwd");
     model.comm_bwd.features.apply(xb);
     model.comm_bwd.mlp.forward(xb, &y);
     bwd_ms[d] = output_to_ms(y, model.comm_bwd.target_mean, model.comm_bwd.target_std, "comm bwd");

@@ -116,13 +116,15 @@ void torch_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
   TorchMlp fwd = import_mlp(model.comm_fwd.mlp), bwd = import_mlp(model.comm_bwd.mlp);
   const int nf = static_cast<int>(comm_fwd_feature_names().size());
   const int nb = static_cast<int>(comm_bwd_feature_names().size());
+  const std::vector<double> seen = comm_network_delays(model, delays_ms);
   for (size_t d = 0; d < dim_sums.size(); ++d) {
     std::vector<float> x(nf), xb(nb);
-    comm_raw_features(dim_sums, delays_ms, static_cast<int>(d), model.comm_batch_size, x.data());
+    comm_raw_features(dim_sums, seen, static_cast<int>(d), model.comm_batch_size, x.data());
     std::copy(x.begin(), x.begin() + nb, xb.begin());
     model.comm_fwd.features.apply(x.data());
     model.comm_bwd.features.apply(xb.data());
-    fwd_ms[d] = output_to_ms(fwd->forward(to_tensor(x, nf)).item<float>(),
+    fwd_ms[d] = comm_wait_ms(delays_ms, d) +
+                output_to_ms(fwd->forward(to_tensor(x, nf)).item<float>(),
                              model.comm_fwd.target_mean, model.comm_fwd.target_std, "comm fwd");
     bwd_ms[d] = output_to_ms(bwd->forward(to_tensor(xb, nb)).item<float>(),
                              model.comm_bwd.target_mean, model.comm_bwd.target_std, "comm bwd");

@@ -225,7 +225,9 @@ CommRows comm_rows(const std::vector<CommData>& files,
     for (int d = 0; d < f.num_devices; ++d) {
       comm_raw_features(r.dim_sums, r.delays_ms, d, f.batch, x.data());
       rows.x.insert(rows.x.end(), x.begin(), x.end());
-      rows.fwd.push_back(r.fwd_ms[d]);
+      // The forward network learns the transfer; the wait is added (see
+      // comm_wait_ms).
+      rows.fwd.push_back(std::max(kMinTransferMs, r.fwd_ms[d] - comm_wait_ms(r.delays_ms, d)));
       rows.bwd.push_back(r.bwd_ms[d]);
       rows.item.push_back(static_cast<int>(i));
     }
@@ -318,6 +320,11 @@ TrainResult train_neural_model(const TrainOptions& o) {
     model.has_comm = true;
     model.comm_batch_size = comm.front().batch;
     comm_split = split_comm_records(comm, o.seed, o.val_share, o.test_share);
+    for (const CommData& f : comm) {
+      for (const CommRecord& r : f.records) {
+        for (double d : r.delays_ms) model.comm_max_delay_ms = std::max(model.comm_max_delay_ms, d);
+      }
+    }
     const CommRows train = comm_rows(comm, comm_split.train), val = comm_rows(comm, comm_split.val);
     const int nb = static_cast<int>(comm_bwd_feature_names().size());
     const int nf = static_cast<int>(comm_fwd_feature_names().size());

@@ -55,6 +55,7 @@ NeuralModel random_model(uint64_t seed) {
     net->features.scale.assign(n, 0.5f);
     net->mlp = random_mlp({n, 12, 1}, false, rng);
   }
+  m.comm_max_delay_ms = 2;
   return m;
 }
 
@@ -105,6 +106,24 @@ TEST(NeuralModel, SaveLoadRoundTrip) {
   predict_comm_ms(back, dims, delays, f2, b2);
   EXPECT_EQ(f1, f2);
   EXPECT_EQ(b1, b2);
+  EXPECT_EQ(back.comm_max_delay_ms, m.comm_max_delay_ms);
+}
+
+// Forward = the wait for the last device + the network's transfer time, the
+// network seeing delays clipped to its training range: a straggler 50 ms late
+// adds its 50 ms, it is not extrapolated.
+TEST(NeuralModel, ForwardAddsTheWaitBeyondTheTrainedDelays) {
+  const NeuralModel m = random_model(5);  // trained delays: 0..2 ms
+  const std::vector<double> dims = {100, 40, 300};
+  std::vector<double> f_far(3), b_far(3), f_edge(3), b_edge(3);
+  predict_comm_ms(m, dims, std::vector<double>{0, 50, 1}, f_far, b_far);
+  predict_comm_ms(m, dims, std::vector<double>{0, 2, 1}, f_edge, b_edge);
+  EXPECT_NEAR(f_far[0] - 50, f_edge[0] - 2, 1e-9);
+  EXPECT_NEAR(f_far[2] - 49, f_edge[2] - 1, 1e-9);
+  EXPECT_NEAR(f_far[1], f_edge[1], 1e-9);  // the straggler waits for nobody
+  EXPECT_GT(f_far[1], 0);
+  EXPECT_EQ(b_far, b_edge);
+  EXPECT_EQ(comm_wait_ms(std::vector<double>{3, 1, 2}, 1), 2);
 }
 
 // Error text must name the file at fault.

@@ -90,6 +90,9 @@ struct NeuralModel {
   ComputeNet compute;
   bool has_comm = false;
   CommNet comm_fwd, comm_bwd;
+  // The largest straggler delay in the comm training data: the networks see
+  // delays clipped to [0, this] (comm_network_delays).
+  double comm_max_delay_ms = 0;
   // Everything else the manifest says (data files, machine, options, accuracy).
   nlohmann::json info = nlohmann::json::object();
 };
@@ -111,6 +114,17 @@ void comm_raw_features(std::span<const double> dim_sums, std::span<const double>
 // clamped to [1e-6, 1e7] ms so that no absurd value reaches the planner.
 double output_to_ms(double y, double target_mean, double target_std, const char* what);
 
+// The forward all-to-all of device d cannot end before the last device
+// starts its own: forward = wait_d (max delay - delay_d) + a transfer time the
+// network predicts. The network is trained on transfer times (measured
+// forward - wait, at least kMinTransferMs) and sees the delays clipped to the
+// range of its training data, so that a wait of 100 ms is added, not
+// extrapolated from waits of 0-5 ms.
+constexpr double kMinTransferMs = 0.01;
+double comm_wait_ms(std::span<const double> delays_ms, size_t device);
+std::vector<double> comm_network_delays(const NeuralModel& model,
+                                        std::span<const double> delays_ms);
+
 // Reference predictions (no caching): the slow, obvious path.
 double predict_compute_ms(const NeuralModel& model, std::span<const TableFeatures> tables);
 void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
@@ -120,7 +134,7 @@ void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
 // A model directory: manifest.json + one weight file per network.
 constexpr const char* kManifestFile = "manifest.json";
 constexpr const char* kManifestFormat = "embshard-neural-cost-model";
-constexpr int kManifestVersion = 1;
+constexpr int kManifestVersion = 2;  // 2: forward = wait + network
 
 // Writes the weight files and then the manifest, each atomically.
 void save_neural_model(const NeuralModel& model, const std::string& dir);
