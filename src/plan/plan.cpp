@@ -62,9 +62,13 @@ int PlanTask::min_piece_cols(int t) const {
 int64_t default_device_capacity(const std::vector<TableSpec>& tables, int devices,
                                 double headroom, MemoryModel memory) {
   ES_CHECK(devices > 0, "devices is {}, must be at least 1", devices);
-  int64_t total = 0;
-  for (const TableSpec& t : tables) total += memory.shard_bytes(t.rows, t.dim);
-  return static_cast<int64_t>(headroom * static_cast<double>(total) / devices) + 1;
+  int64_t total = 0, narrowest = 0;
+  for (const TableSpec& t : tables) {
+    total += memory.shard_bytes(t.rows, t.dim);
+    narrowest = std::max(narrowest, memory.shard_bytes(t.rows, std::min(t.dim, 4)));
+  }
+  const double even = static_cast<double>(total) / devices;
+  return static_cast<int64_t>(headroom * std::max(even, static_cast<double>(narrowest))) + 1;
 }
 
 std::vector<int64_t> device_capacities(int count, int64_t each_bytes,

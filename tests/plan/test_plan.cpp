@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embshard/plan/report.h"
+#include "embshard/search/planner.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
 #include "search/task_util.h"
@@ -85,6 +86,27 @@ TEST(Validator, RejectsBrokenPlans) {
   PlanTask pinned = task;
   pinned.pinned_device[1] = 0;
   expect_invalid(pinned, table_wise(task), "pinned to device 0");
+}
+
+// Without a memory flag: 1.25 x an even split, or 1.25 x the largest table's
+// 4-column piece on so many devices that an even split is smaller.
+TEST(DefaultCapacity, EvenSplitOrTheLargestPiece) {
+  std::vector<TableSpec> tables = testing::random_tables(10, 3);
+  tables[0].rows = 20'000'000;
+  tables[0].dim = 64;
+  MemoryModel m;
+  int64_t total = 0;
+  for (const TableSpec& t : tables) total += m.shard_bytes(t.rows, t.dim);
+  EXPECT_NEAR(static_cast<double>(default_device_capacity(tables, 2)), 1.25 * total / 2, 2);
+  const int64_t piece = m.shard_bytes(tables[0].rows, 4);
+  ASSERT_LT(total / 64, piece);
+  const int64_t cap = default_device_capacity(tables, 64);
+  EXPECT_NEAR(static_cast<double>(cap), 1.25 * piece, 2);
+  // ... and a plan exists at that capacity.
+  testing::ToyCostModel model;
+  auto planner = create_planner("neuroshard", {});
+  EXPECT_NO_THROW(make_plan(*planner, make_task(tables, 4096, std::vector<int64_t>(64, cap), {}),
+                            model));
 }
 
 TEST(PlanJson, HasTorchRecShapeAndPredictions) {

@@ -85,7 +85,8 @@ std::unique_ptr<CostModel> open_cost_model(const PlanArgs& a, int64_t batch_size
 int64_t default_capacity(const std::vector<TableSpec>& tables, int devices) {
   const int64_t cap = default_device_capacity(tables, devices);
   std::fprintf(stderr, "plan: note: no --mem-per-device or --mem; assuming %.3f GB per device "
-               "(1.25 x an even split of the tables)\n", cap / 1e9);
+               "(1.25 x an even split of the tables, or of the largest table's 4-column piece "
+               "where that is more)\n", cap / 1e9);
   return cap;
 }
 

@@ -77,8 +77,10 @@ struct TaskConstraints {
 PlanTask make_task(std::vector<TableSpec> tables, int64_t batch_size,
                    std::vector<int64_t> device_mem_bytes, const TaskConstraints& constraints,
                    MemoryModel memory = {});
-// A capacity per device when the user gives none: room for every table with
-// `headroom` to spare over an even split, so that memory binds but fits.
+// A capacity per device when the user gives none: `headroom` x an even split
+// of the tables, so that memory binds, or `headroom` x the largest 4-column
+// piece of a table where that is more (many devices, one huge table), so that
+// every table fits once split.
 int64_t default_device_capacity(const std::vector<TableSpec>& tables, int devices,
                                 double headroom = 1.25, MemoryModel memory = {});
 // The capacity list from the CLI's forms: `count` devices of `each_bytes`, or
