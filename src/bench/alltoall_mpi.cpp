@@ -182,6 +182,18 @@ RankTiming time_alltoalls(const Watchdog& dog, const CommBenchOptions& o,
   return {median(fwd_ms), median(bwd_ms)};
 }
 
+namespace {
+
+// This rank's timings of the placement a control message carries.
+RankTiming time_message(const Watchdog& dog, const CommBenchOptions& o,
+                        const std::vector<double>& message, int n) {
+  std::vector<int> dims(n);
+  for (int d = 0; d < n; ++d) dims[d] = static_cast<int>(message[2 + d]);
+  return time_alltoalls(dog, o, dims, message[2 + n + dog.rank()]);
+}
+
+}  // namespace
+
 void measure_alltoalls(const Watchdog& dog, const CommBenchOptions& o, int n, int64_t index,
                        const std::vector<double>& dim_sums, const std::vector<double>& delays_ms,
                        std::vector<double>& fwd, std::vector<double>& bwd,
@@ -189,9 +201,7 @@ void measure_alltoalls(const Watchdog& dog, const CommBenchOptions& o, int n, in
   std::vector<double> message = control_message(kMeasure, index, dim_sums, delays_ms, n);
   dog.bcast(message.data(), static_cast<int>(message.size()), MPI_DOUBLE, "control broadcast");
   if (before_timing) before_timing(index);
-  std::vector<int> dims(n);
-  for (int d = 0; d < n; ++d) dims[d] = static_cast<int>(message[2 + d]);
-  const RankTiming mine = time_alltoalls(dog, o, dims, message[2 + n]);
+  const RankTiming mine = time_message(dog, o, message, n);
   const double send[2] = {mine.fwd_ms, mine.bwd_ms};
   std::vector<double> all(2 * static_cast<size_t>(n));
   dog.gather(send, 2, MPI_DOUBLE, all.data(), "gathering timings");
@@ -212,11 +222,8 @@ bool serve_alltoalls(const Watchdog& control, const Watchdog& dog, const CommBen
     const int status = static_cast<int>(message[0]);
     if (status == kDone) return true;
     if (status == kSetupError) return false;
-    const auto index = static_cast<int64_t>(message[1]);
-    std::vector<int> dims(n);
-    for (int d = 0; d < n; ++d) dims[d] = static_cast<int>(message[2 + d]);
-    if (before_timing) before_timing(index);
-    const RankTiming mine = time_alltoalls(dog, o, dims, message[2 + n + dog.rank()]);
+    if (before_timing) before_timing(static_cast<int64_t>(message[1]));
+    const RankTiming mine = time_message(dog, o, message, n);
     const double send[2] = {mine.fwd_ms, mine.bwd_ms};
     dog.gather(send, 2, MPI_DOUBLE, nullptr, "gathering timings");
   }
