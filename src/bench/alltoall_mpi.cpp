@@ -152,28 +152,26 @@ RankTiming time_alltoalls(const Watchdog& dog, const CommBenchOptions& o,
   std::vector<float> a(std::max<int64_t>(1, int64_t{n} * dim_sums[me] * rows_per_rank), 1.0f);
   std::vector<float> b(std::max<int64_t>(1, total_columns * rows_per_rank), 1.0f);
   const auto delay = std::chrono::duration<double, std::milli>(delay_ms);
+  // One all-to-all of `layout` from `send` into `recv`, in ms.
+  auto exchange = [&](float* send, const Layout& layout, float* recv, const char* what) {
+    const auto start = Clock::now();
+    MPI_Request request;
+    dog.check(MPI_Ialltoallv(send, layout.send_counts.data(), layout.send_displs.data(), column,
+                             recv, layout.recv_counts.data(), layout.recv_displs.data(), column,
+                             MPI_COMM_WORLD, &request),
+              what);
+    dog.wait(request, what);
+    return ms_between(start, Clock::now());
+  };
   std::vector<double> fwd_ms, bwd_ms;
   for (int run = 0; run < o.warmup + o.repeats; ++run) {
-    MPI_Request request;
     dog.barrier("forward barrier");
     // The device "finishes its compute" after its delay; its forward
     // communication time runs from then until its all-to-all completes.
     if (delay_ms > 0) std::this_thread::sleep_until(Clock::now() + delay);
-    auto start = Clock::now();
-    dog.check(MPI_Ialltoallv(a.data(), fwd.send_counts.data(), fwd.send_displs.data(), column,
-                             b.data(), fwd.recv_counts.data(), fwd.recv_displs.data(), column,
-                             MPI_COMM_WORLD, &request),
-              "forward all-to-all");
-    dog.wait(request, "forward all-to-all");
-    const double f = ms_between(start, Clock::now());
+    const double f = exchange(a.data(), fwd, b.data(), "forward all-to-all");
     dog.barrier("backward barrier");
-    start = Clock::now();
-    dog.check(MPI_Ialltoallv(b.data(), bwd.send_counts.data(), bwd.send_displs.data(), column,
-                             a.data(), bwd.recv_counts.data(), bwd.recv_displs.data(), column,
-                             MPI_COMM_WORLD, &request),
-              "backward all-to-all");
-    dog.wait(request, "backward all-to-all");
-    const double g = ms_between(start, Clock::now());
+    const double g = exchange(b.data(), bwd, a.data(), "backward all-to-all");
     if (run < o.warmup) continue;
     fwd_ms.push_back(f);
     bwd_ms.push_back(g);
