@@ -1,5 +1,5 @@
 // The MPI pieces shared by `bench comm` and `eval` (alltoall_mpi.h).
-#include "alltoall_mpi.h"
+#include "embshard/bench/alltoall_mpi.h"
 
 #include <unistd.h>
 
@@ -8,6 +8,8 @@
 #include <thread>
 
 #include <fmt/format.h>
+
+#include "embshard/util/reporter.h"
 
 namespace embshard::mpi {
 namespace {
@@ -51,9 +53,8 @@ void make_layouts(const std::vector<int>& dim_sums, int me, Layout& fwd, Layout&
 
 }  // namespace
 
-void abort_run(const std::string& tool, int rank, const std::string& what) {
-  std::fprintf(stderr, "%s: rank %d: %s\n", tool.c_str(), rank, what.c_str());
-  std::fflush(stderr);
+void abort_run(Reporter& reporter, const std::string& tool, int rank, const std::string& what) {
+  reporter.note(fmt::format("{}: rank {}: {}", tool, rank, what));
   MPI_Abort(MPI_COMM_WORLD, 3);
   std::_Exit(3);  // MPI_Abort does not return; in case it does
 }
@@ -79,7 +80,7 @@ void Watchdog::check(int rc, const char* what) const {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
   MPI_Error_string(rc, text, &length);
-  abort_run(tool_, rank_, fmt::format("{} failed: {}", what, text));
+  abort_run(*reporter_, tool_, rank_, fmt::format("{} failed: {}", what, text));
 }
 
 void Watchdog::wait(MPI_Request& request, const char* what) const {
@@ -91,7 +92,7 @@ void Watchdog::wait(MPI_Request& request, const char* what) const {
     if (done) return;
     const auto now = Clock::now();
     if (now > deadline) {
-      abort_run(tool_, rank_,
+      abort_run(*reporter_, tool_, rank_,
                 fmt::format("{} did not complete within {} s (a rank died or hangs)", what,
                             timeout_s_));
     }
@@ -136,7 +137,7 @@ std::vector<double> control_message(int status, int64_t index, const std::vector
   return message;
 }
 
-RankTiming time_alltoalls(const Watchdog& dog, const CommBenchOptions& o,
+RankTiming time_alltoalls(const Watchdog& dog, const AllToAllTiming& o,
                           const std::vector<int>& dim_sums, double delay_ms) {
   const int me = dog.rank(), n = static_cast<int>(dim_sums.size());
   const int rows_per_rank = static_cast<int>(o.batch / n);
@@ -183,7 +184,7 @@ RankTiming time_alltoalls(const Watchdog& dog, const CommBenchOptions& o,
 namespace {
 
 // This rank's timings of the placement a control message carries.
-RankTiming time_message(const Watchdog& dog, const CommBenchOptions& o,
+RankTiming time_message(const Watchdog& dog, const AllToAllTiming& o,
                         const std::vector<double>& message, int n) {
   std::vector<int> dims(n);
   for (int d = 0; d < n; ++d) dims[d] = static_cast<int>(message[2 + d]);
@@ -192,7 +193,7 @@ RankTiming time_message(const Watchdog& dog, const CommBenchOptions& o,
 
 }  // namespace
 
-void measure_alltoalls(const Watchdog& dog, const CommBenchOptions& o, int n, int64_t index,
+void measure_alltoalls(const Watchdog& dog, const AllToAllTiming& o, int n, int64_t index,
                        const std::vector<double>& dim_sums, const std::vector<double>& delays_ms,
                        std::vector<double>& fwd, std::vector<double>& bwd,
                        const std::function<void(int64_t)>& before_timing) {
@@ -211,7 +212,7 @@ void measure_alltoalls(const Watchdog& dog, const CommBenchOptions& o, int n, in
   }
 }
 
-bool serve_alltoalls(const Watchdog& control, const Watchdog& dog, const CommBenchOptions& o,
+bool serve_alltoalls(const Watchdog& control, const Watchdog& dog, const AllToAllTiming& o,
                      int n, const std::function<void(int64_t)>& before_timing) {
   for (;;) {
     std::vector<double> message = control_message(kMeasure, 0, {}, {}, n);

@@ -19,10 +19,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "alltoall_mpi.h"
+#include "embshard/bench/alltoall_mpi.h"
 #include "embshard/bench/comm.h"
 #include "embshard/util/error.h"
-#include "embshard/util/progress.h"
+#include "embshard/util/reporter.h"
 #include "embshard/util/record_file.h"
 
 namespace embshard {
@@ -31,25 +31,25 @@ namespace {
 using nlohmann::json;
 using namespace mpi;
 
-void inject_fault(const CommBenchOptions& o, int rank, int64_t index) {
+AllToAllTiming timing(const CommBenchOptions& o) { return {o.batch, o.warmup, o.repeats}; }
+
+void inject_fault(const CommBenchOptions& o, Reporter& reporter, int rank, int64_t index) {
   if (o.fault == CommFault::kNone || rank != o.fault_rank || index != o.fault_sample) return;
-  std::fprintf(stderr, "bench comm: rank %d: test fault: %s at sample %lld\n", rank,
-               o.fault == CommFault::kExit ? "exiting" : "hanging",
-               static_cast<long long>(index));
-  std::fflush(stderr);
+  reporter.note(fmt::format("bench comm: rank {}: test fault: {} at sample {}", rank,
+                            o.fault == CommFault::kExit ? "exiting" : "hanging", index));
   if (o.fault == CommFault::kExit) ::_exit(1);
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
 // Rank 0: checks options, opens (or resumes) the file. Returns the next sample.
 int64_t open_output(const CommBenchOptions& o, int n, const std::vector<std::string>& hosts,
-                    std::unique_ptr<RecordFile>& out) {
+                    std::unique_ptr<RecordFile>& out, Reporter& reporter) {
   check_comm_options(o, n);
   out = std::make_unique<RecordFile>(o.out_path, comm_bench_header(o, n, hosts),
                                      comm_bench_must_match());
   if (out->dropped_bytes() > 0) {
-    fmt::print(stderr, "bench comm: dropped a torn last record ({} bytes) from {}\n",
-               out->dropped_bytes(), o.out_path);
+    reporter.note(fmt::format("bench comm: dropped a torn last record ({} bytes) from {}",
+                              out->dropped_bytes(), o.out_path));
   }
   const auto& existing = out->records();
   for (size_t i = 0; i < existing.size(); ++i) {
@@ -65,9 +65,10 @@ void drive_sample(const Watchdog& dog, const CommBenchOptions& o, int n, int64_t
                   RecordFile& out, Progress& progress) {
   const CommSample sample = draw_comm_sample(o, n, index);
   std::vector<double> fwd, bwd;
-  measure_alltoalls(dog, o, n, index,
+  measure_alltoalls(dog, timing(o), n, index,
                     std::vector<double>(sample.dim_sums.begin(), sample.dim_sums.end()),
-                    sample.delays_ms, fwd, bwd, [&](int64_t i) { inject_fault(o, 0, i); });
+                    sample.delays_ms, fwd, bwd,
+                    [&](int64_t i) { inject_fault(o, dog.reporter(), 0, i); });
   out.append({{"sample", index},
               {"dim_sums", sample.dim_sums},
               {"num_tables", sample.num_tables},
@@ -86,20 +87,21 @@ int64_t run_root(const Watchdog& dog, const CommBenchOptions& o, int n) {
   std::unique_ptr<RecordFile> out;
   int64_t next = 0;
   try {
-    next = open_output(o, n, hosts, out);
+    next = open_output(o, n, hosts, out, dog.reporter());
   } catch (...) {
     // Let the other ranks leave cleanly before reporting the error.
     stop_serving(dog, kSetupError, n);
     throw;
   }
   try {
-    Progress progress("bench comm", static_cast<uint64_t>(std::max(next, o.samples)),
+    Progress progress(dog.reporter(), "bench comm",
+                      static_cast<uint64_t>(std::max(next, o.samples)),
                       static_cast<uint64_t>(next));
     for (; next < o.samples; ++next) drive_sample(dog, o, n, next, *out, progress);
     progress.finish();
   } catch (const std::exception& e) {
     // The peers wait in a collective: only an abort ends them promptly.
-    abort_run(dog.tool(), dog.rank(), fmt::format("error: {}", e.what()));
+    abort_run(dog.reporter(), dog.tool(), dog.rank(), fmt::format("error: {}", e.what()));
   }
   stop_serving(dog, kDone, n);
   return next;
@@ -110,18 +112,20 @@ int64_t run_root(const Watchdog& dog, const CommBenchOptions& o, int n) {
 bool run_follower(const Watchdog& dog, const CommBenchOptions& o, int n) {
   gather_hosts(dog, n);
   try {
-    return serve_alltoalls(dog, dog, o, n, [&](int64_t i) { inject_fault(o, dog.rank(), i); });
+    return serve_alltoalls(dog, dog, timing(o), n,
+                           [&](int64_t i) { inject_fault(o, dog.reporter(), dog.rank(), i); });
   } catch (const std::exception& e) {
-    abort_run(dog.tool(), dog.rank(), fmt::format("error: {}", e.what()));
+    abort_run(dog.reporter(), dog.tool(), dog.rank(), fmt::format("error: {}", e.what()));
   }
 }
 
 }  // namespace
 
-CommBenchResult run_comm_bench(const CommBenchOptions& options) {
+CommBenchResult run_comm_bench(const CommBenchOptions& options, Reporter& reporter) {
   mpi::Session mpi;
   // A bad --timeout-s is reported by rank 0's option check; until then, 60 s.
-  const Watchdog dog("bench comm", mpi.rank(), options.timeout_s > 0 ? options.timeout_s : 60);
+  const Watchdog dog("bench comm", mpi.rank(), options.timeout_s > 0 ? options.timeout_s : 60,
+                     reporter);
   CommBenchResult result;
   result.rank = mpi.rank();
   result.num_ranks = mpi.size();

@@ -11,6 +11,8 @@
 #include "embshard/util/error.h"
 #include "embshard/util/machine.h"
 #include "embshard/util/random.h"
+#include "embshard/util/record_file.h"
+#include "embshard/util/text_table.h"
 
 namespace embshard {
 namespace {
@@ -120,6 +122,57 @@ const std::vector<std::string>& comm_bench_must_match() {
       "format", "version",           "machine",      "num_devices", "batch",  "seed",
       "dims",   "tables_per_device", "max_delay_ms", "warmup",      "repeats"};
   return fields;
+}
+
+namespace {
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+std::string min_max(const nlohmann::json& values, const char* format) {
+  const auto v = values.get<std::vector<double>>();
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return fmt::format(fmt::runtime(format), *lo) + ".." + fmt::format(fmt::runtime(format), *hi);
+}
+
+// The last `show` records of a comm cost file as a table, then the medians
+// over all records of the slowest rank's forward and backward.
+}  // namespace
+
+std::string comm_records_table(const std::string& path, int64_t show) {
+  nlohmann::json header;
+  const auto records = RecordFile::read_all(path, &header, nullptr);
+  TextTable table({"sample", "tables", "dim sums", "max delay ms", "fwd ms (ranks)",
+                   "bwd ms (ranks)"});
+  const size_t first = records.size() > static_cast<size_t>(show) ? records.size() - show : 0;
+  std::vector<double> max_fwd, max_bwd;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const auto& r = records[i];
+    const auto fwd = r["fwd_ms"].get<std::vector<double>>();
+    const auto bwd = r["bwd_ms"].get<std::vector<double>>();
+    max_fwd.push_back(*std::max_element(fwd.begin(), fwd.end()));
+    max_bwd.push_back(*std::max_element(bwd.begin(), bwd.end()));
+    if (i < first) continue;
+    int64_t tables = 0;
+    for (const auto& t : r["num_tables"]) tables += t.get<int64_t>();
+    const auto delays = r["delays_ms"].get<std::vector<double>>();
+    table.add_row({std::to_string(r["sample"].get<int64_t>()), std::to_string(tables),
+                   min_max(r["dim_sums"], "{:.0f}"),
+                   fmt::format("{:.2f}", *std::max_element(delays.begin(), delays.end())),
+                   min_max(r["fwd_ms"], "{:.3f}"), min_max(r["bwd_ms"], "{:.3f}")});
+  }
+  return fmt::format("{} all-to-all costs in {} ({} ranks, batch {}, median of {} runs after {} "
+                     "warm-up){}\n{}median over samples of the slowest rank: fwd {:.3f} ms, bwd "
+                     "{:.3f} ms\n",
+                     records.size(), path, header.value("num_devices", 0),
+                     header.value("batch", 0), header.value("repeats", 0),
+                     header.value("warmup", 0),
+                     first > 0 ? fmt::format("; the last {}:", records.size() - first) : ":",
+                     table.render(), median_of(max_fwd), median_of(max_bwd));
 }
 
 }  // namespace embshard

@@ -13,9 +13,10 @@
 #include "embshard/util/error.h"
 #include "embshard/util/huge_buffer.h"
 #include "embshard/util/machine.h"
-#include "embshard/util/progress.h"
+#include "embshard/util/reporter.h"
 #include "embshard/util/random.h"
 #include "embshard/util/record_file.h"
+#include "embshard/util/text_table.h"
 
 namespace embshard {
 namespace {
@@ -222,7 +223,7 @@ json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o
           {"pooling", o.pooling == PoolingMode::kSum ? "sum" : "mean"}};
 }
 
-int64_t run_compute_bench(const ComputeBenchOptions& options) {
+int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter) {
   const Workload workload = load_workload(options.workload_dir);
   check_options(workload, options);
   RecordFile out(options.out_path, compute_bench_header(workload, options),
@@ -230,8 +231,8 @@ int64_t run_compute_bench(const ComputeBenchOptions& options) {
                   "dims", "max_tables", "mem_cap_bytes", "warmup", "repeats", "optimizer",
                   "pooling"});
   if (out.dropped_bytes() > 0) {
-    fmt::print(stderr, "bench compute: dropped a torn last record ({} bytes) from {}\n",
-               out.dropped_bytes(), options.out_path);
+    reporter.note(fmt::format("bench compute: dropped a torn last record ({} bytes) from {}",
+                              out.dropped_bytes(), options.out_path));
   }
   // Records are numbered 0, 1, ...: anything else means a foreign or edited file.
   const auto& existing = out.records();
@@ -244,7 +245,7 @@ int64_t run_compute_bench(const ComputeBenchOptions& options) {
   if (next >= options.samples) return next;
 
   TraceCache traces(workload.trace_path());
-  Progress progress("bench compute", static_cast<uint64_t>(options.samples),
+  Progress progress(reporter, "bench compute", static_cast<uint64_t>(options.samples),
                     static_cast<uint64_t>(next));
   for (; next < options.samples; ++next) {
     const std::vector<ShardTable> shard = draw_shard(workload, options, next);
@@ -261,6 +262,41 @@ int64_t run_compute_bench(const ComputeBenchOptions& options) {
   }
   progress.finish();
   return next;
+}
+
+// The last `show` records of a cost file as a table.
+std::string compute_records_table(const std::string& path, int64_t show) {
+  nlohmann::json header;
+  const auto records = RecordFile::read_all(path, &header, nullptr);
+  TextTable table({"sample", "tables", "dims", "rows", "pooling", "weights MB", "fwd ms",
+                   "bwd+upd ms", "total ms"});
+  const size_t first = records.size() > static_cast<size_t>(show) ? records.size() - show : 0;
+  for (size_t i = first; i < records.size(); ++i) {
+    const auto& r = records[i];
+    std::string dims;
+    int64_t rows = 0;
+    double pooling = 0, bytes = 0;
+    for (const auto& t : r["tables"]) {
+      dims += (dims.empty() ? "" : ",") + std::to_string(t["dim"].get<int>());
+      rows += t["rows"].get<int64_t>();
+      pooling += t["pooling_factor"].get<double>();
+      bytes += t["rows"].get<double>() * t["dim"].get<double>() * 4;
+    }
+    if (dims.size() > 28) dims = dims.substr(0, 25) + "...";
+    table.add_row({std::to_string(r["sample"].get<int64_t>()),
+                   std::to_string(r["tables"].size()), dims, std::to_string(rows),
+                   fmt::format("{:.1f}", pooling), fmt::format("{:.1f}", bytes / 1e6),
+                   fmt::format("{:.3f}", r["fwd_ms"].get<double>()),
+                   fmt::format("{:.3f}", r["bwd_ms"].get<double>()),
+                   fmt::format("{:.3f}", r["ms"].get<double>())});
+  }
+  return fmt::format("{} shard costs in {} (batch {}, {} thread(s), median of {} runs after {} "
+                     "warm-up){}\n{}",
+                     records.size(), path, header.value("batch_size", 0),
+                     header.value("threads", 0), header.value("repeats", 0),
+                     header.value("warmup", 0),
+                     first > 0 ? fmt::format("; the last {}:", records.size() - first) : ":",
+                     table.render());
 }
 
 }  // namespace embshard

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "embshard/util/error.h"
+#include "embshard/util/reporter.h"
 #include "embshard/util/huge_buffer.h"
 
 namespace embshard {
@@ -196,14 +197,15 @@ double measure_memcpy_gb_per_s(int64_t bytes, int runs) {
 
 KernelCaseResult run_kernel_case(const std::string& name, const std::string& description,
                                  std::vector<BenchTable> tables, int64_t batch_size,
-                                 const KernelBenchOptions& options, KernelPeer* peer) {
+                                 const KernelBenchOptions& options, KernelPeer* peer,
+                                 Reporter& reporter) {
   KernelCaseResult r;
   r.name = name;
   r.description = description;
   r.batch_size = batch_size;
   describe_tables(tables, r);
   CaseData c = bind_case(tables, batch_size, options.seed);
-  const int threads = options.num_threads;
+  const int threads = options.threads;
   OptimizerConfig sgd;
   sgd.learning_rate = 1e-4f;  // small: weights stay sane over many timed steps
   TbeWorkspace workspace;
@@ -233,11 +235,14 @@ KernelCaseResult run_kernel_case(const std::string& name, const std::string& des
     if (timed) {
       of.push_back(a), ot.push_back(b), pf.push_back(e), pt.push_back(f);
     }
-    fmt::print(stderr, "[bench kernel] {} round {}/{}{}: ours fwd {:.2f} ms, train {:.2f} ms",
-               name, round + 1, options.warmup_runs + options.timed_runs,
-               timed ? "" : " (warm-up)", a, b);
-    if (peer != nullptr) fmt::print(stderr, "; {} fwd {:.2f} ms, train {:.2f} ms", peer->name(), e, f);
-    fmt::print(stderr, "\n");
+    std::string line = fmt::format("[bench kernel] {} round {}/{}{}: ours fwd {:.2f} ms, train "
+                                   "{:.2f} ms",
+                                   name, round + 1, options.warmup_runs + options.timed_runs,
+                                   timed ? "" : " (warm-up)", a, b);
+    if (peer != nullptr) {
+      line += fmt::format("; {} fwd {:.2f} ms, train {:.2f} ms", peer->name(), e, f);
+    }
+    reporter.note(line);
   }
   r.ours_fwd_ms = median(of);
   r.ours_train_ms = median(ot);
@@ -246,25 +251,26 @@ KernelCaseResult run_kernel_case(const std::string& name, const std::string& des
   return r;
 }
 
-KernelBenchReport run_kernel_bench(const KernelBenchOptions& options, KernelPeer* peer) {
-  ES_CHECK(options.num_threads >= 1, "bench kernel: --threads must be >= 1, got {}",
-           options.num_threads);
+KernelBenchReport run_kernel_bench(const KernelBenchOptions& options, KernelPeer* peer,
+                                   Reporter& reporter) {
+  ES_CHECK(options.threads >= 1, "bench kernel: --threads must be >= 1, got {}",
+           options.threads);
   ES_CHECK(options.timed_runs >= 1, "bench kernel: timed runs must be >= 1, got {}",
            options.timed_runs);
-  omp_set_num_threads(options.num_threads);
+  omp_set_num_threads(options.threads);
   KernelBenchReport report;
-  report.num_threads = options.num_threads;
+  report.threads = options.threads;
   report.quick = options.quick;
   report.peer_name = peer != nullptr ? peer->name() : "";
   report.memcpy_buffer_bytes = options.quick ? 256.0 * (1 << 20) : 512.0 * (1 << 20);
-  fmt::print(stderr, "[bench kernel] memcpy probe, {:.0f} MiB buffers\n",
-             report.memcpy_buffer_bytes / (1 << 20));
+  reporter.note(fmt::format("[bench kernel] memcpy probe, {:.0f} MiB buffers",
+                            report.memcpy_buffer_bytes / (1 << 20)));
   report.memcpy_gb_per_s = measure_memcpy_gb_per_s(static_cast<int64_t>(report.memcpy_buffer_bytes),
                                                    options.quick ? 5 : 9);
-  fmt::print(stderr, "[bench kernel] memcpy {:.2f} GB/s\n", report.memcpy_gb_per_s);
+  reporter.note(fmt::format("[bench kernel] memcpy {:.2f} GB/s", report.memcpy_gb_per_s));
 
   int64_t batch_size = 0;
-  fmt::print(stderr, "[bench kernel] building case dram_uniform\n");
+  reporter.note("[bench kernel] building case dram_uniform");
   std::vector<BenchTable> dram = make_dram_case(options, &batch_size);
   const std::string dram_desc = fmt::format(
       "1 table, {} rows x dim {} fp32 ({:.0f} MiB, DRAM-resident), B={}, pooling {} "
@@ -272,16 +278,17 @@ KernelBenchReport run_kernel_bench(const KernelBenchOptions& options, KernelPeer
       dram[0].rows, dram[0].dim, dram[0].rows * dram[0].dim * 4.0 / (1 << 20), batch_size,
       dram[0].trace.indices.size() / batch_size);
   report.cases.push_back(
-      run_kernel_case("dram_uniform", dram_desc, std::move(dram), batch_size, options, peer));
+      run_kernel_case("dram_uniform", dram_desc, std::move(dram), batch_size, options, peer,
+                      reporter));
 
-  fmt::print(stderr, "[bench kernel] building case synth2021_like\n");
+  reporter.note("[bench kernel] building case synth2021_like");
   std::vector<BenchTable> synth = make_synth_like_case(options, &batch_size);
   const std::string synth_desc = fmt::format(
       "20 tables, rows log-uniform 100..{}, dims from {{16,32,64,128}}, B={}, lognormal "
       "pooling (mean ~16), Zipf(1.05) indices",
       options.quick ? "500K" : "2M", batch_size);
   report.cases.push_back(run_kernel_case("synth2021_like", synth_desc, std::move(synth),
-                                         batch_size, options, peer));
+                                         batch_size, options, peer, reporter));
   for (KernelCaseResult& r : report.cases) r.memcpy_gb_per_s = report.memcpy_gb_per_s;
   return report;
 }

@@ -37,7 +37,7 @@ std::string format_case(const KernelCaseResult& r, const std::string& peer) {
 std::string format_kernel_report(const KernelBenchReport& report) {
   std::string s = fmt::format(
       "bench kernel: {} thread(s){}, medians of interleaved timed runs after warm-up\n",
-      report.num_threads, report.quick ? ", quick" : "");
+      report.threads, report.quick ? ", quick" : "");
   s += fmt::format("memcpy: {:.2f} GB/s (one direction, {:.0f} MiB buffer, bytes copied once)\n\n",
                    report.memcpy_gb_per_s, report.memcpy_buffer_bytes / (1 << 20));
   for (const KernelCaseResult& r : report.cases) {
@@ -69,7 +69,7 @@ nlohmann::json kernel_report_to_json(const KernelBenchReport& report) {
     };
     cases[r.name] = std::move(c);
   }
-  return {{"threads", report.num_threads},
+  return {{"threads", report.threads},
           {"quick", report.quick},
           {"peer", report.peer_name.empty() ? nlohmann::json() : nlohmann::json(report.peer_name)},
           {"memcpy_gb_per_s", report.memcpy_gb_per_s},

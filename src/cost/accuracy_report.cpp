@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <numeric>
 
-#include "embshard/cost/cost_data.h"
+#include "embshard/cost/accuracy_report.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
 

@@ -14,6 +14,7 @@
 
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/reporter.h"
 
 namespace embshard {
 namespace {
@@ -193,14 +194,16 @@ CommData load_comm_data(const std::string& path, double max_bad_share) {
   return data;
 }
 
-void report_problems(const std::string& path, const std::vector<DataProblem>& problems) {
+void report_problems(const std::string& path, const std::vector<DataProblem>& problems,
+                     Reporter& reporter) {
   if (problems.empty()) return;
-  fmt::print(stderr, "{}: skipped {} bad record(s):\n", path, problems.size());
+  std::string text = fmt::format("{}: skipped {} bad record(s):", path, problems.size());
   const size_t shown = std::min<size_t>(problems.size(), 10);
   for (size_t i = 0; i < shown; ++i) {
-    fmt::print(stderr, "  line {}: {}\n", problems[i].line, problems[i].reason);
+    text += fmt::format("\n  line {}: {}", problems[i].line, problems[i].reason);
   }
-  if (shown < problems.size()) fmt::print(stderr, "  ... and {} more\n", problems.size() - shown);
+  if (shown < problems.size()) text += fmt::format("\n  ... and {} more", problems.size() - shown);
+  reporter.note(text);
 }
 
 }  // namespace embshard

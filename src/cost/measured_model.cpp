@@ -1,11 +1,10 @@
-// The measured CostModel: ground truth from the executor, for evaluation.
+// The measured compute model: ground truth from the executor, for evaluation.
 //
 // compute_ms runs the shard's forward + backward + update on the fused
 // executor with the workload's real traces (bench compute's time_shard: median
-// of kRepeats runs after kWarmup) and caches the result per shard. One process
-// cannot measure an all-to-all, so comm_ms is the analytic formula (latency +
-// bytes / bandwidth) with the calibration given in the options, or with
-// kDefaultCommLatencyUs and kDefaultCommGbps without one; its name says so.
+// of kRepeats runs after kWarmup) and caches the result per shard.
+#include "embshard/cost/measured_model.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -13,7 +12,6 @@
 #include <mutex>
 
 #include "embshard/bench/compute.h"
-#include "embshard/cost/analytic.h"
 #include "embshard/util/error.h"
 #include "embshard/workload/workload.h"
 
@@ -22,8 +20,6 @@ namespace {
 
 constexpr int kWarmup = 2;
 constexpr int kRepeats = 5;
-// Without a calibration file: a typical shared-memory all-to-all bandwidth.
-constexpr double kDefaultCommGbps = 10.0;
 
 // The workload table a feature set came from: by source_table when given,
 // else the table with the same rows whose pooling factor and reuse are closest.
@@ -50,16 +46,15 @@ int match_table(const Workload& w, const TableFeatures& t) {
   return best;
 }
 
-class MeasuredCostModel : public CostModel {
+class MeasuredComputeModel : public ComputeModel {
  public:
-  MeasuredCostModel(Workload w, const CostModelOptions& o, Calibration comm)
-      : workload_(std::move(w)), comm_(std::move(comm)) {
+  MeasuredComputeModel(Workload w, const CostModelOptions& o) : workload_(std::move(w)) {
     bench_.threads = o.threads;
     bench_.warmup = kWarmup;
     bench_.repeats = kRepeats;
   }
 
-  std::string name() const override { return "measured (compute: executor; comm: analytic)"; }
+  std::string name() const override { return "measured (executor)"; }
   int64_t batch_size() const override { return workload_.batch_size; }
 
   int add_table(const TableFeatures& table) override {
@@ -92,14 +87,8 @@ class MeasuredCostModel : public CostModel {
     return ms;
   }
 
-  void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
-               std::span<double> fwd_ms, std::span<double> bwd_ms) const override {
-    analytic_comm_ms(comm_, workload_.batch_size, dim_sums, delays_ms, fwd_ms, bwd_ms);
-  }
-
  private:
   Workload workload_;
-  Calibration comm_;
   ComputeBenchOptions bench_;
   std::vector<ShardTable> tables_;
   mutable std::mutex mutex_;
@@ -108,7 +97,7 @@ class MeasuredCostModel : public CostModel {
 
 }  // namespace
 
-std::unique_ptr<CostModel> make_measured_cost_model(const CostModelOptions& options) {
+std::shared_ptr<ComputeModel> make_measured_compute_model(const CostModelOptions& options) {
   ES_CHECK(!options.workload_dir.empty(),
            "measured model: no workload given (the traces it executes)");
   ES_CHECK(options.threads >= 1, "measured model: threads is {}, must be >= 1", options.threads);
@@ -119,10 +108,7 @@ std::unique_ptr<CostModel> make_measured_cost_model(const CostModelOptions& opti
            "measured model: batch size {} requested, but workload '{}' holds batch {} (its "
            "traces can only be executed at their own batch)",
            options.batch_size, options.workload_dir, w.batch_size);
-  Calibration comm;
-  comm.comm_gbps = kDefaultCommGbps;
-  if (!options.calibration.empty()) comm = load_calibration(options.calibration);
-  return std::make_unique<MeasuredCostModel>(std::move(w), options, std::move(comm));
+  return std::make_shared<MeasuredComputeModel>(std::move(w), options);
 }
 
 }  // namespace embshard

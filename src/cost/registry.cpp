@@ -1,11 +1,38 @@
 // The one registry of cost models: created by name, never by static
-// initialisation, so that the list below is the whole truth.
+// initialisation, so that the lists below are the whole truth.
+#include <filesystem>
+#include <optional>
+
+#include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "embshard/cost/analytic/model.h"
 #include "embshard/cost/cost_model.h"
+#include "embshard/cost/measured_model.h"
+#include "embshard/cost/neural/model.h"
 #include "embshard/util/error.h"
+#include "embshard/util/reporter.h"
 
 namespace embshard {
+namespace {
+
+// Empty paths mean the shipped models.
+CostModelOptions with_defaults(const CostModelOptions& options) {
+  CostModelOptions o = options;
+  if (o.model_dir.empty()) o.model_dir = shipped_models_dir() + "/neural";
+  if (o.calibration.empty()) o.calibration = shipped_models_dir() + "/analytic.json";
+  ES_CHECK(o.batch_size >= 0, "cost model: batch size {} is negative", o.batch_size);
+  return o;
+}
+
+// The analytic all-to-all stands in outside the device counts the neural
+// communication networks were trained on, when a calibration is at hand.
+std::optional<Calibration> optional_calibration(const std::string& path) {
+  if (path.empty() || !std::filesystem::exists(path)) return std::nullopt;
+  return load_calibration(path);
+}
+
+}  // namespace
 
 TableFeatures table_features(const TableSpec& spec, int dim) {
   ES_CHECK(dim > 0, "table_features: table '{}' at dim {}, must be positive", spec.name, dim);
@@ -18,12 +45,24 @@ TableFeatures table_features(const TableSpec& spec, int dim) {
   return f;
 }
 
-void CostModel::add_to_state(int, std::span<double>) const {
-  ES_THROW("cost model '{}' has no incremental state (state_size() is 0)", name());
+void ComputeModel::add_to_state(int, std::span<double>) const {
+  ES_THROW("compute model '{}' has no incremental state (state_size() is 0)", name());
 }
 
-double CostModel::state_ms(std::span<const double>) const {
-  ES_THROW("cost model '{}' has no incremental state (state_size() is 0)", name());
+double ComputeModel::state_ms(std::span<const double>) const {
+  ES_THROW("compute model '{}' has no incremental state (state_size() is 0)", name());
+}
+
+std::string shipped_models_dir() { return EMBSHARD_MODELS_DIR; }
+
+const std::vector<std::string>& compute_model_names() {
+  static const std::vector<std::string> names = {"analytic", "neural", "measured"};
+  return names;
+}
+
+const std::vector<std::string>& comm_model_names() {
+  static const std::vector<std::string> names = {"analytic", "neural"};
+  return names;
 }
 
 const std::vector<std::string>& cost_model_names() {
@@ -31,18 +70,63 @@ const std::vector<std::string>& cost_model_names() {
   return names;
 }
 
-std::string shipped_models_dir() { return EMBSHARD_MODELS_DIR; }
+std::shared_ptr<ComputeModel> create_compute_model(const std::string& name,
+                                                   const CostModelOptions& options) {
+  const CostModelOptions o = with_defaults(options);
+  if (name == "analytic") {
+    return make_analytic_compute_model(load_calibration(o.calibration), o.batch_size);
+  }
+  if (name == "neural") {
+    return std::make_shared<NeuralComputeModel>(load_prepared_neural_model(o.model_dir),
+                                                o.batch_size);
+  }
+  if (name == "measured") return make_measured_compute_model(o);
+  ES_THROW("unknown compute model '{}': valid names are {}", name,
+           fmt::join(compute_model_names(), ", "));
+}
 
-std::unique_ptr<CostModel> create_cost_model(const std::string& name,
-                                             const CostModelOptions& options) {
-  CostModelOptions o = options;
-  if (o.model_dir.empty()) o.model_dir = shipped_models_dir() + "/neural";
-  if (o.calibration.empty()) o.calibration = shipped_models_dir() + "/analytic.json";
-  if (name == "analytic") return make_analytic_cost_model(o);
-  if (name == "neural") return make_neural_cost_model(o);
-  if (name == "measured") return make_measured_cost_model(o);
+std::shared_ptr<const CommModel> create_comm_model(const std::string& name,
+                                                   const CostModelOptions& options) {
+  const CostModelOptions o = with_defaults(options);
+  if (name == "analytic") {
+    return make_analytic_comm_model(load_calibration(o.calibration), o.batch_size);
+  }
+  if (name == "neural") {
+    return std::make_shared<NeuralCommModel>(load_prepared_neural_model(o.model_dir), o.batch_size,
+                                             optional_calibration(o.calibration));
+  }
+  ES_THROW("unknown communication model '{}': valid names are {}", name,
+           fmt::join(comm_model_names(), ", "));
+}
+
+CostModel create_cost_model(const std::string& name, const CostModelOptions& options) {
+  const CostModelOptions o = with_defaults(options);
+  if (name == "analytic") {
+    return make_analytic_cost_model(load_calibration(o.calibration), o.batch_size);
+  }
+  if (name == "neural") {
+    return make_neural_cost_model(load_prepared_neural_model(o.model_dir), o.batch_size,
+                                  optional_calibration(o.calibration));
+  }
+  if (name == "measured") {
+    // One process cannot run an all-to-all: the analytic formula stands in.
+    return {make_measured_compute_model(o), create_comm_model("analytic", o),
+            "measured (compute: executor; comm: analytic)"};
+  }
   ES_THROW("unknown cost model '{}': valid names are {}", name,
            fmt::join(cost_model_names(), ", "));
+}
+
+CostModel open_cost_model(const std::string& name, const CostModelOptions& options,
+                          Reporter& reporter) {
+  const CostModelOptions o = with_defaults(options);
+  if (name == "neural" && !std::filesystem::exists(o.model_dir)) {
+    reporter.note(fmt::format("note: no trained model directory {}; using the analytic cost "
+                              "model instead",
+                              o.model_dir));
+    return create_cost_model("analytic", o);
+  }
+  return create_cost_model(name, o);
 }
 
 }  // namespace embshard

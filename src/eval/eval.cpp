@@ -10,11 +10,11 @@
 #include <nlohmann/json.hpp>
 
 #include "embshard/cost/cost_model.h"
-#include "embshard/eval/measured_compute.h"
 #include "embshard/plan/predict.h"
+#include "embshard/search/planning.h"
 #include "embshard/util/error.h"
 #include "embshard/util/machine.h"
-#include "embshard/util/progress.h"
+#include "embshard/util/reporter.h"
 #include "embshard/util/record_file.h"
 #include "embshard/util/text_table.h"
 
@@ -34,16 +34,15 @@ PlanTask make_eval_task(const Workload& pool, const EvalTask& t, int devices) {
                    device_capacities(devices, t.mem_cap_bytes, {}), {});
 }
 
-json eval_one(const PlanTask& task, const EvalOptions& o, CostModel& model, CostModel& measured,
-              const CostModel& comm) {
-  MeasuredCompute truth(measured, comm);
+// `truth`: compute measured on the executor, communication measured or modelled.
+json eval_one(const PlanTask& task, const EvalOptions& o, const CostModel& model,
+              const CostModel& truth) {
   ShardCosts measured_costs(task, truth);
   json algos = json::object();
   for (const std::string& name : o.algos) {
-    auto planner = create_planner(name, o.planner);
     PlanResult r;
     try {
-      r = make_plan(*planner, task, model);
+      r = plan_task(task, name, o.planner, model);
     } catch (const Error& e) {
       // A heuristic can fail to pack a feasible task; that is a result too.
       algos[name] = {{"error", e.what()}};
@@ -69,7 +68,8 @@ bool launched_with_several_ranks() {
   return false;
 }
 
-std::vector<json> run_eval(const EvalOptions& o, const CostModel* comm,
+std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
+                           std::shared_ptr<const CommModel> comm,
                            const std::string& comm_source) {
   ES_CHECK(!o.algos.empty(), "eval: --algos is empty");
   ES_CHECK(o.devices >= 1, "eval: --devices is {}, must be at least 1", o.devices);
@@ -82,8 +82,9 @@ std::vector<json> run_eval(const EvalOptions& o, const CostModel* comm,
   mo.workload_dir = pool_dir;
   mo.batch_size = pool.batch_size;
   mo.threads = o.threads;
-  auto model = create_cost_model(o.cost_model, mo);
-  auto measured = create_cost_model("measured", mo);
+  const CostModel model = create_cost_model(o.cost_model, mo);
+  const CostModel truth{create_compute_model("measured", mo), comm ? comm : model.comm,
+                        "measured compute; comm: " + comm_source};
   const json header{{"format", "embshard-eval"},
                     {"version", 1},
                     {"embshard_version", EMBSHARD_VERSION},
@@ -101,7 +102,7 @@ std::vector<json> run_eval(const EvalOptions& o, const CostModel* comm,
                  {"format", "version", "machine", "tasks", "pool", "devices", "algos",
                   "cost_model", "model_dir", "threads", "comm"});
   const size_t done = out.records().size();
-  Progress progress("eval", tasks.size(), done);
+  Progress progress(reporter, "eval", tasks.size(), done);
   for (size_t i = done; i < tasks.size(); ++i) {
     PlanTask task;
     try {
@@ -115,16 +116,18 @@ std::vector<json> run_eval(const EvalOptions& o, const CostModel* comm,
     }
     out.append({{"task", i},
                 {"tables", task.num_tables()},
-                {"algos", eval_one(task, o, *model, *measured, comm ? *comm : *model)}});
+                {"algos", eval_one(task, o, model, truth)}});
     progress.update(i + 1);
   }
   progress.finish();
   return out.records();
 }
 
-std::vector<AlgoSummary> summarize_eval(const std::vector<json>& records,
-                                        const std::vector<std::string>& algos) {
-  std::vector<AlgoSummary> summary(algos.size());
+EvalSummary summarize_eval(const std::vector<json>& records,
+                           const std::vector<std::string>& algos) {
+  EvalSummary result;
+  std::vector<AlgoSummary>& summary = result.algos;
+  summary.resize(algos.size());
   for (size_t a = 0; a < algos.size(); ++a) summary[a].name = algos[a];
   int planned = 0;
   for (const json& r : records) {
@@ -154,7 +157,9 @@ std::vector<AlgoSummary> summarize_eval(const std::vector<json>& records,
       s.prediction_mape_pct += 100 * std::abs(predicted - measured) / measured;
     }
   }
-  if (planned == 0) return summary;
+  result.tasks = planned;
+  result.left_out = static_cast<int>(records.size()) - planned;
+  if (planned == 0) return result;
   const double n = planned;
   double best_baseline = INFINITY;
   for (AlgoSummary& s : summary) {
@@ -167,13 +172,12 @@ std::vector<AlgoSummary> summarize_eval(const std::vector<json>& records,
   for (AlgoSummary& s : summary) {
     s.ratio_to_best_baseline = std::isfinite(best_baseline) ? s.mean_measured_ms / best_baseline : 0;
   }
-  return summary;
+  return result;
 }
 
-json eval_summary_json(const std::vector<AlgoSummary>& summary, int tasks,
-                       const std::string& comm_source) {
+json eval_summary_json(const EvalSummary& summary, const std::string& comm_source) {
   json algos = json::object();
-  for (const AlgoSummary& s : summary) {
+  for (const AlgoSummary& s : summary.algos) {
     algos[s.name] = {{"mean_measured_ms", s.mean_measured_ms},
                      {"tasks_failed", s.failed},
                      {"mean_predicted_ms", s.mean_predicted_ms},
@@ -182,14 +186,14 @@ json eval_summary_json(const std::vector<AlgoSummary>& summary, int tasks,
                      {"mean_gap_to_bound", s.mean_gap_to_bound},
                      {"prediction_mape_pct", s.prediction_mape_pct}};
   }
-  return {{"tasks", tasks}, {"communication", comm_source}, {"algorithms", algos}};
+  return {{"tasks", summary.tasks}, {"communication", comm_source}, {"algorithms", algos}};
 }
 
-std::string eval_report(const std::vector<AlgoSummary>& summary, int tasks,
-                        const std::string& comm_source) {
+std::string eval_report(const EvalSummary& summary, const std::string& comm_source) {
+  const int tasks = summary.tasks;
   TextTable table({"algorithm", "mean measured ms", "mean predicted ms", "x best baseline",
                    "tasks won", "no plan", "pred. error %", "gap to bound %"});
-  for (const AlgoSummary& s : summary) {
+  for (const AlgoSummary& s : summary.algos) {
     table.add_row({s.name, fmt::format("{:.3f}", s.mean_measured_ms),
                    fmt::format("{:.3f}", s.mean_predicted_ms),
                    fmt::format("{:.3f}", s.ratio_to_best_baseline),
@@ -202,7 +206,9 @@ std::string eval_report(const std::vector<AlgoSummary>& summary, int tasks,
                      tasks, comm_source, table.render());
 }
 
-std::string eval_svg(const std::vector<AlgoSummary>& summary, int tasks, int devices) {
+std::string eval_svg(const EvalSummary& result, int devices) {
+  const std::vector<AlgoSummary>& summary = result.algos;
+  const int tasks = result.tasks;
   constexpr double kW = 640, kBar = 28, kLeft = 150, kTop = 50;
   double top = 0;
   for (const AlgoSummary& s : summary) top = std::max({top, s.mean_measured_ms, s.mean_predicted_ms});

@@ -1,5 +1,5 @@
 // `mpirun -np N embshard eval`: rank 0 runs the evaluation; the all-to-alls
-// of every plan are timed across all N ranks (bench/alltoall_mpi.h).
+// of every plan are timed across all N ranks (embshard/bench/alltoall_mpi.h).
 #include <cmath>
 #include <limits>
 
@@ -7,26 +7,20 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "bench/alltoall_mpi.h"
+#include "embshard/bench/alltoall_mpi.h"
 #include "embshard/eval/eval.h"
 #include "embshard/util/error.h"
+#include "embshard/util/reporter.h"
 
 namespace embshard {
 namespace {
 
-// Communication only: each comm_ms call is one measurement on every rank.
-class MpiAllToAll : public CostModel {
+// Each comm_ms call is one measurement on every rank.
+class MpiCommModel : public CommModel {
  public:
-  MpiAllToAll(const mpi::Watchdog& dog, CommBenchOptions timing, int ranks)
-      : dog_(dog), timing_(std::move(timing)), ranks_(ranks) {}
+  MpiCommModel(const mpi::Watchdog& dog, AllToAllTiming timing, int ranks)
+      : dog_(dog), timing_(timing), ranks_(ranks) {}
   std::string name() const override { return fmt::format("MPI all-to-all, {} ranks", ranks_); }
-  int64_t batch_size() const override { return timing_.batch; }
-  int add_table(const TableFeatures&) override {
-    ES_THROW("the MPI all-to-all measures communication only");
-  }
-  double compute_ms(std::span<const int>) const override {
-    ES_THROW("the MPI all-to-all measures communication only");
-  }
   void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
                std::span<double> fwd_ms, std::span<double> bwd_ms) const override {
     ES_CHECK(static_cast<int>(dim_sums.size()) == ranks_,
@@ -45,27 +39,27 @@ class MpiAllToAll : public CostModel {
 
  private:
   const mpi::Watchdog& dog_;
-  CommBenchOptions timing_;
+  AllToAllTiming timing_;
   int ranks_;
   mutable int64_t measurements_ = 0;
 };
 
 }  // namespace
 
-MpiEvalResult run_eval_mpi(const EvalOptions& options) {
+MpiEvalResult run_eval_mpi(const EvalOptions& options, Reporter& reporter) {
   mpi::Session session;
   const int n = session.size();
   EvalOptions o = options;
   if (o.devices == 0) o.devices = n;
   MpiEvalResult result;
   result.devices = o.devices;
-  const mpi::Watchdog dog("eval", session.rank(), o.comm_timeout_s > 0 ? o.comm_timeout_s : 60);
+  const mpi::Watchdog dog("eval", session.rank(), o.comm_timeout_s > 0 ? o.comm_timeout_s : 60,
+                          reporter);
   const std::vector<std::string> hosts = mpi::gather_hosts(dog, n);
   // Rank 0 checks the run and sends what the measurements need: [status,
   // batch, warmup, repeats] (kSetupError: rank 0 reports why).
   double setup[4] = {mpi::kSetupError, 0, 0, 0};
-  CommBenchOptions timing;
-  timing.timeout_s = o.comm_timeout_s;
+  AllToAllTiming timing;
   if (session.rank() != 0) {
     // Rank 0 loads, plans and measures compute between measurements, for as
     // long as that takes: control messages have no deadline (if rank 0 dies,
@@ -79,7 +73,7 @@ MpiEvalResult run_eval_mpi(const EvalOptions& options) {
     try {
       mpi::serve_alltoalls(control, dog, timing, n);
     } catch (const std::exception& e) {
-      mpi::abort_run("eval", session.rank(), fmt::format("error: {}", e.what()));
+      mpi::abort_run(reporter, "eval", session.rank(), fmt::format("error: {}", e.what()));
     }
     return result;
   }
@@ -112,8 +106,8 @@ MpiEvalResult run_eval_mpi(const EvalOptions& options) {
   try {
     result.comm_source = fmt::format("measured: MPI all-to-all over {} ranks on {}", n,
                                      fmt::join(hosts, ","));
-    const MpiAllToAll comm(dog, timing, n);
-    result.records = run_eval(o, &comm, result.comm_source);
+    result.records =
+        run_eval(o, reporter, std::make_shared<MpiCommModel>(dog, timing, n), result.comm_source);
   } catch (...) {
     // The other ranks wait for a control message: let them leave, then report.
     mpi::stop_serving(dog, mpi::kSetupError, n);

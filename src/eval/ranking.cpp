@@ -1,7 +1,5 @@
 #include "embshard/eval/ranking.h"
 
-#include "embshard/eval/measured_compute.h"
-
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -10,6 +8,7 @@
 #include "embshard/plan/predict.h"
 #include "embshard/util/error.h"
 #include "embshard/util/random.h"
+#include "embshard/util/reporter.h"
 
 namespace embshard {
 namespace {
@@ -74,14 +73,18 @@ bool draw_placement(const PlanTask& task, std::mt19937_64& rng, Plan& plan) {
 
 }  // namespace
 
-RankingResult ranking_check(CostModel& model, CostModel& measured, const Workload& workload,
-                            const RankingOptions& o, const std::function<void(int)>& on_task) {
+RankingResult ranking_check(const CostModel& model, std::shared_ptr<ComputeModel> measured,
+                            const Workload& workload, const RankingOptions& o,
+                            Reporter& reporter) {
   ES_CHECK(o.tasks >= 1 && o.placements >= 2 && o.devices >= 1,
            "ranking: tasks {} placements {} devices {}: need >= 1, >= 2, >= 1", o.tasks,
            o.placements, o.devices);
   ES_CHECK(o.min_tables >= 1 && o.max_tables >= o.min_tables && !o.dims.empty(),
            "ranking: tables {}..{} or dims invalid", o.min_tables, o.max_tables);
+  // Both sides take communication from the model under test (see above).
+  const CostModel truth{std::move(measured), model.comm, "measured compute"};
   RankingResult result;
+  Progress progress(reporter, "validate --ranking", static_cast<uint64_t>(o.tasks));
   for (int i = 0; i < o.tasks; ++i) {
     std::mt19937_64 rng(item_seed(o.seed, static_cast<uint64_t>(i)));
     const std::vector<TableSpec> tables = draw_tables(workload, o, rng);
@@ -100,7 +103,6 @@ RankingResult ranking_check(CostModel& model, CostModel& measured, const Workloa
       }
     }
     ShardCosts predicted_costs(task, model);
-    MeasuredCompute truth(measured, model);
     ShardCosts measured_costs(task, truth);
     RankingTask r;
     r.tables = task.num_tables();
@@ -119,8 +121,9 @@ RankingResult ranking_check(CostModel& model, CostModel& measured, const Workloa
     result.hits += r.regret <= o.tolerance ? 1 : 0;
     result.mean_regret += r.regret / o.tasks;
     result.tasks.push_back(std::move(r));
-    if (on_task) on_task(i + 1);
+    progress.update(static_cast<uint64_t>(i + 1));
   }
+  progress.finish();
   result.pick_within_tolerance_rate = static_cast<double>(result.hits) / o.tasks;
   return result;
 }

@@ -20,7 +20,11 @@ TableFeatures piece_features(const TableSpec& table, int cols, int64_t rows,
   return f;
 }
 
-ShardCosts::ShardCosts(const PlanTask& task, CostModel& model) : task_(task), model_(model) {}
+ShardCosts::ShardCosts(const PlanTask& task, const CostModel& model)
+    : task_(task), model_(model) {
+  ES_CHECK(model_.compute && model_.comm, "cost model '{}' lacks its {} model", model_.name,
+           model_.compute ? "communication" : "compute");
+}
 
 int ShardCosts::shard_id(const Shard& s) {
   const TableSpec& spec = task_.tables[s.table];
@@ -38,29 +42,28 @@ int ShardCosts::shard_id(int table, int cols, int64_t rows, double lookup_share)
                        (static_cast<uint64_t>(rows) << 1) ^ (replica ? 1u : 0u);
   const auto it = ids_.find(key);
   if (it != ids_.end()) return it->second;
-  const int id = model_.add_table(piece_features(task_.tables[table], cols, rows, lookup_share));
-  ES_CHECK(id >= 0,
-           "cost model {} returned table id {}", model_.name(), id);
+  const int id = compute().add_table(piece_features(task_.tables[table], cols, rows, lookup_share));
+  ES_CHECK(id >= 0, "compute model {} returned table id {}", compute().name(), id);
   if (static_cast<int>(single_ms_.size()) <= id) single_ms_.resize(id + 1, -1.0);
   ids_.emplace(key, id);
   return id;
 }
 
 double ShardCosts::single_ms(int id) {
-  if (single_ms_[id] < 0) single_ms_[id] = model_.compute_ms(std::span<const int>(&id, 1));
+  if (single_ms_[id] < 0) single_ms_[id] = compute().compute_ms(std::span<const int>(&id, 1));
   return single_ms_[id];
 }
 
-void finish_prediction(const CostModel& model, PlanPrediction& p) {
+void finish_prediction(const CommModel& comm, PlanPrediction& p) {
   const size_t n = p.devices.size();
   std::vector<double> dims(n), delays(n, 0.0), fwd(n), bwd(n);
   for (size_t d = 0; d < n; ++d) dims[d] = p.devices[d].dim_sum;
-  model.comm_ms(dims, delays, fwd, bwd);
+  comm.comm_ms(dims, delays, fwd, bwd);
   double fastest = std::numeric_limits<double>::infinity();
   for (size_t d = 0; d < n; ++d) fastest = std::min(fastest, p.devices[d].compute_ms + bwd[d]);
   for (size_t d = 0; d < n; ++d) delays[d] = p.devices[d].compute_ms + bwd[d] - fastest;
   std::vector<double> bwd_unused(n);
-  model.comm_ms(dims, delays, fwd, bwd_unused);
+  comm.comm_ms(dims, delays, fwd, bwd_unused);
   p.cost_ms = 0;
   double sum = 0;
   for (size_t d = 0; d < n; ++d) {
@@ -89,9 +92,9 @@ PlanPrediction predict_plan(const PlanTask& task, const Plan& plan, ShardCosts& 
     ids[s.device].push_back(costs.shard_id(s));
   }
   for (int d = 0; d < task.num_devices(); ++d) {
-    p.devices[d].compute_ms = ids[d].empty() ? 0.0 : costs.model().compute_ms(ids[d]);
+    p.devices[d].compute_ms = ids[d].empty() ? 0.0 : costs.compute().compute_ms(ids[d]);
   }
-  finish_prediction(costs.model(), p);
+  finish_prediction(costs.comm(), p);
   return p;
 }
 

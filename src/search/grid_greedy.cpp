@@ -45,7 +45,8 @@ void Layout::copy_from(const Layout& other) {
   state = other.state;
 }
 
-void Layout::place(size_t index, int d, const Piece& p, double fused_ms, const CostModel& model) {
+void Layout::place(size_t index, int d, const Piece& p, double fused_ms,
+                   const ComputeModel& model) {
   if (const size_t n = state.size() / ids.size(); n > 0) {
     model.add_to_state(p.id, std::span<double>(state.data() + d * n, n));
   }
@@ -65,15 +66,17 @@ void Layout::place(size_t index, int d, const Piece& p, double fused_ms, const C
   }
 }
 
-GridGreedy::GridGreedy(const PlanTask& task, CostModel& model, const PlannerOptions& options)
+GridGreedy::GridGreedy(const PlanTask& task, const CostModel& model,
+                       const PlannerOptions& options)
     : task_(task),
-      model_(model),
+      compute_(*model.compute),
+      comm_(*model.comm),
       cache_(options.cache_log2_entries),
       grid_steps_(options.grid_steps),
       cap_low_(options.cap_low),
       cap_high_(options.cap_high),
       prune_(options.prune_monotone),
-      state_size_(model.state_size()),
+      state_size_(model.compute->state_size()),
       scratch_state_(state_size_) {
   ES_CHECK(grid_steps_ >= 1, "grid steps is {}, must be at least 1", grid_steps_);
   ES_CHECK(cap_low_ > 0 && cap_high_ >= cap_low_, "dim-sum caps {}..{} x mean are not a range",
@@ -107,12 +110,12 @@ double GridGreedy::fused_ms(Layout& layout, int d, const Piece& p) {
   if (state_size_ > 0) {
     const double* device = layout.state.data() + d * state_size_;
     std::copy(device, device + state_size_, scratch_state_.begin());
-    model_.add_to_state(p.id, scratch_state_);
-    ms = model_.state_ms(scratch_state_);
+    compute_.add_to_state(p.id, scratch_state_);
+    ms = compute_.state_ms(scratch_state_);
   } else {
     std::vector<int>& ids = layout.ids[d];
     ids.push_back(p.id);
-    ms = model_.compute_ms(ids);
+    ms = compute_.compute_ms(ids);
     ids.pop_back();
   }
   cache_.put(key, ms);
@@ -122,7 +125,7 @@ double GridGreedy::fused_ms(Layout& layout, int d, const Piece& p) {
 // Same formula as finish_prediction, on scratch buffers.
 double GridGreedy::total_ms(const Layout& layout) {
   const size_t n = zero_.size();
-  model_.comm_ms(layout.dim_sum, zero_, fwd_, bwd_);
+  comm_.comm_ms(layout.dim_sum, zero_, fwd_, bwd_);
   double fastest = std::numeric_limits<double>::infinity(), slowest = 0;
   for (size_t d = 0; d < n; ++d) {
     fastest = std::min(fastest, layout.compute_ms[d] + bwd_[d]);
@@ -132,7 +135,7 @@ double GridGreedy::total_ms(const Layout& layout) {
   // best found needs no forward costing (it cannot win either way).
   if (prune_ && slowest >= best_ms_) return slowest;
   for (size_t d = 0; d < n; ++d) delays_[d] = layout.compute_ms[d] + bwd_[d] - fastest;
-  model_.comm_ms(layout.dim_sum, delays_, fwd_, bwd2_);
+  comm_.comm_ms(layout.dim_sum, delays_, fwd_, bwd2_);
   double worst = 0;
   for (size_t d = 0; d < n; ++d) worst = std::max(worst, layout.compute_ms[d] + fwd_[d] + bwd_[d]);
   return worst;
@@ -194,7 +197,7 @@ void GridGreedy::descend(Layout& L, size_t next, std::vector<int> caps) {
     const int pin = task_.pinned_device[p.table];
     if (pin >= 0) {
       if (L.mem_bytes[pin] + p.mem_bytes > task_.device_mem_bytes[pin]) return;
-      L.place(i, pin, p, fused_ms(L, pin, p), model_);
+      L.place(i, pin, p, fused_ms(L, pin, p), compute_);
       continue;
     }
     if (!choose(L, p, caps, choice)) {
@@ -211,7 +214,7 @@ void GridGreedy::descend(Layout& L, size_t next, std::vector<int> caps) {
         if (choice[k] < 0) continue;
         Layout& f = acquire();
         f.copy_from(L);
-        f.place(i, choice[k], p, chosen_ms[k], model_);
+        f.place(i, choice[k], p, chosen_ms[k], compute_);
         ++depth_;
         descend(f, i + 1, sub);
         --depth_;
@@ -223,11 +226,11 @@ void GridGreedy::descend(Layout& L, size_t next, std::vector<int> caps) {
       caps.swap(sub);
       choice.resize(caps.size());
       if (choice[0] < 0) return;
-      L.place(i, choice[0], p, chosen_ms[0], model_);
+      L.place(i, choice[0], p, chosen_ms[0], compute_);
       continue;
     }
     if (choice[0] < 0) return;  // no device has memory left for this piece
-    L.place(i, choice[0], p, cand_ms_[choice[0]], model_);
+    L.place(i, choice[0], p, cand_ms_[choice[0]], compute_);
   }
   const double ms = total_ms(L);
   if (ms < best_ms_) {

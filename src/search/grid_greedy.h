@@ -77,12 +77,12 @@ struct Layout {
 
   void reset(int devices, size_t pieces, size_t state_size);
   void copy_from(const Layout& other);
-  void place(size_t index, int d, const Piece& p, double fused_ms, const CostModel& model);
+  void place(size_t index, int d, const Piece& p, double fused_ms, const ComputeModel& model);
 };
 
 class GridGreedy {
  public:
-  GridGreedy(const PlanTask& task, CostModel& model, const PlannerOptions& options);
+  GridGreedy(const PlanTask& task, const CostModel& model, const PlannerOptions& options);
 
   // Places `pieces` under every cap of the grid (mean dim sum x cap_low ..
   // cap_high); returns the best cost (infinity if no run fits the memory) and
@@ -103,7 +103,8 @@ class GridGreedy {
   Layout& acquire();
 
   const PlanTask& task_;
-  CostModel& model_;
+  ComputeModel& compute_;
+  const CommModel& comm_;
   CostCache cache_;
   int grid_steps_;
   double cap_low_, cap_high_;

@@ -37,25 +37,25 @@ LowerBound lower_bound(const PlanTask& task, ShardCosts& costs) {
     all.push_back(costs.piece_id(t, task.tables[t].dim));
   }
   // The devices together cost at least the whole task fused into one call.
-  b.work_ms = costs.model().compute_ms(all) / task.num_devices();
+  b.work_ms = costs.compute().compute_ms(all) / task.num_devices();
   const size_t n = task.num_devices();
   std::vector<double> dims(n, 0.0), zero(n, 0.0), fwd(n), bwd(n);
-  costs.model().comm_ms(dims, zero, fwd, bwd);
+  costs.comm().comm_ms(dims, zero, fwd, bwd);
   b.comm_ms = fwd[0] + bwd[0];
   for (size_t d = 1; d < n; ++d) b.comm_ms = std::min(b.comm_ms, fwd[d] + bwd[d]);
   b.comm_ms = std::max(0.0, b.comm_ms);
   double total_dims = 0;
   for (const TableSpec& t : task.tables) total_dims += t.dim;
   dims.assign(n, total_dims / n);
-  costs.model().comm_ms(dims, zero, fwd, bwd);
+  costs.comm().comm_ms(dims, zero, fwd, bwd);
   for (size_t d = 0; d < n; ++d) b.mean_comm_ms += (fwd[d] + bwd[d]) / n;
   return b;
 }
 
-PlanResult make_plan(Planner& planner, const PlanTask& task, CostModel& model) {
+PlanResult make_plan(Planner& planner, const PlanTask& task, const CostModel& model) {
   PlanResult r;
   r.algorithm = planner.name();
-  r.cost_model = model.name();
+  r.cost_model = model.name;
   ShardCosts costs(task, model);
   const auto start = std::chrono::steady_clock::now();
   r.plan = planner.plan(task, costs);

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -53,6 +54,18 @@ std::string read_file(const std::string& path) {
   buffer << in.rdbuf();
   ES_CHECK(!in.bad(), "cannot read '{}'", path);
   return buffer.str();
+}
+
+void check_writable(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  std::error_code ec;
+  ES_CHECK(!fs::is_directory(p, ec), "{}: '{}' is a directory, not a file", what, path);
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  ES_CHECK(fs::is_directory(dir, ec), "{}: cannot write '{}': directory '{}' does not exist",
+           what, path, dir.string());
+  ES_CHECK(::access(dir.c_str(), W_OK) == 0, "{}: cannot write '{}': directory '{}' is not "
+           "writable", what, path, dir.string());
 }
 
 bool file_exists(const std::string& path) {

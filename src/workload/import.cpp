@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "embshard/util/error.h"
+#include "embshard/util/reporter.h"
 #include "embshard/util/file.h"
 #include "workload/pt_reader.h"
 
@@ -34,12 +35,13 @@ TableSpec table_spec_from_trace(const TableTrace& trace, std::string name, int d
   return spec;
 }
 
-// Progress lines on stderr, at most one every two seconds.
-class Progress {
+// Bytes read so far, to the reporter at most once every two seconds.
+class ReadProgress {
  public:
-  Progress(const std::string& path, const ImportOptions& options)
+  ReadProgress(const std::string& path, const ImportOptions& options)
       : file_bytes_(file_size_bytes(path)),
-        enabled_(options.progress && file_bytes_ >= options.progress_min_bytes) {}
+        reporter_(options.reporter),
+        enabled_(reporter_ != nullptr && file_bytes_ >= options.progress_min_bytes) {}
 
   void operator()(uint64_t bytes_done) {
     if (!enabled_) return;
@@ -47,14 +49,16 @@ class Progress {
     if (now - last_ < std::chrono::seconds(2)) return;
     last_ = now;
     const double seconds = std::chrono::duration<double>(now - start_).count();
-    std::fprintf(stderr, "embshard import: %.2f GiB read (file %.2f GiB), %.0f MiB/s, %.0f s\n",
-                 bytes_done / 1073741824.0, file_bytes_ / 1073741824.0,
-                 bytes_done / 1048576.0 / std::max(seconds, 1e-9), seconds);
+    reporter_->note(fmt::format("embshard import: {:.2f} GiB read (file {:.2f} GiB), {:.0f} MiB/s, "
+                                "{:.0f} s",
+                                bytes_done / 1073741824.0, file_bytes_ / 1073741824.0,
+                                bytes_done / 1048576.0 / std::max(seconds, 1e-9), seconds));
   }
 
  private:
   using Clock = std::chrono::steady_clock;
   uint64_t file_bytes_;
+  Reporter* reporter_;
   bool enabled_;
   Clock::time_point start_ = Clock::now(), last_ = Clock::now();
 };
@@ -159,7 +163,7 @@ Workload import_pt(const std::string& pt_path, const std::string& out_dir,
   // into place only once the whole input has been read and checked.
   const fs::path staging = fs::path(out_dir) / fmt::format(".import.{}", getpid());
   try {
-    Progress progress(pt_path, options);
+    ReadProgress progress(pt_path, options);
     pt::PtArchive archive(pt_path, [&progress](uint64_t done) { progress(done); });
     const Layout layout = check_layout(archive);
     const std::vector<int64_t> offsets = read_offsets(archive, layout);

@@ -149,8 +149,8 @@ WorkloadStats aggregate_stats(const std::vector<TableSpec>& specs,
   return w;
 }
 
-Calibration compare_to_published(const WorkloadStats& measured, const PublishedStats& target) {
-  Calibration c;
+PublishedComparison compare_to_published(const WorkloadStats& measured, const PublishedStats& target) {
+  PublishedComparison c;
   c.row_reuse_tv = total_variation(measured.row_reuse, target.row_reuse);
   c.lookup_reuse_tv = total_variation(measured.lookup_reuse, target.lookup_reuse);
   c.pooling_rel_error =

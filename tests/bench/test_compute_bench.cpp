@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "embshard/bench/compute.h"
+#include "embshard/util/reporter.h"
 #include "embshard/util/error.h"
 #include "embshard/util/record_file.h"
 #include "test_util.h"
@@ -63,12 +64,12 @@ TEST(ComputeBench, ResumesAfterATornRecordWithoutDuplicates) {
   const std::string workload = make_workload(dir, 6);
   const std::string out = dir.file("costs.jsonl");
   ComputeBenchOptions o = small_options(workload, out);
-  EXPECT_EQ(run_compute_bench(o), 6);
+  EXPECT_EQ(run_compute_bench(o, silent_reporter()), 6);
   const std::string full = slurp(out);
   // Tear the last record in half, as a crash in the middle of a write would.
   const size_t last_line = full.rfind('\n', full.size() - 2);
   spit(out, full.substr(0, last_line + 1 + (full.size() - last_line) / 2));
-  EXPECT_EQ(run_compute_bench(o), 6);
+  EXPECT_EQ(run_compute_bench(o, silent_reporter()), 6);
   json header;
   const auto records = RecordFile::read_all(out, &header, nullptr);
   ASSERT_EQ(records.size(), 6u);
@@ -95,9 +96,9 @@ TEST(ComputeBench, ResumesAfterATornRecordWithoutDuplicates) {
 
   // More samples extend the run; other options refuse to mix.
   o.samples = 8;
-  EXPECT_EQ(run_compute_bench(o), 8);
+  EXPECT_EQ(run_compute_bench(o, silent_reporter()), 8);
   o.seed = 12;
-  EXPECT_THROW(run_compute_bench(o), Error);
+  EXPECT_THROW(run_compute_bench(o, silent_reporter()), Error);
 }
 
 TEST(ComputeBench, ShardThatCannotFitTheCapIsAnError) {
@@ -106,7 +107,7 @@ TEST(ComputeBench, ShardThatCannotFitTheCapIsAnError) {
   ComputeBenchOptions o = small_options(workload, dir.file("costs.jsonl"));
   o.mem_cap_bytes = 50 * 4 * 4 - 1;  // the smallest table at dim 4 needs 800 bytes
   try {
-    run_compute_bench(o);
+    run_compute_bench(o, silent_reporter());
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'t0'"), std::string::npos) << e.what();

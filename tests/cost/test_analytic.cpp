@@ -7,7 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "embshard/cost/analytic.h"
+#include "embshard/cost/analytic/calibrate.h"
+#include "embshard/cost/analytic/model.h"
+#include "embshard/cost/analytic/terms.h"
+#include "embshard/util/nnls.h"
+#include "embshard/util/reporter.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
 #include "test_util.h"
@@ -47,13 +51,13 @@ TableFeatures uniform_table(int64_t rows, int dim, double pooling) {
   return t;
 }
 
-double single_ms(CostModel& m, const TableFeatures& t) {
+double single_ms(ComputeModel& m, const TableFeatures& t) {
   const int id = m.add_table(t);
   return m.compute_ms(std::span<const int>(&id, 1));
 }
 
 TEST(AnalyticModel, MonotoneInLookupsDimAndRows) {
-  auto m = make_analytic_cost_model(hand_calibration(), 0);
+  auto m = make_analytic_compute_model(hand_calibration(), 0);
   EXPECT_EQ(m->batch_size(), 1024);
   double last = 0;
   for (double pooling : {0.5, 1.0, 4.0, 16.0, 64.0}) {
@@ -81,7 +85,7 @@ TEST(AnalyticModel, MonotoneInLookupsDimAndRows) {
 }
 
 TEST(AnalyticModel, FusedShardCostsMoreThanItsLargestTableAndIsFinite) {
-  auto m = make_analytic_cost_model(hand_calibration(), 2048);
+  auto m = make_analytic_compute_model(hand_calibration(), 2048);
   const int a = m->add_table(uniform_table(1 << 20, 64, 8));
   const int b = m->add_table(uniform_table(1 << 22, 16, 20));
   const std::vector<int> both = {a, b};
@@ -99,7 +103,7 @@ TEST(AnalyticModel, FusedShardCostsMoreThanItsLargestTableAndIsFinite) {
 // The search's incremental state gives the same cost as compute_ms, in any
 // order of adding the tables.
 TEST(AnalyticModel, IncrementalStateEqualsComputeMs) {
-  auto model = make_analytic_cost_model(hand_calibration(), 4096);
+  auto model = make_analytic_compute_model(hand_calibration(), 4096);
   std::mt19937_64 rng(6);
   std::vector<int> ids;
   for (int i = 0; i < 12; ++i) {
@@ -135,7 +139,7 @@ TEST(AnalyticModel, DistinctRowsFromHistograms) {
 }
 
 TEST(AnalyticModel, CommIsLatencyPlusBytesOverBandwidthPlusStragglerWait) {
-  auto m = make_analytic_cost_model(hand_calibration(), 1024);
+  auto m = make_analytic_comm_model(hand_calibration(), 1024);
   const std::vector<double> dims = {10, 30}, delays = {0, 2};
   std::vector<double> fwd(2), bwd(2);
   m->comm_ms(dims, delays, fwd, bwd);
@@ -206,7 +210,7 @@ TEST(Calibrate, QuickRunFitsRealProbesWithinSeconds) {
   o.quick = true;
   o.batch_size = 1024;
   const auto start = std::chrono::steady_clock::now();
-  const Calibration c = run_calibration(o);
+  const Calibration c = run_calibration(o, silent_reporter());
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 10.0);
@@ -219,7 +223,7 @@ TEST(Calibrate, QuickRunFitsRealProbesWithinSeconds) {
   EXPECT_LT(c.bwd_fit_rms_pct, 50.0);
   // Measured, not assumed: a shard over a big table read at random costs more
   // than the same lookups over a small hot table.
-  auto m = make_analytic_cost_model(c, 0);
+  auto m = make_analytic_compute_model(c, 0);
   EXPECT_GT(single_ms(*m, uniform_table(1 << 22, 128, 32)),
             single_ms(*m, uniform_table(1000, 128, 32)));
 }
@@ -260,12 +264,12 @@ TEST(CalibrateComm, FitsLatencyAndBandwidthFromACommFile) {
   }
   write_file_atomic(dir.file("comm.jsonl"), text);
   Calibration c = hand_calibration();
-  fit_comm_from_file(dir.file("comm.jsonl"), c);
+  fit_comm_from_file(dir.file("comm.jsonl"), c, silent_reporter());
   EXPECT_NEAR(c.comm_latency_us, 40, 1e-6);
   EXPECT_NEAR(c.comm_gbps, 2.5, 1e-9);
   EXPECT_EQ(c.comm_source, dir.file("comm.jsonl"));
   write_file_atomic(dir.file("bad.jsonl"), json{{"format", "other"}}.dump() + "\n");
-  EXPECT_THROW(fit_comm_from_file(dir.file("bad.jsonl"), c), Error);
+  EXPECT_THROW(fit_comm_from_file(dir.file("bad.jsonl"), c, silent_reporter()), Error);
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 #include <random>
 
 #include "embshard/bench/compute.h"
-#include "embshard/cost/analytic.h"
+#include "embshard/cost/analytic/model.h"
+#include "embshard/cost/measured_model.h"
 #include "embshard/util/error.h"
 #include "embshard/workload/workload.h"
 #include "test_util.h"
@@ -29,9 +30,10 @@ TEST(MeasuredModel, TimesShardsOnTheExecutorAndCachesThem) {
   const Workload w = make_workload(dir, 3);
   CostModelOptions o;
   o.workload_dir = dir.path().string();
-  auto m = make_measured_cost_model(o);
+  const CostModel model = create_cost_model("measured", o);
+  EXPECT_NE(model.name.find("analytic"), std::string::npos);  // says comm is not measured
+  ComputeModel* m = model.compute.get();
   EXPECT_EQ(m->batch_size(), 256);
-  EXPECT_NE(m->name().find("analytic"), std::string::npos);  // says comm is not measured
   const int a = m->add_table(features(w.tables[2], 64, 2));
   const int b = m->add_table(features(w.tables[0], 8, -1));  // matched by rows / pooling
   const std::vector<int> ab = {a, b}, ba = {b, a};
@@ -48,7 +50,7 @@ TEST(MeasuredModel, TimesShardsOnTheExecutorAndCachesThem) {
   EXPECT_GT(ms, direct / 5);
   EXPECT_LT(ms, direct * 5);
   std::vector<double> fwd(2), bwd(2);
-  m->comm_ms(std::vector<double>{8, 64}, std::vector<double>{1, 0}, fwd, bwd);
+  model.comm->comm_ms(std::vector<double>{8, 64}, std::vector<double>{1, 0}, fwd, bwd);
   EXPECT_GT(fwd[1], bwd[1]);  // device 1 waits 1 ms for device 0
 }
 
@@ -56,12 +58,12 @@ TEST(MeasuredModel, RefusesWhatItCannotExecute) {
   ScratchDir dir("measured_bad");
   const Workload w = make_workload(dir, 2);
   CostModelOptions o;
-  EXPECT_THROW(make_measured_cost_model(o), Error);  // no workload
+  EXPECT_THROW(make_measured_compute_model(o), Error);  // no workload
   o.workload_dir = dir.path().string();
   o.batch_size = 512;
-  EXPECT_THROW(make_measured_cost_model(o), Error);  // traces hold batch 256
+  EXPECT_THROW(make_measured_compute_model(o), Error);  // traces hold batch 256
   o.batch_size = 0;
-  auto m = make_measured_cost_model(o);
+  auto m = make_measured_compute_model(o);
   TableFeatures unknown = features(w.tables[0], 8, -1);
   unknown.rows = 12345;
   EXPECT_THROW(m->add_table(unknown), Error);

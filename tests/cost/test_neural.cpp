@@ -9,8 +9,11 @@
 #include <random>
 
 #include "cost_test_util.h"
+#include "embshard/cost/accuracy_report.h"
 #include "embshard/cost/cost_data.h"
-#include "embshard/cost/neural_model.h"
+#include "embshard/cost/analytic/terms.h"
+#include "embshard/cost/neural/features.h"
+#include "embshard/cost/neural/model.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
 #include "test_util.h"
@@ -74,7 +77,7 @@ std::vector<TableFeatures> pool_features(int count) {
 }
 
 TEST(NeuralModel, FastPathEqualsReference) {
-  NeuralCostModel model(random_model(1));
+  NeuralComputeModel model(prepared_neural_model(random_model(1)));
   const auto tables = pool_features(20);
   for (const auto& t : tables) model.add_table(t);
   std::mt19937_64 rng(5);
@@ -260,7 +263,7 @@ TEST(Registry, UnknownNameListsValidNames) {
   missing.model_dir = "/nonexistent/model";
   EXPECT_THROW(create_cost_model("neural", missing), Error);
   // No directory given: the shipped models (models/neural), which load.
-  EXPECT_EQ(create_cost_model("neural", {})->name().empty(), false);
+  EXPECT_EQ(create_cost_model("neural", {}).name.empty(), false);
 }
 
 }  // namespace
@@ -274,24 +277,25 @@ namespace {
 TEST(NeuralCostModel, ScalesToAnotherBatch) {
   CostModelOptions own, twice;
   own.model_dir = twice.model_dir = shipped_models_dir() + "/neural";
-  auto a = create_cost_model("neural", own);
-  twice.batch_size = 2 * a->batch_size();
-  auto b = create_cost_model("neural", twice);
-  EXPECT_EQ(a->name().find("scaled"), std::string::npos) << a->name();
-  EXPECT_NE(b->name().find("scaled"), std::string::npos) << b->name();
-  EXPECT_EQ(b->batch_size(), 2 * a->batch_size());
+  const CostModel a = create_cost_model("neural", own);
+  twice.batch_size = 2 * a.compute->batch_size();
+  const CostModel b = create_cost_model("neural", twice);
+  EXPECT_EQ(a.name.find("scaled"), std::string::npos) << a.name;
+  EXPECT_NE(b.name.find("scaled"), std::string::npos) << b.name;
+  EXPECT_EQ(b.compute->batch_size(), 2 * a.compute->batch_size());
   TableFeatures t;
   t.rows = 100000;
   t.dim = 64;
   t.pooling_factor = 8;
   t.row_reuse[0] = t.lookup_reuse[0] = 1;
-  const int ia = a->add_table(t), ib = b->add_table(t);
+  const int ia = a.compute->add_table(t), ib = b.compute->add_table(t);
   const std::vector<int> ida{ia}, idb{ib};
-  EXPECT_NEAR(b->compute_ms(idb), 2 * a->compute_ms(ida), 1e-9 * a->compute_ms(ida));
+  EXPECT_NEAR(b.compute->compute_ms(idb), 2 * a.compute->compute_ms(ida),
+              1e-9 * a.compute->compute_ms(ida));
   const std::vector<double> dims{64, 128}, delays_a{0, 1}, delays_b{0, 2};
   std::vector<double> fa(2), ba(2), fb(2), bb(2);
-  a->comm_ms(dims, delays_a, fa, ba);
-  b->comm_ms(dims, delays_b, fb, bb);
+  a.comm->comm_ms(dims, delays_a, fa, ba);
+  b.comm->comm_ms(dims, delays_b, fb, bb);
   for (int d = 0; d < 2; ++d) {
     EXPECT_NEAR(fb[d], 2 * fa[d], 1e-9 * fa[d]);
     EXPECT_NEAR(bb[d], 2 * ba[d], 1e-9 * ba[d]);
@@ -307,13 +311,16 @@ TEST(NeuralCostModel, AnalyticCommOutsideTheTrainedDeviceCounts) {
   Calibration c;
   c.comm_latency_us = 20;
   c.comm_gbps = 3;
-  NeuralCostModel with(m, 0, c), without(m);
+  const auto prepared = prepared_neural_model(m);
+  NeuralCommModel with(prepared, 0, c), without(prepared);
   EXPECT_NE(with.name().find("analytic comm outside 2-4 devices"), std::string::npos);
+  EXPECT_NE(make_neural_cost_model(prepared, 0, c).name.find("analytic comm outside 2-4"),
+            std::string::npos);
   for (int n : {1, 3, 4, 8}) {
     std::vector<double> dims(n), delays(n), f1(n), b1(n), f2(n), b2(n), fa(n), ba(n);
     for (int d = 0; d < n; ++d) dims[d] = 32.0 * (d + 1), delays[d] = 0.1 * d;
     with.comm_ms(dims, delays, f1, b1);
-    analytic_comm_ms(c, with.batch_size(), dims, delays, fa, ba);
+    analytic_comm_ms(c, m.comm_batch_size, dims, delays, fa, ba);
     const bool inside = n >= 2 && n <= 4;
     if (inside) {
       without.comm_ms(dims, delays, f2, b2);
@@ -336,7 +343,7 @@ TEST(NeuralCostModel, AnalyticCommOutsideTheTrainedDeviceCounts) {
 
 // The search's incremental state gives the same cost as compute_ms.
 TEST(NeuralCostModel, IncrementalStateEqualsComputeMs) {
-  NeuralCostModel model(random_model(2));
+  NeuralComputeModel model(prepared_neural_model(random_model(2)));
   const auto tables = pool_features(15);
   for (const auto& t : tables) model.add_table(t);
   std::mt19937_64 rng(8);

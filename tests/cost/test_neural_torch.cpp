@@ -8,7 +8,9 @@
 #include <random>
 
 #include "cost_test_util.h"
-#include "embshard/cost/neural_train.h"
+#include "embshard/cost/neural/model.h"
+#include "embshard/cost/neural/reference.h"
+#include "embshard/cost/neural/train.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
 #include "test_util.h"
@@ -41,7 +43,6 @@ class NeuralTrain : public ::testing::Test {
     o.patience = 30;
     o.hidden = 32;
     o.embed = 16;
-    o.verbose = false;
     return o;
   }
   static const AccuracyFigures figures(const std::string& name) {
@@ -77,7 +78,8 @@ TEST_F(NeuralTrain, LearnsTheKnownCostFunction) {
 }
 
 TEST_F(NeuralTrain, FastPathEqualsLibtorchForward) {
-  NeuralCostModel fast(result_->model);
+  const CostModel fast_pair = make_neural_cost_model(prepared_neural_model(result_->model), 0);
+  ComputeModel& fast = *fast_pair.compute;
   TorchComputeReference torch_model(result_->model);
   const auto pool = testing::synth_pool(30, 9);
   std::mt19937_64 rng(1);
@@ -98,7 +100,7 @@ TEST_F(NeuralTrain, FastPathEqualsLibtorchForward) {
   }
   const std::vector<double> dims = {100, 900, 30, 250}, delays = {0, 2, 0.5, 1};
   std::vector<double> f1(4), b1(4), f2(4), b2(4);
-  fast.comm_ms(dims, delays, f1, b1);
+  fast_pair.comm->comm_ms(dims, delays, f1, b1);
   torch_comm_ms(result_->model, dims, delays, f2, b2);
   for (int d = 0; d < 4; ++d) {
     EXPECT_NEAR(f1[d], f2[d], 1e-5 * f2[d]);
@@ -111,8 +113,9 @@ TEST_F(NeuralTrain, SavedModelPredictsTheSame) {
   save_neural_model(result_->model, out.path().string());
   CostModelOptions options;
   options.model_dir = out.path().string();
-  auto model = create_cost_model("neural", options);
-  NeuralCostModel direct(result_->model);
+  const CostModel loaded = create_cost_model("neural", options);
+  ComputeModel* model = loaded.compute.get();
+  NeuralComputeModel direct(prepared_neural_model(result_->model));
   const auto pool = testing::synth_pool(5, 11);
   for (const auto& t : pool) {
     TableFeatures f{t.rows, 32, t.pooling, t.row_reuse, t.lookup_reuse};
@@ -123,9 +126,10 @@ TEST_F(NeuralTrain, SavedModelPredictsTheSame) {
   EXPECT_EQ(model->compute_ms(ids), direct.compute_ms(ids));
   EXPECT_EQ(model->batch_size(), 512);
   options.batch_size = 64;  // the model was trained at 512: costs scale with the batch
-  auto scaled = create_cost_model("neural", options);
+  const CostModel scaled_pair = create_cost_model("neural", options);
+  ComputeModel* scaled = scaled_pair.compute.get();
   EXPECT_EQ(scaled->batch_size(), 64);
-  EXPECT_NE(scaled->name().find("scaled"), std::string::npos) << scaled->name();
+  EXPECT_NE(scaled_pair.name.find("scaled"), std::string::npos) << scaled_pair.name;
   for (const auto& t : pool) scaled->add_table({t.rows, 32, t.pooling, t.row_reuse, t.lookup_reuse});
   EXPECT_NEAR(scaled->compute_ms(ids), direct.compute_ms(ids) / 8, 1e-9 * direct.compute_ms(ids));
   options.model_dir = "/nonexistent";

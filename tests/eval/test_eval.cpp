@@ -6,6 +6,7 @@
 
 #include "embshard/eval/eval.h"
 #include "embshard/util/error.h"
+#include "embshard/util/reporter.h"
 #include "embshard/util/record_file.h"
 #include "test_util.h"
 
@@ -78,7 +79,10 @@ TEST(Eval, RunsResumesAndSummarises) {
   o.devices = 2;
   o.cost_model = "analytic";  // the shipped calibration
   o.out_path = dir.file("eval.jsonl");
-  const auto records = run_eval(o);
+  CaptureReporter reporter;
+  const auto records = run_eval(o, reporter);
+  ASSERT_FALSE(reporter.events().empty());
+  EXPECT_EQ(reporter.events().back().done, 3u);
   ASSERT_EQ(records.size(), 3u);
   for (const json& r : records) {
     for (const char* a : {"size_greedy", "neuroshard"}) {
@@ -89,21 +93,23 @@ TEST(Eval, RunsResumesAndSummarises) {
           << a;
     }
   }
-  EXPECT_EQ(run_eval(o).size(), 3u);  // resumed: nothing new to do
-  const auto summary = summarize_eval(records, o.algos);
-  ASSERT_EQ(summary.size(), 2u);
-  EXPECT_EQ(summary[0].name, "size_greedy");
-  EXPECT_DOUBLE_EQ(summary[0].ratio_to_best_baseline, 1.0);  // the only baseline
-  EXPECT_GE(summary[0].tasks_won + summary[1].tasks_won, 3);
-  const json j = eval_summary_json(summary, 3, "model");
+  EXPECT_EQ(run_eval(o, silent_reporter()).size(), 3u);  // resumed: nothing new to do
+  const EvalSummary summary = summarize_eval(records, o.algos);
+  ASSERT_EQ(summary.algos.size(), 2u);
+  EXPECT_EQ(summary.tasks, 3);
+  EXPECT_EQ(summary.left_out, 0);
+  EXPECT_EQ(summary.algos[0].name, "size_greedy");
+  EXPECT_DOUBLE_EQ(summary.algos[0].ratio_to_best_baseline, 1.0);  // the only baseline
+  EXPECT_GE(summary.algos[0].tasks_won + summary.algos[1].tasks_won, 3);
+  const json j = eval_summary_json(summary, "model");
   for (const char* key : {"mean_measured_ms", "mean_predicted_ms", "tasks_won", "mean_gap_to_bound"}) {
     EXPECT_TRUE(j["algorithms"]["neuroshard"].contains(key)) << key;
   }
-  EXPECT_NE(eval_svg(summary, 3, 2).find("</svg>"), std::string::npos);
+  EXPECT_NE(eval_svg(summary, 2).find("</svg>"), std::string::npos);
 
   o.devices = 3;  // another run's options: refused, file untouched
   const std::string before = slurp(o.out_path);
-  EXPECT_THROW(run_eval(o), Error);
+  EXPECT_THROW(run_eval(o, silent_reporter()), Error);
   EXPECT_EQ(slurp(o.out_path), before);
 }
 

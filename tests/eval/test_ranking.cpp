@@ -1,11 +1,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <random>
 
 #include "embshard/cost/cost_model.h"
 #include "embshard/eval/ranking.h"
 #include "embshard/util/error.h"
+#include "embshard/util/reporter.h"
 #include "search/toy_cost_model.h"
 #include "test_util.h"
 
@@ -19,9 +21,9 @@ std::string make_workload(const ScratchDir& dir, int tables) {
 }
 
 // Predicts a pseudo-random compute cost per shard: ranks placements blindly.
-class Blind : public CostModel {
+class Blind : public ComputeModel {
  public:
-  explicit Blind(CostModel& inner) : inner_(inner) {}
+  explicit Blind(ComputeModel& inner) : inner_(inner) {}
   std::string name() const override { return "blind"; }
   int64_t batch_size() const override { return inner_.batch_size(); }
   int add_table(const TableFeatures& t) override { return inner_.add_table(t); }
@@ -32,30 +34,26 @@ class Blind : public CostModel {
     for (int id : key) h = (h ^ static_cast<uint64_t>(id)) * 1099511628211ULL;
     return 1.0 + static_cast<double>(h % 1000);
   }
-  void comm_ms(std::span<const double> d, std::span<const double> delays, std::span<double> f,
-               std::span<double> b) const override {
-    inner_.comm_ms(d, delays, f, b);
-  }
 
  private:
-  CostModel& inner_;
+  ComputeModel& inner_;
 };
 
 TEST(Ranking, ABlindModelPicksBadPlacements) {
   ScratchDir dir("ranking_toy");
   const Workload w = load_workload(make_workload(dir, 12));
   testing::ToyCostModel truth;
-  Blind blind(truth);
+  const CostModel blind{std::make_shared<Blind>(*truth.compute), truth.model.comm, "blind"};
   RankingOptions o;
   o.tasks = 20;
   o.placements = 6;
   o.devices = 3;
   o.min_tables = 6;
   o.max_tables = 10;
-  const RankingResult good = ranking_check(truth, truth, w, o);
+  const RankingResult good = ranking_check(truth, truth.compute, w, o, silent_reporter());
   EXPECT_DOUBLE_EQ(good.pick_within_tolerance_rate, 1.0);
   EXPECT_DOUBLE_EQ(good.mean_regret, 0.0);
-  const RankingResult bad = ranking_check(blind, truth, w, o);
+  const RankingResult bad = ranking_check(blind, truth.compute, w, o, silent_reporter());
   EXPECT_LT(bad.pick_within_tolerance_rate, 0.5);
   EXPECT_GT(bad.mean_regret, 0.01);
   for (size_t i = 0; i < bad.tasks.size(); ++i) {  // same tasks and placements: same truth
@@ -68,7 +66,7 @@ TEST(Ranking, MeasuredModelAgainstItselfAlwaysHits) {
   const Workload w = load_workload(make_workload(dir, 12));
   CostModelOptions options;
   options.workload_dir = w.dir;
-  auto measured = create_cost_model("measured", options);
+  const CostModel measured = create_cost_model("measured", options);
   RankingOptions o;
   o.tasks = 6;
   o.placements = 5;
@@ -76,10 +74,12 @@ TEST(Ranking, MeasuredModelAgainstItselfAlwaysHits) {
   o.min_tables = 6;
   o.max_tables = 10;
   o.dims = {8, 16};
-  int calls = 0;
+  CaptureReporter reporter;
   // The measured model against itself: the same cached costs on both sides.
-  const RankingResult self = ranking_check(*measured, *measured, w, o, [&](int) { ++calls; });
-  EXPECT_EQ(calls, o.tasks);
+  const RankingResult self = ranking_check(measured, measured.compute, w, o, reporter);
+  ASSERT_FALSE(reporter.events().empty());
+  EXPECT_EQ(reporter.events().back().done, static_cast<uint64_t>(o.tasks));
+  EXPECT_TRUE(reporter.events().back().final);
   ASSERT_EQ(self.tasks.size(), 6u);
   EXPECT_DOUBLE_EQ(self.pick_within_tolerance_rate, 1.0);
   for (const RankingTask& t : self.tasks) {
@@ -88,7 +88,7 @@ TEST(Ranking, MeasuredModelAgainstItselfAlwaysHits) {
     EXPECT_GE(t.tables, 6);
   }
   o.placements = 1;
-  EXPECT_THROW(ranking_check(*measured, *measured, w, o), Error);
+  EXPECT_THROW(ranking_check(measured, measured.compute, w, o, silent_reporter()), Error);
 }
 
 }  // namespace

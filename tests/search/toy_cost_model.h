@@ -7,17 +7,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "embshard/cost/cost_model.h"
 
 namespace embshard::testing {
 
-class ToyCostModel : public CostModel {
+class ToyComputeModel : public ComputeModel {
  public:
   // incremental: offer the search the incremental state (the summed work and
   // the table count); otherwise the search calls compute_ms with every id.
-  explicit ToyCostModel(bool incremental = false) : incremental_(incremental) {}
+  explicit ToyComputeModel(bool incremental = false) : incremental_(incremental) {}
   std::string name() const override { return "toy"; }
   int64_t batch_size() const override { return 4096; }
   int add_table(const TableFeatures& t) override {
@@ -40,6 +41,16 @@ class ToyCostModel : public CostModel {
     ++calls;
     return state[1] > 0 ? 0.05 + std::pow(state[0], 0.9) : 0.0;
   }
+  mutable long calls = 0;
+
+ private:
+  bool incremental_;
+  std::vector<double> work_;
+};
+
+class ToyCommModel : public CommModel {
+ public:
+  std::string name() const override { return "toy"; }
   void comm_ms(std::span<const double> dims, std::span<const double> delays,
                std::span<double> fwd, std::span<double> bwd) const override {
     double max_delay = 0;
@@ -49,11 +60,16 @@ class ToyCostModel : public CostModel {
       fwd[d] = 0.02 + 2e-4 * dims[d] + (max_delay - delays[d]);
     }
   }
-  mutable long calls = 0;
+};
 
- private:
-  bool incremental_;
-  std::vector<double> work_;
+// The pair; `compute` stays reachable for counting calls.
+struct ToyCostModel {
+  explicit ToyCostModel(bool incremental = false)
+      : compute(std::make_shared<ToyComputeModel>(incremental)),
+        model{compute, std::make_shared<ToyCommModel>(), "toy"} {}
+  std::shared_ptr<ToyComputeModel> compute;
+  CostModel model;
+  operator const CostModel&() const { return model; }
 };
 
 }  // namespace embshard::testing

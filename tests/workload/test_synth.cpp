@@ -54,7 +54,7 @@ void expect_calibrated(const std::string& profile, uint64_t seed, int64_t tables
   const Workload w = synthesize_workload(options(profile, seed, tables, batch), target,
                                          temp_dir(profile + "_" + std::to_string(seed)));
   const WorkloadStats measured = measure(w);
-  const Calibration c = compare_to_published(measured, target);
+  const PublishedComparison c = compare_to_published(measured, target);
   SCOPED_TRACE(fmt::format("profile {} seed {} T={} B={}", profile, seed, tables, batch));
   EXPECT_LE(c.row_reuse_tv, 0.05);
   EXPECT_LE(c.lookup_reuse_tv, 0.05);

@@ -1,14 +1,12 @@
 // embshard bench comm (run under mpirun, one rank per device)
-#include <algorithm>
-#include <cstdio>
+#include <memory>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "embshard/bench/comm.h"
-#include "embshard/util/record_file.h"
-#include "embshard/util/text_table.h"
+#include "embshard/util/reporter.h"
 
 namespace embshard::cli {
 namespace {
@@ -17,53 +15,6 @@ struct CommArgs {
   CommBenchOptions options;
   std::string test_kill_mode = "exit";
 };
-
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-std::string min_max(const nlohmann::json& values, const char* format) {
-  const auto v = values.get<std::vector<double>>();
-  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-  return fmt::format(fmt::runtime(format), *lo) + ".." + fmt::format(fmt::runtime(format), *hi);
-}
-
-// The last `show` records of a comm cost file as a table, then the medians
-// over all records of the slowest rank's forward and backward.
-void print_comm_records(const std::string& path, int64_t show) {
-  nlohmann::json header;
-  const auto records = RecordFile::read_all(path, &header, nullptr);
-  TextTable table({"sample", "tables", "dim sums", "max delay ms", "fwd ms (ranks)",
-                   "bwd ms (ranks)"});
-  const size_t first = records.size() > static_cast<size_t>(show) ? records.size() - show : 0;
-  std::vector<double> max_fwd, max_bwd;
-  for (size_t i = 0; i < records.size(); ++i) {
-    const auto& r = records[i];
-    const auto fwd = r["fwd_ms"].get<std::vector<double>>();
-    const auto bwd = r["bwd_ms"].get<std::vector<double>>();
-    max_fwd.push_back(*std::max_element(fwd.begin(), fwd.end()));
-    max_bwd.push_back(*std::max_element(bwd.begin(), bwd.end()));
-    if (i < first) continue;
-    int64_t tables = 0;
-    for (const auto& t : r["num_tables"]) tables += t.get<int64_t>();
-    const auto delays = r["delays_ms"].get<std::vector<double>>();
-    table.add_row({std::to_string(r["sample"].get<int64_t>()), std::to_string(tables),
-                   min_max(r["dim_sums"], "{:.0f}"),
-                   fmt::format("{:.2f}", *std::max_element(delays.begin(), delays.end())),
-                   min_max(r["fwd_ms"], "{:.3f}"), min_max(r["bwd_ms"], "{:.3f}")});
-  }
-  fmt::print("{} all-to-all costs in {} ({} ranks, batch {}, median of {} runs after {} "
-             "warm-up){}\n",
-             records.size(), path, header.value("num_devices", 0), header.value("batch", 0),
-             header.value("repeats", 0), header.value("warmup", 0),
-             first > 0 ? fmt::format("; the last {}:", records.size() - first) : ":");
-  fmt::print("{}", table.render());
-  fmt::print("median over samples of the slowest rank: fwd {:.3f} ms, bwd {:.3f} ms\n",
-             median_of(max_fwd), median_of(max_bwd));
-}
 
 void add_test_hooks(CLI::App* cmd, CommArgs& args) {
   // Hidden (empty group): for the failure tests only.
@@ -85,7 +36,7 @@ void add_bench_comm_command(CLI::App& bench) {
       "comm", "Measure forward/backward all-to-all costs (run under mpirun, one rank a device)");
   cmd->add_option("--samples", o.samples, "Number of samples to measure (total, resumes)")
       ->required();
-  cmd->add_option("--out", o.out_path, "Output file, written by rank 0 (JSON lines; resumable)")
+  cmd->add_option("-o,--out", o.out_path, "Output file, written by rank 0 (JSON lines; resumable)")
       ->required();
   cmd->add_option("--batch", o.batch, "Global batch; each rank holds batch/N rows")
       ->capture_default_str();
@@ -113,10 +64,10 @@ void add_bench_comm_command(CLI::App& bench) {
     if (opts.fault_rank >= 0) {
       opts.fault = args->test_kill_mode == "hang" ? CommFault::kHang : CommFault::kExit;
     }
-    const CommBenchResult result = run_comm_bench(opts);
+    const CommBenchResult result = run_comm_bench(opts, stderr_reporter());
     // A follower whose run rank 0 refused: rank 0 has printed why.
     if (result.setup_failed) throw CLI::RuntimeError(1);
-    if (result.rank == 0) print_comm_records(opts.out_path, opts.show);
+    if (result.rank == 0) fmt::print("{}", comm_records_table(opts.out_path, opts.show));
   });
 }
 

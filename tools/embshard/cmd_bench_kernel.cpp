@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "embshard/bench/kernel_bench.h"
+#include "embshard/util/reporter.h"
 
 namespace embshard::cli {
 
@@ -16,7 +17,7 @@ void add_bench_kernel_command(CLI::App& bench) {
       "kernel", "Time the fused TBE kernels against libtorch's embedding_bag and memcpy");
   cmd->add_flag("--quick", options->quick, "Smaller cases and fewer runs (< 60 s)");
   cmd->add_flag("--json", *json, "Print a JSON object instead of the table");
-  cmd->add_option("--threads", options->num_threads, "Threads for every implementation")
+  cmd->add_option("--threads", options->threads, "Threads for every implementation")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   cmd->add_option("--seed", options->seed, "Seed of the generated cases")->capture_default_str();
@@ -26,9 +27,9 @@ void add_bench_kernel_command(CLI::App& bench) {
     o.timed_runs = o.quick ? 5 : 15;
     std::unique_ptr<KernelPeer> peer;
 #ifdef EMBSHARD_WITH_TORCH  // the one place that knows whether libtorch is linked
-    peer = make_torch_kernel_peer(o.num_threads);
+    peer = make_torch_kernel_peer(o.threads);
 #endif
-    const KernelBenchReport report = run_kernel_bench(o, peer.get());
+    const KernelBenchReport report = run_kernel_bench(o, peer.get(), stderr_reporter());
     if (*json) {
       std::printf("%s\n", kernel_report_to_json(report).dump(2).c_str());
     } else {

@@ -7,7 +7,9 @@
 
 #include "commands.h"
 #include "embshard/cost/accuracy.h"
-#include "embshard/cost/analytic.h"
+#include "embshard/cost/analytic/calibrate.h"
+#include "embshard/cost/analytic/check.h"
+#include "embshard/util/reporter.h"
 #include "embshard/util/file.h"
 
 namespace embshard::cli {
@@ -23,10 +25,12 @@ struct CalibrateArgs {
 void run(const CalibrateArgs& args) {
   Calibration c;
   if (args.from.empty()) {
-    c = run_calibration(args.options);
+    c = run_calibration(args.options, stderr_reporter());
   } else {
     c = load_calibration(args.from);
-    if (!args.options.comm_path.empty()) fit_comm_from_file(args.options.comm_path, c);
+    if (!args.options.comm_path.empty()) {
+      fit_comm_from_file(args.options.comm_path, c, stderr_reporter());
+    }
   }
   if (args.from.empty() || !args.options.comm_path.empty()) {
     const auto parent = std::filesystem::path(args.options.out_path).parent_path();
@@ -58,7 +62,7 @@ void add_calibrate_command(CLI::App& app) {
   CalibrateOptions& o = args->options;
   CLI::App* cmd = app.add_subcommand(
       "calibrate", "Measure this machine's bandwidths and overheads for the analytic cost model");
-  cmd->add_option("--out", o.out_path, "Calibration file to write")->capture_default_str();
+  cmd->add_option("-o,--out", o.out_path, "Calibration file to write")->capture_default_str();
   cmd->add_option("--threads", o.threads, "Executor threads")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();

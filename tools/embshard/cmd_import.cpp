@@ -4,6 +4,7 @@
 #include <string>
 
 #include "commands.h"
+#include "embshard/util/reporter.h"
 #include "embshard/workload/import.h"
 
 namespace embshard::cli {
@@ -30,7 +31,7 @@ void add_import_command(CLI::App& app) {
       ->check(CLI::IsMember({4u, 8u}));
   cmd->add_flag("-q,--quiet", args->quiet, "no progress lines on stderr");
   cmd->callback([args] {
-    args->options.progress = !args->quiet;
+    args->options.reporter = args->quiet ? nullptr : &stderr_reporter();
     const Workload w = import_pt(args->input, args->out_dir, args->options);
     int64_t lookups = 0;
     for (const TableSpec& t : w.tables) {

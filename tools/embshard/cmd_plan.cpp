@@ -1,115 +1,68 @@
 // embshard plan: shard a workload's tables across devices and show the plan.
-#include <cstdio>
-#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "embshard/plan/report.h"
-#include "embshard/plan/table_input.h"
-#include "embshard/search/planner.h"
+#include "embshard/search/planning.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
-#include "embshard/workload/workload.h"
+#include "embshard/util/reporter.h"
+#include "embshard/workload/table_specs.h"
+#include "options.h"
 
 namespace embshard::cli {
 namespace {
 
 struct PlanArgs {
+  PlanRequest request;
   std::string workload_dir, tables_file, profile = "2021";
-  int devices = 0;
-  int64_t mem_per_device = 0;
-  std::vector<int64_t> mem_list;
-  std::string algo = "neuroshard", cost_model = "neural", model_dir;
-  std::string calibration;
-  std::vector<std::string> pins, no_split;
-  std::vector<int> split_dims;
-  PlannerOptions planner;
+  std::vector<std::string> pins;
   std::string out, svg;
   bool verbose = false;
 };
 
-PlanTables read_tables(const PlanArgs& a) {
+Workload read_tables(const PlanArgs& a) {
   ES_CHECK(a.workload_dir.empty() || a.tables_file.empty(),
            "give a workload directory or --tables, not both");
   if (!a.workload_dir.empty()) {
-    const Workload w = load_workload(a.workload_dir);
-    return {w.tables, w.batch_size, a.workload_dir};
+    Workload w = load_workload(a.workload_dir);
+    w.source = a.workload_dir;
+    return w;
   }
   if (!a.tables_file.empty()) return load_table_specs(a.tables_file, a.profile);
-  return default_plan_tables();
+  return default_workload();
 }
 
-TaskConstraints read_constraints(const PlanArgs& a) {
-  TaskConstraints c;
-  for (const std::string& pin : a.pins) {
-    const size_t eq = pin.rfind('=');
-    ES_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < pin.size(),
-             "--pin '{}': expected TABLE=DEVICE", pin);
-    int device = -1;
-    try {
-      size_t used = 0;
-      device = std::stoi(pin.substr(eq + 1), &used);
-      ES_CHECK(used == pin.size() - eq - 1, "trailing characters");
-    } catch (const std::exception&) {
-      ES_THROW("--pin '{}': device '{}' is not a number", pin, pin.substr(eq + 1));
-    }
-    c.pins.push_back({pin.substr(0, eq), device});
+TablePin parse_pin(const std::string& pin) {
+  const size_t eq = pin.rfind('=');
+  ES_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < pin.size(),
+           "--pin '{}': expected TABLE=DEVICE", pin);
+  try {
+    size_t used = 0;
+    const int device = std::stoi(pin.substr(eq + 1), &used);
+    if (used == pin.size() - eq - 1) return {pin.substr(0, eq), device};
+  } catch (const std::exception&) {
   }
-  c.no_split = a.no_split;
-  c.split.allowed = a.split_dims;
-  for (int d : a.split_dims) {
+  ES_THROW("--pin '{}': device '{}' is not a number", pin, pin.substr(eq + 1));
+}
+
+void run_plan(PlanArgs& a) {
+  PlanRequest& r = a.request;
+  for (int d : r.constraints.split.allowed) {
     ES_CHECK(d > 0 && d % 4 == 0, "--split-dims value {} is not a positive multiple of 4", d);
   }
-  return c;
-}
-
-std::unique_ptr<CostModel> open_cost_model(const PlanArgs& a, int64_t batch_size) {
-  CostModelOptions o;
-  o.model_dir = a.model_dir;
-  o.calibration = a.calibration;
-  o.batch_size = batch_size;
-  const std::string neural_dir =
-      a.model_dir.empty() ? shipped_models_dir() + "/neural" : a.model_dir;
-  if (a.cost_model == "neural" && !std::filesystem::exists(neural_dir)) {
-    std::fprintf(stderr, "plan: note: no trained model directory %s; using the analytic cost "
-                 "model instead\n", neural_dir.c_str());
-    return create_cost_model("analytic", o);
-  }
-  return create_cost_model(a.cost_model, o);
-}
-
-int64_t default_capacity(const std::vector<TableSpec>& tables, int devices) {
-  const int64_t cap = default_device_capacity(tables, devices);
-  std::fprintf(stderr, "plan: note: no --mem-per-device or --mem; assuming %.3f GB per device "
-               "(1.25 x an even split of the tables, or of the largest table's 4-column piece "
-               "where that is more)\n", cap / 1e9);
-  return cap;
-}
-
-void run_plan(const PlanArgs& a) {
-  ES_CHECK(a.devices > 0, "--devices is {}, must be at least 1", a.devices);
-  // Fail on a bad name before any work.
-  auto planner = create_planner(a.algo, a.planner);
-  PlanTables in = read_tables(a);
-  const int64_t each = a.mem_list.empty() && a.mem_per_device == 0
-                           ? default_capacity(in.tables, a.devices)
-                           : a.mem_per_device;
-  std::vector<int64_t> caps = device_capacities(a.devices, each, a.mem_list);
-  const PlanTask task = make_task(std::move(in.tables), in.batch_size, std::move(caps),
-                                  read_constraints(a));
-  auto model = open_cost_model(a, task.batch_size);
-  std::fprintf(stderr, "plan: %d tables from %s; %d devices; %s against the %s cost model\n",
-               task.num_tables(), in.source.c_str(), task.num_devices(), a.algo.c_str(),
-               model->name().c_str());
-  const PlanResult r = make_plan(*planner, task, *model);
+  for (const std::string& pin : a.pins) r.constraints.pins.push_back(parse_pin(pin));
+  if (!a.out.empty()) check_writable(a.out, "--out");
+  if (!a.svg.empty()) check_writable(a.svg, "--svg");
+  r.workload = read_tables(a);
+  const PlanOutcome p = plan_workload(r, stderr_reporter());
   // Everything is computed before anything is written: no partial outputs.
-  const std::string json = plan_to_json(task, r).dump(1) + "\n";
-  const std::string svg = a.svg.empty() ? "" : plan_svg(task, r);
-  fmt::print("{}", plan_report(task, r, a.verbose));
+  const std::string json = plan_to_json(p.task, p.result).dump(1) + "\n";
+  const std::string svg = a.svg.empty() ? "" : plan_svg(p.task, p.result);
+  fmt::print("{}", plan_report(p.task, p.result, a.verbose));
   if (!a.out.empty()) {
     write_file_atomic(a.out, json);
     fmt::print("wrote {}\n", a.out);
@@ -124,35 +77,38 @@ void run_plan(const PlanArgs& a) {
 
 void add_plan_command(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
+  PlanRequest& r = a->request;
+  PlannerOptions& p = r.planner;
   CLI::App* cmd = app.add_subcommand(
       "plan", "Shard embedding tables across devices (NeuroShard search or a baseline)");
   cmd->add_option("workload", a->workload_dir, "Workload directory (default: built-in 100 tables)");
   cmd->add_option("--tables", a->tables_file, "Table-spec JSON instead of a workload");
   cmd->add_option("--profile", a->profile, "Synthetic profile assumed where --tables omits "
                   "pooling factors or histograms")->capture_default_str();
-  cmd->add_option("--devices", a->devices, "Number of devices")->required();
-  cmd->add_option("--mem-per-device", a->mem_per_device, "Memory of each device, bytes");
-  cmd->add_option("--mem", a->mem_list, "Memory of every device, bytes (a list)")->delimiter(',');
-  cmd->add_option("--algo", a->algo, fmt::format("Planner: {}", fmt::join(planner_names(), " | ")))
+  cmd->add_option("--devices", r.devices, "Number of devices")->required();
+  add_bytes_option(cmd, "--mem-per-device", r.mem_per_device_bytes, "Memory of each device");
+  add_bytes_list_option(cmd, "--mem", r.mem_bytes, "Memory of every device (a list)");
+  cmd->add_option("--algo", r.algo, "Planner: " + one_of(planner_names()))->capture_default_str();
+  cmd->add_option("--cost-model", r.cost_model, "Cost model: " + one_of(cost_model_names()))
       ->capture_default_str();
-  cmd->add_option("--cost-model", a->cost_model, "neural | analytic")->capture_default_str();
-  cmd->add_option("--model", a->model_dir, "Neural model directory (default: the shipped models/neural)");
-  cmd->add_option("--calibration", a->calibration,
+  cmd->add_option("--model", r.model.model_dir,
+                  "Neural model directory (default: the shipped models/neural)");
+  cmd->add_option("--calibration", r.model.calibration,
                   "Analytic model calibration file (default: the shipped models/analytic.json)");
   cmd->add_option("--pin", a->pins, "TABLE=DEVICE: keep a table on a device (repeatable)");
-  cmd->add_option("--no-split", a->no_split, "TABLE: never split this table (repeatable)");
-  cmd->add_option("--split-dims", a->split_dims, "Column widths splits may produce "
+  cmd->add_option("--no-split", r.constraints.no_split, "TABLE: never split this table (repeatable)");
+  cmd->add_option("--split-dims", r.constraints.split.allowed, "Column widths splits may produce "
                   "(multiples of 4; default: any)")->delimiter(',');
-  cmd->add_option("--seed", a->planner.seed, "Seed (random planner)")->capture_default_str();
-  cmd->add_option("--beam-width", a->planner.beam_width, "neuroshard beam width")->capture_default_str();
-  cmd->add_option("--max-steps", a->planner.max_steps, "neuroshard beam steps")->capture_default_str();
-  cmd->add_option("--candidates", a->planner.candidates, "neuroshard: top-k pieces by size "
-                  "and by cost to try splitting")->capture_default_str();
-  cmd->add_option("--grid-steps", a->planner.grid_steps, "neuroshard dim-sum caps "
-                  "(1.0..1.5 x mean)")->capture_default_str();
-  cmd->add_option("--threads", a->planner.threads, "neuroshard search threads (0: one per "
-                  "hardware thread; the plan is the same for any count)")->capture_default_str();
-  cmd->add_option("--out", a->out, "Write the plan JSON here");
+  cmd->add_option("--seed", p.seed, "Seed (random planner)")->capture_default_str();
+  cmd->add_option("--beam-width", p.beam_width, "neuroshard beam width")->capture_default_str();
+  cmd->add_option("--max-steps", p.max_steps, "neuroshard beam steps")->capture_default_str();
+  cmd->add_option("--candidates", p.candidates, "neuroshard: top-k pieces by size and by cost to "
+                  "try splitting")->capture_default_str();
+  cmd->add_option("--grid-steps", p.grid_steps, "neuroshard dim-sum caps (1.0..1.5 x mean)")
+      ->capture_default_str();
+  cmd->add_option("--threads", p.threads, "neuroshard search threads (0: one per hardware "
+                  "thread; the plan is the same for any count)")->capture_default_str();
+  cmd->add_option("-o,--out", a->out, "Write the plan JSON here");
   cmd->add_option("--svg", a->svg, "Write an SVG picture of the plan here");
   cmd->add_flag("--verbose", a->verbose, "Also print one row per table");
   cmd->callback([a] { run_plan(*a); });

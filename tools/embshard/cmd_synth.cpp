@@ -6,7 +6,7 @@
 
 #include "commands.h"
 #include "embshard/util/error.h"
-#include "embshard/util/progress.h"
+#include "embshard/util/reporter.h"
 #include "embshard/workload/synth.h"
 
 namespace embshard::cli {
@@ -21,22 +21,21 @@ struct SynthArgs {
 void run_synth(const SynthArgs& args) {
   validate_synth_options(args.options);
   const PublishedStats target = load_published_profile(args.options.profile, args.stats_dir);
-  std::fprintf(stderr,
-               "synth: profile %s (%s): avg pooling %.3f, unique ratio %.4f; %lld tables x "
-               "batch %lld, seed %llu\n",
-               target.profile.c_str(), target.dataset.c_str(), target.avg_pooling_factor,
-               target.unique_ratio, static_cast<long long>(args.options.num_tables),
-               static_cast<long long>(args.options.batch_size),
-               static_cast<unsigned long long>(args.options.seed));
-  Progress progress("synth", static_cast<uint64_t>(args.options.num_tables));
+  Reporter& reporter = stderr_reporter();
+  reporter.note(fmt::format(
+      "synth: profile {} ({}): avg pooling {:.3f}, unique ratio {:.4f}; {} tables x batch {}, "
+      "seed {}",
+      target.profile, target.dataset, target.avg_pooling_factor, target.unique_ratio,
+      args.options.num_tables, args.options.batch_size, args.options.seed));
+  Progress progress(reporter, "synth", static_cast<uint64_t>(args.options.num_tables));
   const auto on_table = [&progress](size_t t, size_t, const TableSpec& spec) {
     progress.update(t + 1, fmt::format("{}: {} rows, dim {}, pooling {:.2f}", spec.name,
                                        spec.rows, spec.dim, spec.pooling_factor));
   };
   synthesize_workload(args.options, target, args.out_dir, on_table);
   progress.finish();
-  std::fprintf(stderr, "synth: wrote %s/%s and %s/%s\n", args.out_dir.c_str(), kTablesFile,
-               args.out_dir.c_str(), kTraceFile);
+  reporter.note(fmt::format("synth: wrote {}/{} and {}/{}", args.out_dir, kTablesFile,
+                            args.out_dir, kTraceFile));
 }
 
 }  // namespace

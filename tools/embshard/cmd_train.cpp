@@ -9,7 +9,8 @@
 #include "embshard/util/text_table.h"
 
 #ifdef EMBSHARD_WITH_TORCH
-#include "embshard/cost/neural_train.h"
+#include "embshard/cost/neural/train.h"
+#include "embshard/util/reporter.h"
 #endif
 
 namespace embshard::cli {
@@ -36,7 +37,9 @@ void print_figures(const std::vector<Comparison>& comparisons) {
 }
 
 void run_train(const TrainArgs& args) {
-  TrainResult result = train_neural_model(args.options);
+  TrainOptions options = args.options;
+  options.reporter = &stderr_reporter();
+  TrainResult result = train_neural_model(options);
   save_neural_model(result.model, args.out_dir);
   write_accuracy_report(args.out_dir, "Neural cost model accuracy (held-out splits)",
                         result.comparisons, result.notes);
@@ -58,7 +61,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--comm", o.comm_paths, "bench comm file(s), any device counts (repeatable)");
   cmd->add_option("--unseen-compute", o.unseen_compute_path,
                   "bench compute file of another table pool: an extra never-seen-tables test");
-  cmd->add_option("--out", args->out_dir, "Model directory to write")->required();
+  cmd->add_option("-o,--out", args->out_dir, "Model directory to write")->required();
   cmd->add_option("--seed", o.seed, "Seed of splits, initialisation and batch order")
       ->capture_default_str();
   cmd->add_option("--holdout-tables", o.holdout_tables, "Share of pool tables kept out of training")

@@ -1,16 +1,16 @@
 // embshard validate: a model's accuracy figures on any measured data file
-// (bench compute or bench comm, told apart by the header's format).
-#include <fmt/format.h>
-
+// (bench compute or bench comm, told apart by the header's format), and its
+// ranking of placements against real execution.
 #include <memory>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "embshard/cost/cost_data.h"
-#include "embshard/cost/neural_model.h"
+#include "embshard/cost/neural/validate.h"
 #include "embshard/eval/ranking.h"
-#include "embshard/util/progress.h"
 #include "embshard/util/error.h"
+#include "embshard/util/reporter.h"
 #include "embshard/util/text_table.h"
 
 namespace embshard::cli {
@@ -26,8 +26,6 @@ struct ValidateArgs {
   RankingOptions ranking_options;
 };
 
-// Runs the ranking check of the model in args.model_dir against real
-// execution on args.workload_dir, and returns its figures.
 void print_ranking(const json& r) {
   fmt::print("ranking: the model's pick of {} random placements was the measured fastest or "
              "within {:.0f}% of it in {:.1f}% of {} tasks ({} devices); mean regret {:.2f}%\n",
@@ -44,13 +42,10 @@ json run_ranking(const ValidateArgs& args) {
   options.model_dir = args.model_dir;
   options.workload_dir = args.workload_dir;
   options.batch_size = workload.batch_size;
-  auto model = create_cost_model("neural", options);
-  auto measured = create_cost_model("measured", options);
   const RankingOptions& o = args.ranking_options;
-  Progress progress("validate --ranking", static_cast<uint64_t>(o.tasks));
-  const RankingResult r = ranking_check(*model, *measured, workload, o,
-                                        [&](int done) { progress.update(done); });
-  progress.finish();
+  const RankingResult r =
+      ranking_check(create_cost_model("neural", options), create_compute_model("measured", options),
+                    workload, o, stderr_reporter());
   return {{"tasks", o.tasks},
           {"placements", o.placements},
           {"devices", o.devices},
@@ -60,86 +55,34 @@ json run_ranking(const ValidateArgs& args) {
           {"mean_regret_pct", 100 * r.mean_regret}};
 }
 
-std::vector<Comparison> compute_comparisons(const NeuralModel& model, const std::string& path,
-                                            size_t& skipped) {
-  const ComputeData data = load_compute_data(path);
-  report_problems(path, data.problems);
-  skipped = data.problems.size();
-  ES_CHECK(data.batch_size == model.batch_size,
-           "{}: measured at batch {}, the model predicts batch {}", path, data.batch_size,
-           model.batch_size);
-  Comparison c{"compute", "compute: " + path, {}, {}};
-  for (const ComputeRecord& r : data.records) {
-    c.predicted.push_back(predict_compute_ms(model, r.tables));
-    c.measured.push_back(r.ms);
+void print_figures(const FileValidation& v, const ValidateArgs& args) {
+  TextTable table({"data", "n", "MAPE %", "p90 APE %", "Kendall tau"});
+  for (const Comparison& c : v.comparisons) {
+    const AccuracyFigures f = accuracy(c.predicted, c.measured);
+    table.add_row({c.title, std::to_string(f.count), fmt::format("{:.2f}", f.mape_pct),
+                   fmt::format("{:.2f}", f.p90_ape_pct), fmt::format("{:.3f}", f.kendall_tau)});
   }
-  return {c};
-}
-
-std::vector<Comparison> comm_comparisons(const NeuralModel& model, const std::string& path,
-                                         size_t& skipped) {
-  ES_CHECK(model.has_comm,
-           "{}: a comm file, but the model has no communication networks (it "
-           "was trained without --comm)",
-           path);
-  const CommData data = load_comm_data(path);
-  report_problems(path, data.problems);
-  skipped = data.problems.size();
-  ES_CHECK(data.batch == model.comm_batch_size,
-           "{}: measured at batch {}, the model's comm networks predict batch {}", path, data.batch,
-           model.comm_batch_size);
-  Comparison fwd{"comm_fwd", fmt::format("comm forward, {} devices", data.num_devices), {}, {}};
-  Comparison bwd{"comm_bwd", fmt::format("comm backward, {} devices", data.num_devices), {}, {}};
-  for (const CommRecord& r : data.records) {
-    std::vector<double> pf(r.dim_sums.size()), pb(r.dim_sums.size());
-    predict_comm_ms(model, r.dim_sums, r.delays_ms, pf, pb);
-    fwd.predicted.insert(fwd.predicted.end(), pf.begin(), pf.end());
-    fwd.measured.insert(fwd.measured.end(), r.fwd_ms.begin(), r.fwd_ms.end());
-    bwd.predicted.insert(bwd.predicted.end(), pb.begin(), pb.end());
-    bwd.measured.insert(bwd.measured.end(), r.bwd_ms.begin(), r.bwd_ms.end());
-  }
-  return {fwd, bwd};
+  fmt::print("model {} on {}{}:\n{}", args.model_dir, args.data_path,
+             v.skipped_bad_records
+                 ? fmt::format(" ({} bad records skipped)", v.skipped_bad_records)
+                 : "",
+             table.render());
 }
 
 void run_validate(const ValidateArgs& args) {
-  ES_CHECK(args.ranking || !args.data_path.empty(), "validate: give --data FILE, --ranking, or both");
-  if (args.data_path.empty()) {
-    const json ranking = run_ranking(args);
-    if (args.json_output) {
-      fmt::print("{}\n", json{{"pick_within_2pct_rate", ranking["pick_within_2pct_rate"]},
-                               {"ranking", ranking}}
-                              .dump(2));
-    } else {
-      print_ranking(ranking);
+  ES_CHECK(args.ranking || !args.data_path.empty(),
+           "validate: give --data FILE, --ranking, or both");
+  json out = json::object();
+  FileValidation v;
+  if (!args.data_path.empty()) {
+    v = validate_on_file(load_neural_model(args.model_dir), args.model_dir, args.data_path,
+                         stderr_reporter());
+    out = v.figures;
+    if (!args.plot_dir.empty()) {
+      write_accuracy_report(args.plot_dir,
+                            "Validation of " + args.model_dir + " on " + args.data_path,
+                            v.comparisons, {});
     }
-    return;
-  }
-  const NeuralModel model = load_neural_model(args.model_dir);
-  const CostDataKind kind = detect_cost_data_kind(args.data_path);
-  size_t skipped = 0;
-  const std::vector<Comparison> comparisons =
-      kind == CostDataKind::kCompute ? compute_comparisons(model, args.data_path, skipped)
-                                     : comm_comparisons(model, args.data_path, skipped);
-  // Top level: compute's figures, or for comm both directions pooled (every
-  // device's fwd and bwd ms); per direction under "fwd" / "bwd".
-  Comparison pooled{"all", "all", {}, {}};
-  for (const Comparison& c : comparisons) {
-    pooled.predicted.insert(pooled.predicted.end(), c.predicted.begin(), c.predicted.end());
-    pooled.measured.insert(pooled.measured.end(), c.measured.begin(), c.measured.end());
-  }
-  json out = to_json(accuracy(pooled.predicted, pooled.measured));
-  out["kind"] = kind == CostDataKind::kCompute ? "compute" : "comm";
-  out["model"] = args.model_dir;
-  out["data"] = args.data_path;
-  out["skipped_bad_records"] = skipped;
-  if (kind == CostDataKind::kComm) {
-    out["fwd"] = to_json(accuracy(comparisons[0].predicted, comparisons[0].measured));
-    out["bwd"] = to_json(accuracy(comparisons[1].predicted, comparisons[1].measured));
-  }
-  if (!args.plot_dir.empty()) {
-    write_accuracy_report(args.plot_dir,
-                          "Validation of " + args.model_dir + " on " + args.data_path, comparisons,
-                          {});
   }
   if (args.ranking) {
     out["ranking"] = run_ranking(args);
@@ -149,14 +92,7 @@ void run_validate(const ValidateArgs& args) {
     fmt::print("{}\n", out.dump(2));
     return;
   }
-  TextTable table({"data", "n", "MAPE %", "p90 APE %", "Kendall tau"});
-  for (const Comparison& c : comparisons) {
-    const AccuracyFigures f = accuracy(c.predicted, c.measured);
-    table.add_row({c.title, std::to_string(f.count), fmt::format("{:.2f}", f.mape_pct),
-                   fmt::format("{:.2f}", f.p90_ape_pct), fmt::format("{:.3f}", f.kendall_tau)});
-  }
-  fmt::print("model {} on {}{}:\n{}", args.model_dir, args.data_path,
-             skipped ? fmt::format(" ({} bad records skipped)", skipped) : "", table.render());
+  if (!args.data_path.empty()) print_figures(v, args);
   if (args.ranking) print_ranking(out["ranking"]);
 }
 
@@ -164,7 +100,8 @@ void run_validate(const ValidateArgs& args) {
 
 void add_validate_command(CLI::App& app) {
   auto args = std::make_shared<ValidateArgs>();
-  CLI::App* cmd = app.add_subcommand("validate", "Accuracy of a cost model on measured data, and its ranking of placements");
+  CLI::App* cmd = app.add_subcommand(
+      "validate", "Accuracy of a cost model on measured data, and its ranking of placements");
   cmd->add_option("--model", args->model_dir, "Model directory (embshard train --out)")->required();
   cmd->add_option("--data", args->data_path, "bench compute or bench comm file");
   RankingOptions& r = args->ranking_options;

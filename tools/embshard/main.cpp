@@ -14,11 +14,12 @@ int main(int argc, char** argv) {
   embshard::cli::add_import_command(app);
   embshard::cli::add_inspect_command(app);
   embshard::cli::add_bench_command(app);
-  embshard::cli::add_plan_command(app);
-  embshard::cli::add_eval_commands(app);
+  embshard::cli::add_calibrate_command(app);
   embshard::cli::add_train_command(app);
   embshard::cli::add_validate_command(app);
-  embshard::cli::add_calibrate_command(app);
+  embshard::cli::add_plan_command(app);
+  embshard::cli::add_tasks_command(app);
+  embshard::cli::add_eval_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -20,6 +20,8 @@
 
 namespace embshard {
 
+class Reporter;
+
 // Test-only fault injection: a rank that dies or hangs at a sample.
 enum class CommFault { kNone, kExit, kHang };
 
@@ -74,6 +76,10 @@ nlohmann::json comm_bench_header(const CommBenchOptions& options, int num_device
 // The header fields a resumed run must match.
 const std::vector<std::string>& comm_bench_must_match();
 
+// The last `show` records of a `bench comm` file as a table, then the medians
+// over all records of the slowest rank's forward and backward.
+std::string comm_records_table(const std::string& path, int64_t show);
+
 struct CommBenchResult {
   int rank = 0;
   int num_ranks = 1;
@@ -82,10 +88,10 @@ struct CommBenchResult {
 };
 
 // Runs the benchmark under MPI (MPI_Init .. MPI_Finalize inside), resuming the
-// output file. Rank 0 writes the file and shows progress, and throws Error when
+// output file. Rank 0 writes the file and reports progress, and throws Error when
 // the options or the existing file refuse the run. Failures during the run
 // (a collective past --timeout-s, an error on any rank) print the rank and the
 // cause and MPI_Abort the job. Defined in embshard_mpi.
-CommBenchResult run_comm_bench(const CommBenchOptions& options);
+CommBenchResult run_comm_bench(const CommBenchOptions& options, Reporter& reporter);
 
 }  // namespace embshard

@@ -19,6 +19,8 @@
 
 namespace embshard {
 
+class Reporter;
+
 struct ComputeBenchOptions {
   std::string workload_dir;
   std::string out_path;
@@ -53,9 +55,13 @@ struct ShardTiming {
 ShardTiming time_shard(const Workload& workload, const std::vector<ShardTable>& shard,
                        const ComputeBenchOptions& options);
 
-// Runs the whole benchmark (resuming), with progress on stderr. Returns the
-// number of records in the output file.
-int64_t run_compute_bench(const ComputeBenchOptions& options);
+// Runs the whole benchmark (resuming), with progress to `reporter`. Returns
+// the number of records in the output file.
+int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter);
+
+// The last `show` records of a `bench compute` file as a table, with a line
+// saying how they were measured.
+std::string compute_records_table(const std::string& path, int64_t show);
 
 // The header line's identity: machine, batch, threads, version and options.
 nlohmann::json compute_bench_header(const Workload& workload, const ComputeBenchOptions& options);

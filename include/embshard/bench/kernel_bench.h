@@ -19,6 +19,8 @@
 
 namespace embshard {
 
+class Reporter;
+
 // Another implementation of the fused operator, timed on the same batch.
 class KernelPeer {
  public:
@@ -31,9 +33,9 @@ class KernelPeer {
   virtual void forward_backward_sgd(const float* grad_output, float learning_rate) = 0;
 };
 
-// libtorch's embedding_bag (sparse gradient) on `num_threads` threads.
+// libtorch's embedding_bag (sparse gradient) on `threads` threads.
 // Defined in embshard_torch; only callers linking it may call this.
-std::unique_ptr<KernelPeer> make_torch_kernel_peer(int num_threads);
+std::unique_ptr<KernelPeer> make_torch_kernel_peer(int threads);
 
 // One table of a benchmark case: its shape and one batch of bags.
 struct BenchTable {
@@ -44,7 +46,7 @@ struct BenchTable {
 
 struct KernelBenchOptions {
   bool quick = false;
-  int num_threads = 1;
+  int threads = 1;
   uint64_t seed = 1;
   int warmup_runs = 3;
   int timed_runs = 10;
@@ -71,7 +73,7 @@ struct KernelCaseResult {
 };
 
 struct KernelBenchReport {
-  int num_threads = 1;
+  int threads = 1;
   bool quick = false;
   double memcpy_gb_per_s = 0.0;
   double memcpy_buffer_bytes = 0.0;
@@ -94,10 +96,13 @@ double measure_memcpy_gb_per_s(int64_t bytes, int runs);
 // may come from any source (e.g. a real workload's traces).
 KernelCaseResult run_kernel_case(const std::string& name, const std::string& description,
                                  std::vector<BenchTable> tables, int64_t batch_size,
-                                 const KernelBenchOptions& options, KernelPeer* peer);
+                                 const KernelBenchOptions& options, KernelPeer* peer,
+                                 Reporter& reporter);
 
-// Both built-in cases plus the memcpy probe; progress lines go to stderr.
-KernelBenchReport run_kernel_bench(const KernelBenchOptions& options, KernelPeer* peer);
+// Both built-in cases plus the memcpy probe; each round's figures go to
+// `reporter`.
+KernelBenchReport run_kernel_bench(const KernelBenchOptions& options, KernelPeer* peer,
+                                   Reporter& reporter);
 
 std::string format_kernel_report(const KernelBenchReport& report);
 nlohmann::json kernel_report_to_json(const KernelBenchReport& report);

@@ -1,6 +1,5 @@
 // Measured cost data as the cost models read it: `bench compute` and `bench
-// comm` files, checked record by record, and the accuracy figures of a model
-// against them.
+// comm` files, checked record by record.
 //
 // A record that is torn, not JSON, misses a field or holds an invalid value
 // (a non-positive or missing ms, a non-finite feature) is never trained on:
@@ -16,10 +15,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "embshard/cost/accuracy.h"
-#include "embshard/cost/cost_model.h"
+#include "embshard/cost/compute_model.h"
 
 namespace embshard {
+
+class Reporter;
 
 enum class CostDataKind { kCompute, kComm };
 // From the header line's "format"; Error names the file if it is neither.
@@ -62,27 +62,9 @@ struct CommData {
 ComputeData load_compute_data(const std::string& path, double max_bad_share = 0.1);
 CommData load_comm_data(const std::string& path, double max_bad_share = 0.1);
 
-// Prints "<path>: skipped N bad record(s)" and the first few problems to
-// stderr (nothing when there are none).
-void report_problems(const std::string& path, const std::vector<DataProblem>& problems);
-
-nlohmann::json to_json(const AccuracyFigures& figures);
-
-// Predicted vs measured, for one named split of the data.
-struct Comparison {
-  std::string name;   // "compute_test", "comm_fwd_test", ...
-  std::string title;  // for the plot and the report
-  std::vector<double> predicted, measured;
-};
-
-// A predicted-vs-measured scatter plot: log-log axes, the y = x line,
-// labelled axes, a title with the MAPE. Plain SVG text.
-std::string scatter_svg(const Comparison& comparison);
-
-// Writes report.md, report.json and one <name>.svg per comparison to `dir`
-// (atomically); returns the figures as JSON ({name: figures}).
-nlohmann::json write_accuracy_report(const std::string& dir, const std::string& heading,
-                                     const std::vector<Comparison>& comparisons,
-                                     const std::vector<std::string>& notes);
+// Tells `reporter` "<path>: skipped N bad record(s)" and the first few
+// problems (nothing when there are none).
+void report_problems(const std::string& path, const std::vector<DataProblem>& problems,
+                     Reporter& reporter);
 
 }  // namespace embshard

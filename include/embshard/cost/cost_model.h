@@ -1,65 +1,27 @@
 // Cost models: what the planner searches against.
 //
 // cost(plan) = max over devices d of (compute_d + fwd_comm_d + bwd_comm_d).
-// A CostModel predicts each term. Tables are registered once with add_table()
-// and named by id afterwards, so that a model can pre-compute each table's
-// share of the work: NeuroShard's compute model is per-table MLP -> sum ->
-// MLP, so the per-table part is computed once per table, not once per shard.
-// Implementations are created by name from one registry (create_cost_model).
+// A cost model is a pair: a ComputeModel for compute_d and a CommModel for the
+// all-to-alls. Both are created by name from one registry (below), never by
+// static initialisation, so that the lists of names are the whole truth.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
-#include "embshard/workload/table.h"
+#include "embshard/cost/comm_model.h"
+#include "embshard/cost/compute_model.h"
 
 namespace embshard {
 
-// One table (or column shard of one) as the cost models see it.
-struct TableFeatures {
-  int64_t rows = 0;
-  int dim = 0;
-  double pooling_factor = 0;
-  ReuseHistogram row_reuse{};
-  ReuseHistogram lookup_reuse{};
-  // The table's index in the workload it came from, or -1 when unknown. Only
-  // the measured (executor-backed) model needs it, to find the table's trace;
-  // without it that model matches tables by rows, pooling factor and reuse.
-  int source_table = -1;
-};
-TableFeatures table_features(const TableSpec& spec, int dim);
+class Reporter;
 
-class CostModel {
- public:
-  virtual ~CostModel() = default;
-  virtual std::string name() const = 0;
-  // The batch size the predicted milliseconds are for.
-  virtual int64_t batch_size() const = 0;
-
-  // Registers a table; returns its id (0, 1, 2, ... in order of registration;
-  // a model may return an earlier id for features it already holds).
-  virtual int add_table(const TableFeatures& table) = 0;
-  // Fused forward + backward + update of the given tables on one device, ms.
-  virtual double compute_ms(std::span<const int> table_ids) const = 0;
-
-  // Incremental costing, for the search's inner loop: a set of tables summed
-  // up in state_size() numbers (all zero for the empty set), extended one
-  // table at a time, so that costing "this device plus one table" does not
-  // depend on how many tables the device holds. For every set of ids,
-  // state_ms(the state after add_to_state of each id) == compute_ms(ids).
-  // A model whose cost is not a function of such a sum keeps state_size() 0
-  // and the search calls compute_ms instead.
-  virtual size_t state_size() const { return 0; }
-  virtual void add_to_state(int table_id, std::span<double> state) const;
-  virtual double state_ms(std::span<const double> state) const;
-  // Per-device all-to-all ms. dim_sums[d]: sum of the dims placed on device d;
-  // delays_ms[d]: how much later than the fastest device d starts its forward
-  // all-to-all (the straggler effect). Outputs have one entry per device.
-  virtual void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
-                       std::span<double> fwd_ms, std::span<double> bwd_ms) const = 0;
+struct CostModel {
+  std::shared_ptr<ComputeModel> compute;
+  std::shared_ptr<const CommModel> comm;
+  std::string name;  // for reports: which models, and any caveat (scaled batch, ...)
 };
 
 // Where the pre-trained models shipped with the repository live:
@@ -74,15 +36,23 @@ struct CostModelOptions {
   int threads = 1;
 };
 
-// The implementations (src/cost/<name>*.cpp), reached through the registry.
-std::unique_ptr<CostModel> make_neural_cost_model(const CostModelOptions& options);
-std::unique_ptr<CostModel> make_analytic_cost_model(const CostModelOptions& options);
-std::unique_ptr<CostModel> make_measured_cost_model(const CostModelOptions& options);
+// Valid names: compute "analytic", "neural", "measured"; comm "analytic",
+// "neural". Error lists them when a name is unknown.
+const std::vector<std::string>& compute_model_names();
+const std::vector<std::string>& comm_model_names();
+std::shared_ptr<ComputeModel> create_compute_model(const std::string& name,
+                                                   const CostModelOptions& options);
+std::shared_ptr<const CommModel> create_comm_model(const std::string& name,
+                                                   const CostModelOptions& options);
 
-// Valid names: "analytic", "neural", "measured". Error lists them when
-// `name` is unknown.
-std::unique_ptr<CostModel> create_cost_model(const std::string& name,
-                                             const CostModelOptions& options);
+// The cost models by name: "analytic", "neural" (its compute and comm
+// networks), "measured" (compute on the executor, the analytic all-to-all).
 const std::vector<std::string>& cost_model_names();
+CostModel create_cost_model(const std::string& name, const CostModelOptions& options);
+// create_cost_model, except that "neural" without a model directory on disk
+// falls back to "analytic" with a note to `reporter`: the planner works out
+// of the box even where the shipped networks are absent.
+CostModel open_cost_model(const std::string& name, const CostModelOptions& options,
+                          Reporter& reporter);
 
 }  // namespace embshard

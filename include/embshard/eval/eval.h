@@ -4,22 +4,27 @@
 // A task is T tables of the pool, each at a dim, with a memory cap per
 // device. `run_eval` plans each task with each algorithm against the cost
 // model, then measures the plan: every device's fused forward + backward +
-// update over its shards runs on the executor (MeasuredCompute; in one
-// process communication comes from the cost model, and the report says so).
+// update over its shards runs on the executor (the "measured" compute
+// model); in one process communication comes from the cost model, and the
+// report says so; under mpirun it is measured (run_eval_mpi).
 // One record per task is appended as it finishes (RecordFile): a rerun of the
 // same command resumes.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "embshard/cost/cost_model.h"
 #include "embshard/search/planner.h"
 #include "embshard/workload/workload.h"
 
 namespace embshard {
+
+class Reporter;
 
 struct EvalTask {
   std::vector<int> tables;  // pool table ids
@@ -67,8 +72,9 @@ constexpr const char* kModelCommSource = "cost model (one process: no all-to-all
 // Runs (resuming) and returns every record of the output file. Compute is
 // measured on the executor; communication comes from `comm` (the cost model
 // under test when null), named `comm_source` in the header, which a resumed
-// run must match.
-std::vector<nlohmann::json> run_eval(const EvalOptions& options, const CostModel* comm = nullptr,
+// run must match. Progress goes to `reporter`.
+std::vector<nlohmann::json> run_eval(const EvalOptions& options, Reporter& reporter,
+                                     std::shared_ptr<const CommModel> comm = nullptr,
                                      const std::string& comm_source = kModelCommSource);
 
 // True when this process was started by mpirun (or another launcher) with
@@ -86,24 +92,30 @@ struct MpiEvalResult {
   std::string comm_source;
   std::vector<nlohmann::json> records;
 };
-MpiEvalResult run_eval_mpi(const EvalOptions& options);
+MpiEvalResult run_eval_mpi(const EvalOptions& options, Reporter& reporter);
 
 struct AlgoSummary {
   std::string name;
   double mean_measured_ms = 0, mean_predicted_ms = 0;
-  double ratio_to_best_baseline = 0;  // mean of per-task measured / best baseline's
+  // Mean measured cost / the best baseline's mean measured cost (a ratio of
+  // means over the same tasks; the best baseline is the algorithm other than
+  // neuroshard with the lowest mean).
+  double ratio_to_best_baseline = 0;
   int tasks_won = 0;                  // lowest measured cost (ties count for each)
-  double mean_gap_to_bound = 0;       // measured / bound - 1
+  double mean_gap_to_bound = 0;       // mean of predicted / bound - 1 (the bound is the model's)
   double prediction_mape_pct = 0;     // predicted vs measured
   int failed = 0;                     // tasks it found no plan for (left out of every mean)
 };
+struct EvalSummary {
+  std::vector<AlgoSummary> algos;
+  int tasks = 0;      // tasks every algorithm planned: the means are over these
+  int left_out = 0;   // records of tasks that did not fit or that an algorithm failed
+};
 // Means over the tasks that every algorithm planned.
-std::vector<AlgoSummary> summarize_eval(const std::vector<nlohmann::json>& records,
-                                        const std::vector<std::string>& algos);
-nlohmann::json eval_summary_json(const std::vector<AlgoSummary>& summary, int tasks,
-                                 const std::string& comm_source);
-std::string eval_report(const std::vector<AlgoSummary>& summary, int tasks,
-                        const std::string& comm_source);
-std::string eval_svg(const std::vector<AlgoSummary>& summary, int tasks, int devices);
+EvalSummary summarize_eval(const std::vector<nlohmann::json>& records,
+                           const std::vector<std::string>& algos);
+nlohmann::json eval_summary_json(const EvalSummary& summary, const std::string& comm_source);
+std::string eval_report(const EvalSummary& summary, const std::string& comm_source);
+std::string eval_svg(const EvalSummary& summary, int devices);
 
 }  // namespace embshard

@@ -14,13 +14,15 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <vector>
 
 #include "embshard/cost/cost_model.h"
 #include "embshard/workload/workload.h"
 
 namespace embshard {
+
+class Reporter;
 
 struct RankingOptions {
   int tasks = 200;
@@ -52,10 +54,10 @@ struct RankingResult {
   double mean_regret = 0;
 };
 
-// `measured` must be a "measured" CostModel over `workload`. `on_task(done)`
-// is called after each task (for progress).
-RankingResult ranking_check(CostModel& model, CostModel& measured, const Workload& workload,
-                            const RankingOptions& options,
-                            const std::function<void(int)>& on_task = {});
+// `measured` must be a "measured" ComputeModel over `workload`; progress goes
+// to `reporter`.
+RankingResult ranking_check(const CostModel& model, std::shared_ptr<ComputeModel> measured,
+                            const Workload& workload, const RankingOptions& options,
+                            Reporter& reporter);
 
 }  // namespace embshard

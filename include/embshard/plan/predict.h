@@ -26,21 +26,23 @@ namespace embshard {
 // lookups spread evenly over rows and samples.
 class ShardCosts {
  public:
-  ShardCosts(const PlanTask& task, CostModel& model);
+  ShardCosts(const PlanTask& task, const CostModel& model);
 
   int piece_id(int table, int cols) { return shard_id(table, cols, task_.tables[table].rows, 1.0); }
   int shard_id(const Shard& s);
   // Fused cost of one piece alone (cached).
   double single_ms(int id);
 
-  CostModel& model() { return model_; }
+  const CostModel& model() const { return model_; }
+  ComputeModel& compute() const { return *model_.compute; }
+  const CommModel& comm() const { return *model_.comm; }
   const PlanTask& task() const { return task_; }
 
  private:
   int shard_id(int table, int cols, int64_t rows, double lookup_share);
 
   const PlanTask& task_;
-  CostModel& model_;
+  CostModel model_;
   std::unordered_map<uint64_t, int> ids_;
   std::vector<double> single_ms_;  // by id; < 0 until computed
 };
@@ -69,7 +71,7 @@ struct PlanPrediction {
 
 // Communication and totals from per-device compute and dim sums (filled in
 // `devices`); scratch-free so the search can call it in its loop.
-void finish_prediction(const CostModel& model, PlanPrediction& p);
+void finish_prediction(const CommModel& comm, PlanPrediction& p);
 
 PlanPrediction predict_plan(const PlanTask& task, const Plan& plan, ShardCosts& costs);
 

@@ -19,7 +19,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "embshard/search/planner.h"
+#include "embshard/plan/result.h"
 
 namespace embshard {
 

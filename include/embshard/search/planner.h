@@ -6,7 +6,6 @@
 // planner cannot hand back a plan that breaks a memory cap or a constraint.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -15,6 +14,7 @@
 #include "embshard/cost/cost_model.h"
 #include "embshard/plan/plan.h"
 #include "embshard/plan/predict.h"
+#include "embshard/plan/result.h"
 
 namespace embshard {
 
@@ -57,40 +57,11 @@ std::unique_ptr<Planner> make_score_greedy_planner(const std::string& score);
 std::unique_ptr<Planner> make_torchrec_planner(const PlannerOptions& options);
 std::unique_ptr<Planner> make_neuroshard_planner(const PlannerOptions& options);
 
-// A lower bound on the cost of every plan of the task under `costs`' model,
-// the larger of
-//   the costliest narrowest piece alone + the least communication any device
-//     can have (zero load, no delay), and
-//   the mean device: (all tables fused into one call + the communication of
-//     every device at evenly spread dim sums, no delays) / devices.
-// Valid when the model's compute is monotone (adding a table never makes a
-// device cheaper) and fusing never costs more than running apart (the cost of
-// a union of shards <= the sum of their costs), and communication grows with
-// the dim sum and the delay, its sum over devices least when the dims are
-// spread evenly (convex). docs/plan.md explains the terms.
-struct LowerBound {
-  double piece_ms = 0;       // the costliest narrowest piece alone
-  double comm_ms = 0;        // least communication of one device (zero load)
-  double work_ms = 0;        // all tables fused, divided by the devices
-  double mean_comm_ms = 0;   // mean device communication at even dim sums
-  double total_ms() const { return std::max(piece_ms + comm_ms, work_ms + mean_comm_ms); }
-};
+// A lower bound on the cost of every plan of the task under `costs`' model
+// (plan/result.h says when it is valid).
 LowerBound lower_bound(const PlanTask& task, ShardCosts& costs);
 
-struct PlanResult {
-  std::string algorithm;
-  std::string cost_model;
-  Plan plan;
-  PlanPrediction predicted;
-  LowerBound bound;
-  double search_s = 0;
-  double gap() const {  // (cost - bound) / bound
-    const double lb = bound.total_ms();
-    return lb > 0 ? (predicted.cost_ms - lb) / lb : 0.0;
-  }
-};
-
 // Runs the planner, validates its plan (Error if it is invalid) and predicts.
-PlanResult make_plan(Planner& planner, const PlanTask& task, CostModel& model);
+PlanResult make_plan(Planner& planner, const PlanTask& task, const CostModel& model);
 
 }  // namespace embshard

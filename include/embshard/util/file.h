@@ -14,6 +14,11 @@ void write_file_atomic(const std::string& path, const std::string& content);
 std::string read_file(const std::string& path);
 
 bool file_exists(const std::string& path);
+
+// Checks, before long work, that `path` can be written later: its directory
+// exists and is writable, and the path is not a directory. Error names
+// `what` (the option) and the path.
+void check_writable(const std::string& path, const std::string& what);
 uint64_t file_size_bytes(const std::string& path);
 
 // A temporary path next to `path` ("<path>.tmp.<pid>"), for write-then-rename.

@@ -15,10 +15,12 @@
 
 namespace embshard {
 
+class Reporter;
+
 struct ImportOptions {
   int dim = 64;              // the dataset has no dims: every table gets this one
   uint32_t index_bytes = 0;  // trace index width, 4 or 8; 0 = as the file's indices
-  bool progress = true;      // progress lines on stderr for big files
+  Reporter* reporter = nullptr;  // bytes read, now and then, for big files (null: silent)
   uint64_t progress_min_bytes = uint64_t{256} << 20;  // files smaller than this stay quiet
 };
 

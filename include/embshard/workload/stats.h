@@ -105,12 +105,12 @@ PublishedStats load_published_stats(const std::string& path, const std::string& 
 PublishedStats load_published_profile(const std::string& profile, const std::string& dir = "");
 
 // Distances of measured aggregate statistics from published ones.
-struct Calibration {
+struct PublishedComparison {
   double row_reuse_tv = 0;
   double lookup_reuse_tv = 0;
   double pooling_rel_error = 0;       // (measured - published) / published
   double unique_ratio_rel_error = 0;
 };
-Calibration compare_to_published(const WorkloadStats& measured, const PublishedStats& target);
+PublishedComparison compare_to_published(const WorkloadStats& measured, const PublishedStats& target);
 
 }  // namespace embshard

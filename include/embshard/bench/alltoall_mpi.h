@@ -1,0 +1,120 @@
+// The MPI pieces `bench comm` and `eval` share (library embshard_mpi, files
+// *_mpi.cpp only): a session, a watchdog that bounds every collective, and
+// the timed all-to-alls of one placement.
+//
+// Protocol: rank 0 broadcasts a control message (status, an index, every
+// device's dim sum and delay); every rank times its all-to-alls; rank 0
+// gathers the per-rank medians. Nothing assumes shared memory, so a hostfile
+// spreading the ranks over many hosts works unchanged.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "embshard/bench/alltoall.h"
+
+namespace embshard {
+class Reporter;
+}  // namespace embshard
+
+namespace embshard::mpi {
+
+using Clock = std::chrono::steady_clock;
+
+enum Status : int { kMeasure = 0, kDone = 1, kSetupError = 2 };
+
+// Tells `reporter` "<tool>: rank R: <what>" and ends the whole job
+// (MPI_Abort): the peers wait in a collective, and only an abort ends them
+// promptly.
+[[noreturn]] void abort_run(Reporter& reporter, const std::string& tool, int rank,
+                            const std::string& what);
+
+// MPI_Init .. MPI_Finalize around one run; errors come back as return codes
+// so that the watchdog can name the failing operation.
+class Session {
+ public:
+  Session();
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  bool owned_ = false;
+  int rank_ = 0, size_ = 1;
+};
+
+// Runs every collective non-blocking and waits for it with a deadline; a
+// collective past it (a rank died or hangs) aborts the job naming it.
+class Watchdog {
+ public:
+  Watchdog(std::string tool, int rank, double timeout_s, Reporter& reporter)
+      : tool_(std::move(tool)), rank_(rank), timeout_s_(timeout_s), reporter_(&reporter) {}
+
+  void check(int rc, const char* what) const;
+  // Spins (yielding) while the wait is short, so that timings stay precise,
+  // then polls every 0.2 ms: a long wait is a straggler, a dead peer, or rank
+  // 0 busy between measurements, and oversubscribed ranks need the core.
+  void wait(MPI_Request& request, const char* what) const;
+  void barrier(const char* what) const;
+  void bcast(void* data, int count, MPI_Datatype type, const char* what) const;
+  void gather(const void* send, int count, MPI_Datatype type, void* recv, const char* what) const;
+  int rank() const { return rank_; }
+  const std::string& tool() const { return tool_; }
+  Reporter& reporter() const { return *reporter_; }
+  Watchdog with_timeout(double timeout_s) const {
+    return Watchdog(tool_, rank_, timeout_s, *reporter_);
+  }
+
+ private:
+  std::string tool_;
+  int rank_;
+  double timeout_s_;
+  Reporter* reporter_;
+};
+
+// [status, index, dim sums (N), delays in ms (N)]; doubles hold the integers
+// exactly.
+std::vector<double> control_message(int status, int64_t index, const std::vector<double>& dim_sums,
+                                    const std::vector<double>& delays_ms, int n);
+
+struct RankTiming {
+  double fwd_ms = 0, bwd_ms = 0;
+};
+
+// This rank's forward all-to-all of pooled embeddings (from the end of its
+// delay until its all-to-all completes, so waiting for stragglers counts) and
+// backward all-to-all of their gradients (after a barrier), medians of
+// o.repeats runs after o.warmup; o.batch rows in all, batch / N per rank.
+RankTiming time_alltoalls(const Watchdog& dog, const AllToAllTiming& o,
+                          const std::vector<int>& dim_sums, double delay_ms);
+
+// Rank 0: broadcasts one placement (kMeasure, `index`, dim sums, delays), times
+// its own all-to-alls with every other rank (serve_alltoalls), and gathers
+// every rank's timings into fwd[r], bwd[r]. `before_timing` runs on rank 0
+// between the broadcast and the timing (a test hook).
+void measure_alltoalls(const Watchdog& dog, const AllToAllTiming& o, int n, int64_t index,
+                       const std::vector<double>& dim_sums, const std::vector<double>& delays_ms,
+                       std::vector<double>& fwd, std::vector<double>& bwd,
+                       const std::function<void(int64_t)>& before_timing = {});
+
+// Ranks > 0: take part in rank 0's measure_alltoalls until it broadcasts
+// kDone (returns true) or kSetupError (false). `control` waits for each
+// control message (rank 0 may be busy for long between measurements);
+// `before_timing(index)` runs before each timing (a test hook).
+bool serve_alltoalls(const Watchdog& control, const Watchdog& dog, const AllToAllTiming& o,
+                     int n, const std::function<void(int64_t)>& before_timing = {});
+
+// Rank 0: tells the serving ranks to stop (kDone or kSetupError).
+void stop_serving(const Watchdog& dog, int status, int n);
+
+// Every rank's hostname, on rank 0 (empty elsewhere).
+std::vector<std::string> gather_hosts(const Watchdog& dog, int n);
+
+}  // namespace embshard::mpi

@@ -1,0 +1,31 @@
+// `embshard calibrate`: times a handful of probe shards on the real executor
+// and fits the analytic model's coefficients by non-negative least squares
+// (over analytic/terms.h's terms); fits the all-to-all constants from a
+// `bench comm` file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "embshard/cost/analytic/calibration.h"
+
+namespace embshard {
+
+class Reporter;
+
+struct CalibrateOptions {
+  std::string out_path = "models/analytic.json";
+  std::string comm_path;  // a `bench comm` file to fit alpha/beta from ("" = defaults)
+  int threads = 1;
+  int64_t batch_size = 4096;
+  bool quick = false;     // smaller probes and fewer repeats (tests)
+  uint64_t seed = 1;
+};
+
+// Measures the probes, fits, and returns the calibration; the probes' figures
+// go to `reporter`.
+Calibration run_calibration(const CalibrateOptions& options, Reporter& reporter);
+// Fits comm_latency_us / comm_gbps from a `bench comm` file into `c`.
+void fit_comm_from_file(const std::string& path, Calibration& c, Reporter& reporter);
+
+}  // namespace embshard

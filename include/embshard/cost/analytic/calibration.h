@@ -1,0 +1,71 @@
+// The analytic model's calibration: the fitted coefficients of its compute
+// terms and its all-to-all constants, and the file that holds them.
+//
+// `embshard calibrate` fits the coefficients (analytic/calibrate.h); the
+// terms they multiply are in analytic/terms.h; the model in analytic/model.h.
+// See docs/cost_models.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace embshard {
+
+constexpr const char* kCalibrationFormat = "embshard-analytic-calibration";
+constexpr int kCalibrationVersion = 1;
+// A shared-memory MPI all-to-all on one host takes tens of microseconds for
+// tiny messages (Open MPI, 2-8 ranks); used only when no comm data is given.
+constexpr double kDefaultCommLatencyUs = 30.0;
+
+// Every coefficient carries its unit in its name. Bandwidths are in GB/s
+// (1e9 bytes / s); a term whose fitted coefficient is zero is stored as
+// kUnboundedGbps ("this term costs nothing measurable here").
+constexpr double kUnboundedGbps = 1e6;
+
+struct Calibration {
+  std::string machine_cpu;
+  int threads = 1;
+  int64_t batch_size = 4096;      // the batch the probes ran at (the model's default)
+  int64_t cache_bytes = 0;        // effective last-level cache (fitted from the probes)
+  // forward
+  double fwd_call_us = 0;         // per fused call
+  double fwd_per_table_us = 0;    // per table of the call
+  double fwd_per_lookup_ns = 0;
+  double dram_gather_gbps = 0;    // first touch of a row that is not cached
+  double cache_gather_gbps = 0;   // rows that are cached (reused, or small tables)
+  double seq_gbps = 0;            // memcpy-like streaming (pooled output writes)
+  // Dims without a specialised kernel (not 8/16/32/64/128) accumulate in
+  // memory instead of registers: a cost per lookup and per element of the row.
+  double generic_dim_ns_per_element = 0;
+  // Distinct rows of tables far larger than the TLB's reach pay a page walk
+  // (often itself a DRAM miss) on first touch, whatever their dim.
+  double fwd_page_walk_ns = 0;
+  double bwd_page_walk_ns = 0;
+  // backward + update
+  double bwd_call_us = 0;
+  double bwd_per_table_us = 0;
+  double bwd_per_lookup_ns = 0;
+  double sort_ns_per_lookup_pass = 0;  // radix sort: per lookup and per 11-bit pass
+  double grad_read_gbps = 0;           // gradient rows read, once per lookup
+  double dram_update_gbps = 0;         // distinct rows read + written, not cached
+  double cache_update_gbps = 0;        // distinct rows read + written, cached
+  // communication
+  double comm_latency_us = kDefaultCommLatencyUs;
+  double comm_gbps = 0;
+  std::string comm_source = "default";  // "default" or the comm data file
+  // how good the fit was (relative RMS error over the probes, in percent)
+  double fwd_fit_rms_pct = 0, bwd_fit_rms_pct = 0;
+  double calibration_s = 0;
+};
+
+nlohmann::json calibration_to_json(const Calibration& c);
+// Throws Error naming `context` (the file) and the field when a field is
+// missing, not a finite positive (or non-negative) number, or the format or
+// version is wrong.
+Calibration calibration_from_json(const nlohmann::json& j, const std::string& context);
+void save_calibration(const Calibration& c, const std::string& path);  // atomic
+Calibration load_calibration(const std::string& path);
+
+}  // namespace embshard

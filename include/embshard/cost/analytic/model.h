@@ -1,0 +1,21 @@
+// The analytic cost model: calibrated bandwidths and overheads, no training
+// data (analytic/terms.h has the formulae).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "embshard/cost/analytic/calibration.h"
+#include "embshard/cost/cost_model.h"
+
+namespace embshard {
+
+// The models from a calibration already in memory (batch 0: the
+// calibration's batch). create_compute_model("analytic", ...) loads the file.
+std::shared_ptr<ComputeModel> make_analytic_compute_model(const Calibration& c,
+                                                          int64_t batch_size);
+std::shared_ptr<const CommModel> make_analytic_comm_model(const Calibration& c,
+                                                          int64_t batch_size);
+CostModel make_analytic_cost_model(const Calibration& c, int64_t batch_size);
+
+}  // namespace embshard

@@ -1,0 +1,91 @@
+// The analytic model's terms: what a shard's tables add up to (bytes moved,
+// lookups, tables, sort passes, page walks) before the calibration's
+// coefficients turn them into milliseconds, and the all-to-all formula.
+//
+// Compute: the fused operator moves bytes and pays per-lookup, per-table and
+// per-call overheads. `embshard calibrate` fits the coefficients over the same
+// terms the model predicts with, so the model and its calibration can never
+// disagree on what a term means.
+//
+// Communication: all-to-all as latency + bytes / bandwidth, per device
+//   comm_d = alpha + max(sent_d, received_d) / beta
+//   fwd_d  = comm_d + (max_p delay_p - delay_d)   (the forward waits for stragglers)
+//   bwd_d  = comm_d
+// with alpha, beta fitted from a `bench comm` file (calibrate --comm), or else
+// beta = local memcpy bandwidth and alpha = kDefaultCommLatencyUs.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+#include "embshard/cost/analytic/calibration.h"
+#include "embshard/cost/compute_model.h"
+
+namespace embshard {
+
+// One table of a shard as the analytic model sees it, at a given batch.
+struct AnalyticTable {
+  int64_t rows = 0;
+  int dim = 0;
+  double lookups = 0;        // pooling factor x batch
+  double distinct_rows = 0;  // rows touched at least once in the batch
+};
+
+// Distinct rows touched by `lookups` lookups of a table with these features.
+// Bin 0 of the histograms holds rows accessed exactly once, so
+// rows_in_bin0 = lookups_in_bin0, i.e. distinct = lookups * lookup_reuse[0] /
+// row_reuse[0]: exact at the batch the histograms were taken at. Other cases
+// fall back to the bins' mean counts. Assumption: the ratio distinct/lookups
+// holds at the model's batch too (it falls slowly as the batch grows).
+double estimate_distinct_rows(const TableFeatures& t, double lookups);
+AnalyticTable analytic_table(const TableFeatures& t, int64_t batch_size);
+
+// The linear terms of the model for one shard (one fused call), before they
+// are multiplied by their coefficients. Forward terms are
+// {1 call, tables, lookups, DRAM gather bytes, cached gather bytes}; backward
+// terms are {1 call, tables, lookups, lookup-sort-passes, grad bytes, DRAM
+// update bytes, cached update bytes, page-walk rows}. Page-walk rows: distinct
+// rows x (1 - TLB entries / distinct pages the shard touches), where a table
+// touches min(distinct rows, its bytes / kPageBytes) pages. The pooled output (batch x dim x 4
+// bytes written) is charged at seq_gbps, measured directly, not fitted.
+constexpr int kFwdTerms = 7;
+constexpr int kBwdTerms = 8;
+// 2048 L2 TLB entries x 4 KiB pages (x86 server cores); past it, rows spread
+// over a table's pages each cost a page walk.
+constexpr double kTlbReachBytes = 8.0 * (1 << 20);
+constexpr double kPageBytes = 4096;
+struct AnalyticTerms {
+  double fwd[kFwdTerms] = {};
+  double bwd[kBwdTerms] = {};
+  double output_bytes = 0;
+};
+// What a shard's tables add up to. Every term is a function of these sums
+// (and of the cache and the TLB reach), so the terms of a shard can be kept
+// up to date one table at a time (the search's incremental state).
+struct AnalyticSums {
+  double tables = 0, lookups = 0, footprint_bytes = 0, pages = 0, distinct_rows = 0;
+  double lookup_bytes = 0, generic_elements = 0, sort_lookup_passes = 0, output_bytes = 0;
+  double update_bytes = 0;
+  void add(const AnalyticTable& t, int64_t batch_size);
+};
+// As a state vector: the fields in order (the struct is only doubles).
+constexpr size_t kAnalyticSums = sizeof(AnalyticSums) / sizeof(double);
+static_assert(std::is_trivially_copyable_v<AnalyticSums> && kAnalyticSums == 10);
+AnalyticTerms analytic_terms(const AnalyticSums& sums, int64_t cache_bytes);
+AnalyticTerms analytic_terms(std::span<const AnalyticTable> shard, int64_t batch_size,
+                             int64_t cache_bytes);
+// Coefficients (ms per unit of each term) of a calibration, in term order.
+std::array<double, kFwdTerms> fwd_coefficients_ms(const Calibration& c);
+std::array<double, kBwdTerms> bwd_coefficients_ms(const Calibration& c);
+double analytic_fwd_ms(const AnalyticTerms& terms, const Calibration& c);
+double analytic_bwd_ms(const AnalyticTerms& terms, const Calibration& c);
+
+// The all-to-all formula above; every output is finite and >= 0.
+void analytic_comm_ms(const Calibration& c, int64_t batch_size,
+                      std::span<const double> dim_sums, std::span<const double> delays_ms,
+                      std::span<double> fwd_ms, std::span<double> bwd_ms);
+
+
+}  // namespace embshard

@@ -1,0 +1,57 @@
+// Compute models: what one device's fused embedding work costs.
+//
+// A ComputeModel predicts the fused forward + backward + update of a set of
+// tables on one device. Tables are registered once with add_table() and named
+// by id afterwards, so that a model can pre-compute each table's share of the
+// work: NeuroShard's compute model is per-table MLP -> sum -> MLP, so the
+// per-table part is computed once per table, not once per shard.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "embshard/workload/table.h"
+
+namespace embshard {
+
+// One table (or a piece of one) as the cost models see it.
+struct TableFeatures {
+  int64_t rows = 0;
+  int dim = 0;
+  double pooling_factor = 0;
+  ReuseHistogram row_reuse{};
+  ReuseHistogram lookup_reuse{};
+  // The table's index in the workload it came from, or -1 when unknown. Only
+  // the measured (executor-backed) model needs it, to find the table's trace;
+  // without it that model matches tables by rows, pooling factor and reuse.
+  int source_table = -1;
+};
+TableFeatures table_features(const TableSpec& spec, int dim);
+
+class ComputeModel {
+ public:
+  virtual ~ComputeModel() = default;
+  virtual std::string name() const = 0;
+  // The batch size the predicted milliseconds are for.
+  virtual int64_t batch_size() const = 0;
+
+  // Registers a table; returns its id (0, 1, 2, ... in order of registration;
+  // a model may return an earlier id for features it already holds).
+  virtual int add_table(const TableFeatures& table) = 0;
+  // Fused forward + backward + update of the given tables on one device, ms.
+  virtual double compute_ms(std::span<const int> table_ids) const = 0;
+
+  // Incremental costing, for the search's inner loop: a set of tables summed
+  // up in state_size() numbers (all zero for the empty set), extended one
+  // table at a time, so that costing "this device plus one table" does not
+  // depend on how many tables the device holds. For every set of ids,
+  // state_ms(the state after add_to_state of each id) == compute_ms(ids).
+  // A model whose cost is not a function of such a sum keeps state_size() 0
+  // and the search calls compute_ms instead.
+  virtual size_t state_size() const { return 0; }
+  virtual void add_to_state(int table_id, std::span<double> state) const;
+  virtual double state_ms(std::span<const double> state) const;
+};
+
+}  // namespace embshard

@@ -1,0 +1,49 @@
+// Small MLPs for the neural cost models, inferred without libtorch: dense
+// layers, feature normalisation and the float helpers the fast path needs.
+#pragma once
+
+#include <vector>
+
+namespace embshard {
+
+// y = W x + b, then ReLU if `relu`. `weight` is out x in, row-major
+// (torch::nn::Linear's layout), so weights copy to and from torch unchanged.
+struct DenseLayer {
+  int in = 0, out = 0;
+  bool relu = true;
+  std::vector<float> weight, bias;
+  std::vector<float> weight_t;  // in x out: filled by Mlp::prepare for the fast loop
+};
+
+struct Mlp {
+  std::vector<DenseLayer> layers;
+  int in() const { return layers.empty() ? 0 : layers.front().in; }
+  int out() const { return layers.empty() ? 0 : layers.back().out; }
+  std::vector<int> sizes() const;  // in, hidden..., out
+  // y = mlp(x). Activations live on the stack (widths <= kMaxWidth), so
+  // forward allocates nothing and is safe to call from many threads.
+  static constexpr int kMaxWidth = 512;
+  void forward(const float* x, float* y) const;
+  // Transposes the weights so that forward's inner loop runs over outputs
+  // (contiguous, vectorised); forward falls back to the row-major loop
+  // (double accumulation) for layers not prepared.
+  void prepare();
+};
+
+// x' = (x - mean) * scale, per feature; scale = 1 / std of the training set.
+struct Normaliser {
+  std::vector<float> mean, scale;
+  void apply(float* x) const;
+};
+
+// The per-table outputs are clamped to +-kTableLogClamp before exp, so that
+// sums stay finite in float.
+constexpr float kTableLogClamp = 30.0f;
+float table_exp(float x);
+// Natural log of a positive normal float, branch-free so that a loop over an
+// array vectorises (std::log does not): x = m 2^e with m in [sqrt(1/2),
+// sqrt(2)), log m = 2 atanh(t), t = (m - 1) / (m + 1), |t| < 0.172, by its
+// series to t^9 (truncation < 1e-9). Within a few float ulps of std::log.
+float log_positive(float x);
+
+}  // namespace embshard

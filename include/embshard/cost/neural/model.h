@@ -1,0 +1,101 @@
+// The neural cost models at work: predictions from a loaded NeuralModel
+// (neural/model_file.h), and the planner's ComputeModel and CommModel over it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "embshard/cost/analytic/calibration.h"
+#include "embshard/cost/cost_model.h"
+#include "embshard/cost/neural/model_file.h"
+
+namespace embshard {
+
+// From a network output (normalised log ms) to ms; Error if not finite, and
+// clamped to [1e-6, 1e7] ms so that no absurd value reaches the planner.
+double output_to_ms(double y, double target_mean, double target_std, const char* what);
+
+// The forward all-to-all of device d cannot end before the last device
+// starts its own: forward = wait_d (max delay - delay_d) + a transfer time the
+// network predicts. The network is trained on transfer times (measured
+// forward - wait, at least kMinTransferMs) and sees the delays clipped to the
+// range of its training data, so that a wait of 100 ms is added, not
+// extrapolated from waits of 0-5 ms.
+constexpr double kMinTransferMs = 0.01;
+double comm_wait_ms(std::span<const double> delays_ms, size_t device);
+std::vector<double> comm_network_delays(const NeuralModel& model,
+                                        std::span<const double> delays_ms);
+
+// Reference predictions (no caching): the slow, obvious path.
+double predict_compute_ms(const NeuralModel& model, std::span<const TableFeatures> tables);
+void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
+                     std::span<const double> delays_ms, std::span<double> fwd_ms,
+                     std::span<double> bwd_ms);
+
+// The device counts the communication data covered, from the manifest's
+// data files ({0, 0} when it does not say).
+std::pair<int, int> comm_device_range(const NeuralModel& model);
+
+// The planner's view of the compute network: tables' MLP outputs are cached
+// at add_table. Predicts for `batch_size` (0: the model's own). At another
+// batch than the model was trained at, costs are scaled linearly by the batch
+// ratio (the work of embedding lookups grows with the batch); name() says
+// so, and an exact model needs data measured at that batch.
+class NeuralComputeModel : public ComputeModel {
+ public:
+  explicit NeuralComputeModel(std::shared_ptr<const NeuralModel> model, int64_t batch_size = 0);
+  std::string name() const override;  // "neural" or "neural (notes)"
+  std::vector<std::string> notes() const;  // e.g. "trained at batch 2048, scaled to 4096"
+  int64_t batch_size() const override { return batch_size_; }
+  int add_table(const TableFeatures& table) override;
+  double compute_ms(std::span<const int> table_ids) const override;
+  size_t state_size() const override { return static_cast<size_t>(embed_); }
+  void add_to_state(int table_id, std::span<double> state) const override;
+  double state_ms(std::span<const double> state) const override;
+  const NeuralModel& model() const { return *model_; }
+
+ private:
+  std::shared_ptr<const NeuralModel> model_;  // networks prepared for the fast path
+  int64_t batch_size_ = 0;
+  double scale_ = 1.0;           // batch_size_ / the compute model's batch
+  int embed_ = 0;                // per-table MLP output width
+  std::vector<float> embedded_;  // table id * embed_: cached per-table outputs
+};
+
+// The communication networks, scaled to `batch_size` like the compute model.
+// `outside_range`: the calibration whose all-to-all formula (latency + bytes
+// / bandwidth) stands in for the networks at device counts outside
+// comm_device_range: a network trained on 2-8 ranks says nothing reliable
+// about 64. Without one, such counts are an Error.
+class NeuralCommModel : public CommModel {
+ public:
+  NeuralCommModel(std::shared_ptr<const NeuralModel> model, int64_t batch_size = 0,
+                  std::optional<Calibration> outside_range = std::nullopt);
+  std::string name() const override;
+  std::vector<std::string> notes() const;
+  void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
+               std::span<double> fwd_ms, std::span<double> bwd_ms) const override;
+
+ private:
+  std::shared_ptr<const NeuralModel> model_;
+  int64_t batch_size_ = 0;
+  double scale_ = 1.0;  // batch_size_ / the communication models' batch
+  std::pair<int, int> range_;
+  std::optional<Calibration> outside_range_;
+};
+
+// The model with its networks prepared for the fast path (Mlp::prepare), as
+// the compute and comm models want it; load_prepared_neural_model loads `dir`.
+std::shared_ptr<const NeuralModel> prepared_neural_model(NeuralModel model);
+std::shared_ptr<const NeuralModel> load_prepared_neural_model(const std::string& dir);
+// The pair, named as reports show it: "neural", or "neural (trained at batch
+// 2048, scaled to 4096; analytic comm outside 2-8 devices)".
+CostModel make_neural_cost_model(std::shared_ptr<const NeuralModel> model, int64_t batch_size,
+                                 std::optional<Calibration> outside_range = std::nullopt);
+
+}  // namespace embshard

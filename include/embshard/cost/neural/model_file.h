@@ -1,0 +1,69 @@
+// A neural cost model as data: its networks, what they were trained on, and
+// the directory that holds them (manifest.json + one checksummed weight file
+// per network).
+//
+// Compute (NeuroShard's structure): each table's features -> per-table MLP
+// -> exp -> sum over the shard's tables -> log -> head MLP -> the normalised
+// log of the shard's milliseconds. The sum makes the model serve any number
+// of tables, and lets inference cache each table's exp'd MLP output: a
+// shard's cost is a sum of cached vectors plus one small head MLP. Summing
+// exp'd outputs (a log-sum-exp per channel) rather than raw ReLU outputs
+// lets a channel carry a table's log cost, which then adds up exactly: costs
+// span five decades, which a ReLU MLP fits poorly on a linear scale.
+//
+// Communication (beyond NeuroShard): ONE model per direction serves any device
+// count. Each device is described by its own dim sum and delay plus
+// reductions over the other devices (sum, max, mean, min of dim sums, max
+// delay) and the device count; the MLP maps that to the device's log ms.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "embshard/cost/neural/mlp.h"
+
+namespace embshard {
+
+struct ComputeNet {
+  Normaliser features;                     // per-table features
+  Mlp table;                               // per-table MLP (linear output)
+  Mlp head;                                // log(sum of exp(table outputs)) -> normalised log ms
+  double target_mean = 0, target_std = 1;  // log ms = y * target_std + target_mean
+};
+
+struct CommNet {
+  Normaliser features;
+  Mlp mlp;
+  double target_mean = 0, target_std = 1;
+};
+
+struct NeuralModel {
+  int64_t batch_size = 0;       // of the compute data
+  int64_t comm_batch_size = 0;  // of the comm data (0: no comm model)
+  ComputeNet compute;
+  bool has_comm = false;
+  CommNet comm_fwd, comm_bwd;
+  // The largest straggler delay in the comm training data: the networks see
+  // delays clipped to [0, this] (comm_network_delays).
+  double comm_max_delay_ms = 0;
+  // Everything else the manifest says (data files, machine, options, accuracy).
+  nlohmann::json info = nlohmann::json::object();
+};
+
+// A model directory: manifest.json + one weight file per network.
+constexpr const char* kManifestFile = "manifest.json";
+constexpr const char* kManifestFormat = "embshard-neural-cost-model";
+constexpr int kManifestVersion = 2;  // 2: forward = wait + network
+
+// Writes the weight files and then the manifest, each atomically.
+void save_neural_model(const NeuralModel& model, const std::string& dir);
+// Validates everything (format, version, feature names, layer sizes,
+// checksums, finite weights); Error names the file at fault.
+NeuralModel load_neural_model(const std::string& dir);
+
+// CRC-32 of a file's bytes (zlib), for the manifest's data file hashes.
+uint32_t file_crc32(const std::string& path);
+
+}  // namespace embshard

@@ -1,0 +1,53 @@
+// Training the neural cost models with libtorch. Declared here without torch;
+// defined in src/cost/neural/*_torch.cpp, available when EMBSHARD_WITH_TORCH
+// is defined.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "embshard/cost/accuracy_report.h"
+#include "embshard/cost/cost_data.h"
+#include "embshard/cost/neural/model_file.h"
+#include "embshard/cost/neural/split.h"
+
+namespace embshard {
+
+class Reporter;
+
+struct TrainOptions {
+  std::string compute_path;             // bench compute file (required)
+  std::vector<std::string> comm_paths;  // bench comm files, any device counts
+  std::string unseen_compute_path;      // optional: a bench compute file of other tables
+  uint64_t seed = 0;
+  double holdout_tables = 0.1;                 // share of the pool's tables kept out of training
+  double val_share = 0.15, test_share = 0.15;  // of the records (per file)
+  int max_epochs = 400;
+  int patience = 40;  // epochs without a better validation loss before stopping
+  int batch = 32;     // records per step
+  double lr = 3e-3;
+  double weight_decay = 1e-5;
+  int hidden = 64;      // width of hidden layers
+  int embed = 32;       // per-table MLP output width
+  int threads = 1;      // torch intra-op threads (1: deterministic and quiet)
+  Reporter* reporter = nullptr;  // epochs and stopping points (null: silent)
+};
+
+struct TrainResult {
+  NeuralModel model;                    // model.info holds the manifest extras and the figures
+  std::vector<Comparison> comparisons;  // test splits, for the report
+  std::vector<std::string> notes;       // split sizes, stopping epochs, skipped records
+};
+
+// Trains, evaluates on the held-out splits and returns the model (not saved).
+TrainResult train_neural_model(const TrainOptions& options);
+
+// After training: held-out accuracy through the production (torch-free)
+// inference path into result.comparisons, and the manifest's record of what
+// the model was made from into result.model.info.
+void evaluate_trained_model(const TrainOptions& options, const ComputeData& compute,
+                            const ComputeSplit& split, const std::vector<CommData>& comm,
+                            const CommSplit& comm_split, TrainResult& result);
+
+}  // namespace embshard

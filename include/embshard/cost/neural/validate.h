@@ -1,0 +1,44 @@
+// A neural model against measured data: the predicted-vs-measured
+// comparisons `embshard train` reports on its held-out splits and `embshard
+// validate` on any `bench compute` or `bench comm` file.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "embshard/cost/accuracy_report.h"
+#include "embshard/cost/cost_data.h"
+#include "embshard/cost/neural/model_file.h"
+
+namespace embshard {
+
+class Reporter;
+
+// The model's compute predictions of the given records of `data`.
+Comparison compute_comparison(const NeuralModel& model, const ComputeData& data,
+                              const std::vector<int>& records, std::string name,
+                              std::string title);
+// Comm predictions of every device of the given (file, record) items, one
+// comparison per direction ("comm_fwd" + suffix, "comm_bwd" + suffix).
+void comm_comparisons(const NeuralModel& model, const std::vector<CommData>& files,
+                      const std::vector<std::pair<int, int>>& items, const std::string& suffix,
+                      const std::string& title_suffix, std::vector<Comparison>& out);
+
+struct FileValidation {
+  CostDataKind kind = CostDataKind::kCompute;
+  std::vector<Comparison> comparisons;  // compute: one; comm: forward, backward
+  size_t skipped_bad_records = 0;
+  // accuracy() figures: compute's, or both comm directions pooled at the top
+  // level and each under "fwd" / "bwd"; plus kind, model, data, skipped.
+  nlohmann::json figures;
+};
+// Every record of a `bench compute` or `bench comm` file (told apart by its
+// header) against the model. Error when the file's batch is not the model's
+// or a comm file meets a model without communication networks.
+FileValidation validate_on_file(const NeuralModel& model, const std::string& model_dir,
+                                const std::string& path, Reporter& reporter);
+
+}  // namespace embshard

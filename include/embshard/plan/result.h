@@ -1,0 +1,46 @@
+// What planning hands back: the plan, its predicted costs, the lower bound on
+// any plan's cost under the same model, and how long the search took.
+#pragma once
+
+#include <algorithm>
+#include <string>
+
+#include "embshard/plan/plan.h"
+#include "embshard/plan/predict.h"
+
+namespace embshard {
+
+// A lower bound on the cost of every plan of a task under one cost model, the
+// larger of
+//   the costliest narrowest piece alone + the least communication any device
+//     can have (zero load, no delay), and
+//   the mean device: (all tables fused into one call + the communication of
+//     every device at evenly spread dim sums, no delays) / devices.
+// Valid when the model's compute is monotone (adding a table never makes a
+// device cheaper) and fusing never costs more than running apart (the cost of
+// a union of shards <= the sum of their costs), and communication grows with
+// the dim sum and the delay, its sum over devices least when the dims are
+// spread evenly (convex). docs/plan.md explains the terms; search/planner.h
+// computes it.
+struct LowerBound {
+  double piece_ms = 0;       // the costliest narrowest piece alone
+  double comm_ms = 0;        // least communication of one device (zero load)
+  double work_ms = 0;        // all tables fused, divided by the devices
+  double mean_comm_ms = 0;   // mean device communication at even dim sums
+  double total_ms() const { return std::max(piece_ms + comm_ms, work_ms + mean_comm_ms); }
+};
+
+struct PlanResult {
+  std::string algorithm;
+  std::string cost_model;
+  Plan plan;
+  PlanPrediction predicted;
+  LowerBound bound;
+  double search_s = 0;
+  double gap() const {  // (cost - bound) / bound
+    const double lb = bound.total_ms();
+    return lb > 0 ? (predicted.cost_ms - lb) / lb : 0.0;
+  }
+};
+
+}  // namespace embshard

@@ -1,0 +1,51 @@
+// Planning in one call: from a workload's tables and the devices to a
+// validated, predicted plan. This is what `embshard plan`, the demo, the
+// evaluation and the planner benchmark call; nothing else assembles task,
+// cost model and planner by hand.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "embshard/cost/cost_model.h"
+#include "embshard/plan/plan.h"
+#include "embshard/plan/result.h"
+#include "embshard/search/planner.h"
+#include "embshard/workload/workload.h"
+
+namespace embshard {
+
+class Reporter;
+
+struct PlanRequest {
+  Workload workload;  // the tables and their batch; `source` names them in notes
+  int devices = 0;
+  // Memory: one figure for every device, or one per device; neither: a default
+  // (default_device_capacity) that the reporter is told about.
+  int64_t mem_per_device_bytes = 0;
+  std::vector<int64_t> mem_bytes;
+  TaskConstraints constraints;
+  std::string algo = "neuroshard";
+  PlannerOptions planner;
+  std::string cost_model = "neural";  // "neural" falls back to "analytic" without models
+  CostModelOptions model;             // batch_size 0: the workload's
+};
+
+struct PlanOutcome {
+  PlanTask task;
+  PlanResult result;
+};
+
+// Checks the request (an unknown planner or cost model, a device count < 1,
+// tables that cannot fit: Error before any search), builds the task, opens the
+// cost model and plans. Notes (assumed memory, model fallback, what is
+// planned against what) go to `reporter`.
+PlanOutcome plan_workload(const PlanRequest& request, Reporter& reporter);
+
+// The planner `algo` on a task against an open cost model (an evaluation
+// plans many tasks against one model).
+PlanResult plan_task(const PlanTask& task, const std::string& algo, const PlannerOptions& options,
+                     const CostModel& model);
+
+}  // namespace embshard

@@ -1,0 +1,19 @@
+// Sizes as people write them: "40GB", "512MiB", "1.5 GiB", or plain bytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace embshard {
+
+// Bytes from "<number>[ ]<unit>": B, KB, MB, GB, TB (powers of 1000), KiB,
+// MiB, GiB, TiB (powers of 1024), case-insensitive; a bare number is bytes.
+// Error names `what` (the option or field) and the text when it is not a
+// size, is negative, or does not fit in 63 bits.
+int64_t parse_bytes(const std::string& text, const std::string& what);
+
+// "1.16 GB", "512 MB", "900 B": decimal units (the ones parse_bytes reads
+// back), three significant digits.
+std::string format_bytes(double bytes);
+
+}  // namespace embshard

@@ -1,0 +1,101 @@
+// `embshard bench plan`: the planner's search time at several task sizes.
+#include "embshard/bench/plan_bench.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "embshard/search/planning.h"
+#include "embshard/util/error.h"
+#include "embshard/util/reporter.h"
+#include "embshard/util/text_table.h"
+#include "embshard/workload/table_specs.h"
+
+namespace embshard {
+namespace {
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024.0;  // Linux: kilobytes
+}
+
+std::pair<int, int> parse_size(const std::string& size) {
+  int tables = 0, devices = 0;
+  char tail = 0;
+  ES_CHECK(std::sscanf(size.c_str(), "%dx%d%c", &tables, &devices, &tail) == 2 && tables > 0 &&
+               devices > 0,
+           "bench plan: --sizes entry '{}': expected TABLESxDEVICES, e.g. 100x8", size);
+  return {tables, devices};
+}
+
+PlanTask bench_task(int tables, int devices, const PlanBenchOptions& o) {
+  Workload w = default_workload(tables, 4096, o.seed);
+  MemoryModel m;
+  int64_t total = 0, largest = 0;
+  for (const TableSpec& t : w.tables) {
+    total += m.shard_bytes(t.rows, t.dim);
+    largest = std::max(largest, m.shard_bytes(t.rows, t.dim));
+  }
+  // Memory binds (30% over an even share) but every table fits whole.
+  const int64_t cap = std::max<int64_t>(static_cast<int64_t>(o.mem_slack * total / devices),
+                                        largest + 1);
+  return make_task(std::move(w.tables), w.batch_size, std::vector<int64_t>(devices, cap), {});
+}
+
+}  // namespace
+
+std::vector<PlanBenchRow> run_plan_bench(const PlanBenchOptions& o, Reporter& reporter) {
+  ES_CHECK(o.repeats >= 1, "bench plan: --repeats is {}, must be at least 1", o.repeats);
+  for (const std::string& size : o.sizes) parse_size(size);
+  std::vector<PlanBenchRow> rows;
+  for (const std::string& model_name : o.cost_models) {
+    for (const std::string& size : o.sizes) {
+      const auto [tables, devices] = parse_size(size);
+      const PlanTask task = bench_task(tables, devices, o);
+      std::vector<double> seconds;
+      PlanResult last;
+      std::string model_label;
+      for (int r = 0; r < o.repeats; ++r) {
+        // A fresh model per run: nothing cached from the previous run.
+        CostModelOptions mo;
+        mo.model_dir = o.model_dir;
+        mo.batch_size = task.batch_size;
+        const CostModel model =
+            open_cost_model(model_name, mo, r == 0 ? reporter : silent_reporter());
+        last = plan_task(task, o.algo, o.planner, model);
+        seconds.push_back(last.search_s);
+      }
+      std::sort(seconds.begin(), seconds.end());
+      rows.push_back({tables, devices, last.cost_model, o.algo, seconds[seconds.size() / 2],
+                      seconds.front(), last.predicted.cost_ms, last.gap(), peak_rss_mb()});
+      reporter.note(fmt::format("bench plan: {} {} done", model_name, size));
+    }
+  }
+  return rows;
+}
+
+std::string plan_bench_report(const std::vector<PlanBenchRow>& rows, const PlanBenchOptions& o) {
+  TextTable table({"tables", "devices", "cost model", "algo", "search s (median)", "min s",
+                   "cost ms", "gap %", "peak RSS MB"});
+  for (const PlanBenchRow& r : rows) {
+    table.add_row({std::to_string(r.tables), std::to_string(r.devices), r.cost_model, r.algo,
+                   fmt::format("{:.4f}", r.median_s), fmt::format("{:.4f}", r.min_s),
+                   fmt::format("{:.3f}", r.cost_ms), fmt::format("{:.1f}", 100 * r.gap),
+                   fmt::format("{:.0f}", r.peak_rss_mb)});
+  }
+  const int threads =
+      o.planner.threads > 0 ? o.planner.threads : static_cast<int>(std::thread::hardware_concurrency());
+  return table.render() +
+         fmt::format("search parameters: beam width {}, max steps {}, candidates {}, grid steps "
+                     "{}; {} search thread(s); memory {:.2f} x an even share; {} run(s) per "
+                     "size; peak RSS is the whole process's so far\n",
+                     o.planner.beam_width, o.planner.max_steps, o.planner.candidates,
+                     o.planner.grid_steps, threads, o.mem_slack, o.repeats);
+}
+
+}  // namespace embshard

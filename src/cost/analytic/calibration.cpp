@@ -1,0 +1,126 @@
+// The calibration file written by `embshard calibrate` and read by the
+// analytic model: one JSON object, every coefficient with its unit in its name.
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "embshard/cost/analytic/calibration.h"
+#include "embshard/util/error.h"
+#include "embshard/util/file.h"
+#include "embshard/util/machine.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+
+// One numeric coefficient: its JSON name, where it lives, and whether zero is
+// a legal value (overheads may fit to zero; bandwidths may not).
+struct Field {
+  const char* name;
+  double Calibration::*member;
+  bool may_be_zero;
+};
+
+constexpr Field kFields[] = {
+    {"fwd_call_us", &Calibration::fwd_call_us, true},
+    {"fwd_per_table_us", &Calibration::fwd_per_table_us, true},
+    {"fwd_per_lookup_ns", &Calibration::fwd_per_lookup_ns, true},
+    {"dram_gather_gbps", &Calibration::dram_gather_gbps, false},
+    {"cache_gather_gbps", &Calibration::cache_gather_gbps, false},
+    {"seq_gbps", &Calibration::seq_gbps, false},
+    {"generic_dim_ns_per_element", &Calibration::generic_dim_ns_per_element, true},
+    {"fwd_page_walk_ns", &Calibration::fwd_page_walk_ns, true},
+    {"bwd_page_walk_ns", &Calibration::bwd_page_walk_ns, true},
+    {"bwd_call_us", &Calibration::bwd_call_us, true},
+    {"bwd_per_table_us", &Calibration::bwd_per_table_us, true},
+    {"bwd_per_lookup_ns", &Calibration::bwd_per_lookup_ns, true},
+    {"sort_ns_per_lookup_pass", &Calibration::sort_ns_per_lookup_pass, true},
+    {"grad_read_gbps", &Calibration::grad_read_gbps, false},
+    {"dram_update_gbps", &Calibration::dram_update_gbps, false},
+    {"cache_update_gbps", &Calibration::cache_update_gbps, false},
+    {"comm_latency_us", &Calibration::comm_latency_us, true},
+    {"comm_gbps", &Calibration::comm_gbps, false},
+    {"fwd_fit_rms_pct", &Calibration::fwd_fit_rms_pct, true},
+    {"bwd_fit_rms_pct", &Calibration::bwd_fit_rms_pct, true},
+    {"calibration_s", &Calibration::calibration_s, true},
+};
+
+const json& require(const json& j, const char* field, const std::string& context) {
+  ES_CHECK(j.contains(field), "{}: field '{}' is missing", context, field);
+  return j.at(field);
+}
+
+double number(const json& j, const Field& f, const std::string& context) {
+  const json& v = require(j, f.name, context);
+  // NaN and inf are written by nlohmann as null, and a string is never a number.
+  ES_CHECK(v.is_number(), "{}: field '{}' is {}, not a number", context, f.name, v.dump());
+  const double x = v.get<double>();
+  ES_CHECK(std::isfinite(x) && (f.may_be_zero ? x >= 0 : x > 0),
+           "{}: field '{}' is {}, must be a finite {} number", context, f.name, x,
+           f.may_be_zero ? "non-negative" : "positive");
+  return x;
+}
+
+int64_t integer(const json& j, const char* field, int64_t min_value,
+                const std::string& context) {
+  const json& v = require(j, field, context);
+  ES_CHECK(v.is_number_integer() && v.get<int64_t>() >= min_value,
+           "{}: field '{}' is {}, must be an integer >= {}", context, field, v.dump(),
+           min_value);
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
+json calibration_to_json(const Calibration& c) {
+  json j = {{"format", kCalibrationFormat},
+            {"version", kCalibrationVersion},
+            {"embshard_version", EMBSHARD_VERSION},
+            {"machine", {{"cpu", c.machine_cpu}}},
+            {"threads", c.threads},
+            {"batch_size", c.batch_size},
+            {"cache_bytes", c.cache_bytes},
+            {"comm_source", c.comm_source}};
+  for (const Field& f : kFields) j[f.name] = c.*(f.member);
+  return j;
+}
+
+Calibration calibration_from_json(const json& j, const std::string& context) {
+  ES_CHECK(j.is_object(), "{}: not a JSON object", context);
+  const json& format = require(j, "format", context);
+  ES_CHECK(format == kCalibrationFormat, "{}: field 'format' is {}, expected \"{}\"", context,
+           format.dump(), kCalibrationFormat);
+  const json& version = require(j, "version", context);
+  ES_CHECK(version == kCalibrationVersion,
+           "{}: field 'version' is {}, this embshard reads version {} (rerun embshard "
+           "calibrate)",
+           context, version.dump(), kCalibrationVersion);
+  Calibration c;
+  const json& machine = require(j, "machine", context);
+  ES_CHECK(machine.is_object() && machine.contains("cpu") && machine["cpu"].is_string(),
+           "{}: field 'machine' is {}, expected {{\"cpu\": \"...\"}}", context, machine.dump());
+  c.machine_cpu = machine["cpu"].get<std::string>();
+  c.threads = static_cast<int>(integer(j, "threads", 1, context));
+  c.batch_size = integer(j, "batch_size", 1, context);
+  c.cache_bytes = integer(j, "cache_bytes", 0, context);
+  const json& source = require(j, "comm_source", context);
+  ES_CHECK(source.is_string(), "{}: field 'comm_source' is {}, not a string", context,
+           source.dump());
+  c.comm_source = source.get<std::string>();
+  for (const Field& f : kFields) c.*(f.member) = number(j, f, context);
+  return c;
+}
+
+void save_calibration(const Calibration& c, const std::string& path) {
+  write_file_atomic(path, calibration_to_json(c).dump(2) + "\n");
+}
+
+Calibration load_calibration(const std::string& path) {
+  const std::string text = read_file(path);
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  ES_CHECK(!j.is_discarded(), "{}: not valid JSON", path);
+  return calibration_from_json(j, path);
+}
+
+}  // namespace embshard

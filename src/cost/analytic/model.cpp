@@ -1,0 +1,100 @@
+// The analytic cost model: calibrated bandwidths and overheads, no training data.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "embshard/cost/analytic/model.h"
+#include "embshard/cost/analytic/terms.h"
+#include "embshard/util/error.h"
+
+namespace embshard {
+namespace {
+
+class AnalyticComputeModel : public ComputeModel {
+ public:
+  AnalyticComputeModel(Calibration c, int64_t batch_size)
+      : c_(std::move(c)), batch_size_(batch_size) {}
+
+  std::string name() const override { return "analytic"; }
+  int64_t batch_size() const override { return batch_size_; }
+
+  int add_table(const TableFeatures& table) override {
+    // Lookups scale with the batch (pooling factor is per sample); the share of
+    // distinct rows per lookup is taken from the histograms as is (see
+    // estimate_distinct_rows).
+    AnalyticSums one;
+    one.add(analytic_table(table, batch_size_), batch_size_);
+    tables_.push_back(one);
+    return static_cast<int>(tables_.size()) - 1;
+  }
+
+  double compute_ms(std::span<const int> table_ids) const override {
+    if (table_ids.empty()) return 0.0;
+    double state[kAnalyticSums] = {};
+    for (int id : table_ids) add_to_state(id, state);
+    return state_ms(state);
+  }
+
+  size_t state_size() const override { return kAnalyticSums; }
+
+  void add_to_state(int table_id, std::span<double> state) const override {
+    ES_CHECK(table_id >= 0 && table_id < static_cast<int>(tables_.size()),
+             "analytic model: table id {} is not registered ({} tables)", table_id,
+             tables_.size());
+    double one[kAnalyticSums];
+    std::memcpy(one, &tables_[table_id], sizeof one);
+    for (size_t i = 0; i < kAnalyticSums; ++i) state[i] += one[i];
+  }
+
+  double state_ms(std::span<const double> state) const override {
+    AnalyticSums sums;
+    std::memcpy(static_cast<void*>(&sums), state.data(), sizeof sums);  // only doubles
+    if (sums.tables == 0) return 0.0;
+    const AnalyticTerms terms = analytic_terms(sums, c_.cache_bytes);
+    const double ms = analytic_fwd_ms(terms, c_) + analytic_bwd_ms(terms, c_);
+    // Never hand the planner a NaN or inf (inputs are checked, so this is a bug).
+    ES_CHECK(std::isfinite(ms) && ms >= 0, "analytic model: predicted {} ms", ms);
+    return ms;
+  }
+
+ private:
+  Calibration c_;
+  int64_t batch_size_;
+  std::vector<AnalyticSums> tables_;  // each table's share of a shard's sums
+};
+
+class AnalyticCommModel : public CommModel {
+ public:
+  AnalyticCommModel(Calibration c, int64_t batch_size)
+      : c_(std::move(c)), batch_size_(batch_size) {}
+  std::string name() const override { return "analytic"; }
+  void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
+               std::span<double> fwd_ms, std::span<double> bwd_ms) const override {
+    analytic_comm_ms(c_, batch_size_, dim_sums, delays_ms, fwd_ms, bwd_ms);
+  }
+
+ private:
+  Calibration c_;
+  int64_t batch_size_;
+};
+
+}  // namespace
+
+std::shared_ptr<ComputeModel> make_analytic_compute_model(const Calibration& c,
+                                                          int64_t batch_size) {
+  return std::make_shared<AnalyticComputeModel>(c, batch_size > 0 ? batch_size : c.batch_size);
+}
+
+std::shared_ptr<const CommModel> make_analytic_comm_model(const Calibration& c,
+                                                          int64_t batch_size) {
+  return std::make_shared<AnalyticCommModel>(c, batch_size > 0 ? batch_size : c.batch_size);
+}
+
+CostModel make_analytic_cost_model(const Calibration& c, int64_t batch_size) {
+  return {make_analytic_compute_model(c, batch_size), make_analytic_comm_model(c, batch_size),
+          "analytic"};
+}
+
+}  // namespace embshard

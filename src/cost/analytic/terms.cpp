@@ -1,0 +1,177 @@
+// The terms of the analytic model: what one fused call moves and how often
+// it pays each overhead. Shared by the model and its calibration fit.
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "embshard/cost/analytic/terms.h"
+#include "embshard/util/error.h"
+
+namespace embshard {
+namespace {
+
+// The executor's radix sort (kernel/tbe_backward.cpp) makes ceil(bits / 11)
+// passes over a table's keys, where 2^bits >= rows; none for one row.
+int sort_passes(int64_t rows) {
+  int bits = 0;
+  while (bits < 31 && (int64_t{1} << bits) < rows) ++bits;
+  return (bits + 10) / 11;
+}
+
+// Mean access count of a row in reuse bin k: bin 0 is exactly 1, bin k in
+// (2^(k-1), 2^k] -> about 1.5 x 2^(k-1); the last bin is open, take 49152.
+double bin_mean_count(int k) {
+  if (k == 0) return 1.0;
+  return 1.5 * std::ldexp(1.0, k - 1);
+}
+
+// The forward kernel has register-accumulator versions for these dims only
+// (kernel/tbe.cpp, pool_bags_dispatch).
+bool specialised_dim(int dim) {
+  return dim == 8 || dim == 16 || dim == 32 || dim == 64 || dim == 128;
+}
+
+}  // namespace
+
+double estimate_distinct_rows(const TableFeatures& t, double lookups) {
+  if (lookups <= 0 || t.rows <= 0) return 0;
+  double distinct = 0;
+  if (t.row_reuse[0] > 1e-9 && t.lookup_reuse[0] > 0) {
+    distinct = lookups * t.lookup_reuse[0] / t.row_reuse[0];
+  } else {
+    // No row accessed once (or no histogram): lookups_k / mean count of bin k.
+    double lookup_total = 0, rows_per_lookup = 0;
+    for (int k = 0; k < kReuseBins; ++k) {
+      lookup_total += t.lookup_reuse[k];
+      rows_per_lookup += t.lookup_reuse[k] / bin_mean_count(k);
+    }
+    // No histogram at all: uniform access, the expected number of distinct rows.
+    distinct = lookup_total > 0
+                   ? lookups * rows_per_lookup / lookup_total
+                   : static_cast<double>(t.rows) * -std::expm1(-lookups / t.rows);
+  }
+  return std::clamp(distinct, std::min(1.0, lookups),
+                    std::min(lookups, static_cast<double>(t.rows)));
+}
+
+AnalyticTable analytic_table(const TableFeatures& t, int64_t batch_size) {
+  ES_CHECK(t.rows > 0 && t.dim > 0 && std::isfinite(t.pooling_factor) && t.pooling_factor >= 0,
+           "analytic model: table with rows {}, dim {}, pooling factor {} is invalid", t.rows,
+           t.dim, t.pooling_factor);
+  AnalyticTable a;
+  a.rows = t.rows;
+  a.dim = t.dim;
+  a.lookups = t.pooling_factor * static_cast<double>(batch_size);
+  a.distinct_rows = estimate_distinct_rows(t, a.lookups);
+  return a;
+}
+
+void AnalyticSums::add(const AnalyticTable& t, int64_t batch_size) {
+  const double row_bytes = t.dim * 4.0;
+  tables += 1;
+  lookups += t.lookups;
+  footprint_bytes += t.distinct_rows * row_bytes;
+  pages += std::min(t.distinct_rows, t.rows * row_bytes / kPageBytes);
+  distinct_rows += t.distinct_rows;
+  lookup_bytes += t.lookups * row_bytes;
+  if (!specialised_dim(t.dim)) generic_elements += t.lookups * t.dim;
+  sort_lookup_passes += t.lookups * sort_passes(t.rows);
+  output_bytes += static_cast<double>(batch_size) * row_bytes;
+  // Update: each distinct row (and its 4-byte momentum) read and written once.
+  update_bytes += 2.0 * t.distinct_rows * (row_bytes + 4.0);
+}
+
+AnalyticTerms analytic_terms(const AnalyticSums& s, int64_t cache_bytes) {
+  // The benchmark (like a training step's forward then backward) touches the
+  // same distinct rows in both passes; of that footprint a share cache/footprint
+  // is still cached when it is touched again (random access under LRU), the
+  // rest comes from DRAM. Repeated accesses within a batch always hit.
+  const double cold =
+      s.footprint_bytes > 0 ? std::max(0.0, 1.0 - cache_bytes / s.footprint_bytes) : 0.0;
+  // The TLB is shared by the shard's tables just as the cache is: of the
+  // distinct pages the call touches, those past the TLB's reach cost a walk.
+  const double walk = s.pages > 0 ? std::max(0.0, 1.0 - kTlbReachBytes / kPageBytes / s.pages) : 0.0;
+  AnalyticTerms terms;
+  terms.fwd[0] = terms.bwd[0] = s.tables > 0 ? 1 : 0;
+  terms.fwd[1] = terms.bwd[1] = s.tables;
+  terms.fwd[2] = terms.bwd[2] = s.lookups;
+  terms.fwd[3] = s.footprint_bytes * cold;
+  terms.fwd[4] = s.lookup_bytes - s.footprint_bytes * cold;
+  terms.fwd[5] = s.generic_elements;
+  terms.fwd[6] = terms.bwd[7] = s.distinct_rows * walk;
+  terms.output_bytes = s.output_bytes;
+  terms.bwd[3] = s.sort_lookup_passes;
+  terms.bwd[4] = s.lookup_bytes;
+  terms.bwd[5] = s.update_bytes * cold;
+  terms.bwd[6] = s.update_bytes * (1.0 - cold);
+  return terms;
+}
+
+AnalyticTerms analytic_terms(std::span<const AnalyticTable> shard, int64_t batch_size,
+                             int64_t cache_bytes) {
+  AnalyticSums sums;
+  for (const AnalyticTable& t : shard) sums.add(t, batch_size);
+  return analytic_terms(sums, cache_bytes);
+}
+
+namespace {
+double ms_per_byte(double gbps) { return gbps > 0 ? 1e-6 / gbps : 0.0; }
+template <size_t N>
+double dot(const double* terms, const std::array<double, N>& coef) {
+  double sum = 0;
+  for (size_t i = 0; i < coef.size(); ++i) sum += terms[i] * coef[i];
+  return sum;
+}
+}  // namespace
+
+std::array<double, kFwdTerms> fwd_coefficients_ms(const Calibration& c) {
+  return {c.fwd_call_us * 1e-3, c.fwd_per_table_us * 1e-3, c.fwd_per_lookup_ns * 1e-6,
+          ms_per_byte(c.dram_gather_gbps), ms_per_byte(c.cache_gather_gbps),
+          c.generic_dim_ns_per_element * 1e-6, c.fwd_page_walk_ns * 1e-6};
+}
+
+std::array<double, kBwdTerms> bwd_coefficients_ms(const Calibration& c) {
+  return {c.bwd_call_us * 1e-3,           c.bwd_per_table_us * 1e-3,
+          c.bwd_per_lookup_ns * 1e-6,     c.sort_ns_per_lookup_pass * 1e-6,
+          ms_per_byte(c.grad_read_gbps),  ms_per_byte(c.dram_update_gbps),
+          ms_per_byte(c.cache_update_gbps), c.bwd_page_walk_ns * 1e-6};
+}
+
+double analytic_fwd_ms(const AnalyticTerms& terms, const Calibration& c) {
+  return dot(terms.fwd, fwd_coefficients_ms(c)) + terms.output_bytes * ms_per_byte(c.seq_gbps);
+}
+
+double analytic_bwd_ms(const AnalyticTerms& terms, const Calibration& c) {
+  return dot(terms.bwd, bwd_coefficients_ms(c));
+}
+
+void analytic_comm_ms(const Calibration& c, int64_t batch_size,
+                      std::span<const double> dim_sums, std::span<const double> delays_ms,
+                      std::span<double> fwd_ms, std::span<double> bwd_ms) {
+  const size_t n = dim_sums.size();
+  ES_CHECK(delays_ms.size() == n && fwd_ms.size() == n && bwd_ms.size() == n,
+           "comm_ms: {} dim sums but {} delays, {} / {} outputs", n, delays_ms.size(),
+           fwd_ms.size(), bwd_ms.size());
+  if (n == 0) return;
+  double total_dim = 0, max_delay = 0;
+  for (size_t d = 0; d < n; ++d) {
+    ES_CHECK(std::isfinite(dim_sums[d]) && dim_sums[d] >= 0 && std::isfinite(delays_ms[d]),
+             "comm_ms: device {} has dim sum {} and delay {} ms", d, dim_sums[d], delays_ms[d]);
+    total_dim += dim_sums[d];
+    max_delay = std::max(max_delay, delays_ms[d]);
+  }
+  // Device d sends (B/N) rows of its dim sum to each of the N-1 peers and
+  // receives (B/N) rows of every peer's dim sum; its own slice stays local.
+  const double rows_per_peer = static_cast<double>(batch_size) / n;
+  for (size_t d = 0; d < n; ++d) {
+    const double sent = rows_per_peer * dim_sums[d] * 4.0 * (n - 1);
+    const double received = rows_per_peer * (total_dim - dim_sums[d]) * 4.0;
+    const double comm = n > 1 ? c.comm_latency_us * 1e-3 +
+                                    std::max(sent, received) * ms_per_byte(c.comm_gbps)
+                              : 0.0;
+    bwd_ms[d] = comm;
+    fwd_ms[d] = comm + std::max(0.0, max_delay - delays_ms[d]);
+  }
+}
+
+}  // namespace embshard

@@ -1,0 +1,113 @@
+// The neural models' MLPs, inferred without libtorch (the planner's path).
+#include "embshard/cost/neural/mlp.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace embshard {
+
+float log_positive(float x) {
+  // Subtracting the bits of sqrt(1/2) puts the exponent k of x / sqrt(1/2)
+  // in the top bits; x / 2^k is then in [sqrt(1/2), sqrt(2)). Integer ops
+  // only, so that loops over arrays vectorise.
+  constexpr uint32_t kSqrtHalf = 0x3f3504f3u;
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint32_t offset = bits - kSqrtHalf;
+  const int32_t k = static_cast<int32_t>(offset) >> 23;
+  const float m = std::bit_cast<float>(bits - (offset & 0xff800000u));
+  const float t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
+  const float series =
+      t * (2.0f + t2 * (2.0f / 3 + t2 * (2.0f / 5 + t2 * (2.0f / 7 + t2 * (2.0f / 9)))));
+  return series + static_cast<float>(k) * 0.693147181f;
+}
+
+float table_exp(float x) { return std::exp(std::clamp(x, -kTableLogClamp, kTableLogClamp)); }
+
+std::vector<int> Mlp::sizes() const {
+  std::vector<int> s;
+  if (layers.empty()) return s;
+  s.push_back(layers.front().in);
+  for (const DenseLayer& l : layers) s.push_back(l.out);
+  return s;
+}
+
+namespace {
+
+// out[o0 .. o0+B) = bias + sum_i in[i] * W^T[i, o0 .. o0+B): B accumulators
+// that the compiler keeps in vector registers for the whole loop over inputs.
+template <int B>
+void dense_block(const DenseLayer& layer, const float* in, int o0, float* out) {
+  float acc[B];
+  for (int o = 0; o < B; ++o) acc[o] = layer.bias[o0 + o];
+  const float* w = layer.weight_t.data() + o0;
+  for (int i = 0; i < layer.in; ++i, w += layer.out) {
+    const float xi = in[i];
+    for (int o = 0; o < B; ++o) acc[o] += w[o] * xi;
+  }
+  for (int o = 0; o < B; ++o) out[o0 + o] = layer.relu ? std::max(acc[o], 0.0f) : acc[o];
+}
+
+// out[o] = bias + W[o, :] . in: eight partial sums, so that the loop
+// vectorises without reassociating one long chain of adds.
+void dense_dot(const DenseLayer& layer, const float* in, int o, float* out) {
+  const float* w = layer.weight.data() + static_cast<size_t>(o) * layer.in;
+  float part[8] = {};
+  int i = 0;
+  for (; i + 8 <= layer.in; i += 8) {
+    for (int k = 0; k < 8; ++k) part[k] += w[i + k] * in[i + k];
+  }
+  float acc = layer.bias[o];
+  for (; i < layer.in; ++i) acc += w[i] * in[i];
+  for (float p : part) acc += p;
+  out[o] = layer.relu ? std::max(acc, 0.0f) : acc;
+}
+
+}  // namespace
+
+void Mlp::forward(const float* x, float* y) const {
+  float buffers[2][kMaxWidth];
+  const float* in = x;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const DenseLayer& layer = layers[l];
+    float* out = l + 1 == layers.size() ? y : buffers[l % 2];
+    if (layer.weight_t.size() == layer.weight.size()) {
+      // Blocks of 64 (eight independent vector chains hide the FMA latency),
+      // 32 and 8 outputs, then dot products over the inputs (float
+      // accumulation, like torch).
+      int o = 0;
+      for (; o + 64 <= layer.out; o += 64) dense_block<64>(layer, in, o, out);
+      for (; o + 32 <= layer.out; o += 32) dense_block<32>(layer, in, o, out);
+      for (; o + 8 <= layer.out; o += 8) dense_block<8>(layer, in, o, out);
+      for (; o < layer.out; ++o) dense_dot(layer, in, o, out);
+      in = out;
+      continue;
+    }
+    // The reference: row-major weights, double accumulation.
+    for (int o = 0; o < layer.out; ++o) {
+      const float* w = layer.weight.data() + static_cast<size_t>(o) * layer.in;
+      double acc = layer.bias[o];
+      for (int i = 0; i < layer.in; ++i) acc += static_cast<double>(w[i]) * in[i];
+      out[o] = layer.relu && acc < 0 ? 0.0f : static_cast<float>(acc);
+    }
+    in = out;
+  }
+}
+
+void Mlp::prepare() {
+  for (DenseLayer& l : layers) {
+    l.weight_t.resize(l.weight.size());
+    for (size_t o = 0; o < static_cast<size_t>(l.out); ++o) {
+      for (size_t i = 0; i < static_cast<size_t>(l.in); ++i) {
+        l.weight_t[i * l.out + o] = l.weight[o * l.in + i];
+      }
+    }
+  }
+}
+
+void Normaliser::apply(float* x) const {
+  for (size_t i = 0; i < mean.size(); ++i) x[i] = (x[i] - mean[i]) * scale[i];
+}
+
+}  // namespace embshard

@@ -1,0 +1,242 @@
+// The neural cost models at work: predictions, and the planner's compute and
+// communication models over a loaded model.
+#include "embshard/cost/neural/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/ranges.h>
+
+#include "embshard/cost/analytic/terms.h"
+#include "embshard/cost/neural/features.h"
+#include "embshard/util/error.h"
+
+namespace embshard {
+
+double output_to_ms(double y, double target_mean, double target_std, const char* what) {
+  ES_CHECK(std::isfinite(y),
+           "neural cost model: the {} network produced {} (not finite): the "
+           "model or its inputs are broken",
+           what, y);
+  const double log_ms = std::clamp(y * target_std + target_mean, std::log(1e-6), std::log(1e7));
+  return std::exp(log_ms);
+}
+
+double predict_compute_ms(const NeuralModel& model, std::span<const TableFeatures> tables) {
+  const ComputeNet& net = model.compute;
+  if (tables.empty()) return 0.0;
+  std::vector<float> x(compute_feature_names().size()), e(net.table.out()),
+      sum(net.table.out(), 0.0f);
+  for (const TableFeatures& t : tables) {
+    compute_raw_features(t, model.batch_size, x.data());
+    net.features.apply(x.data());
+    net.table.forward(x.data(), e.data());
+    for (size_t i = 0; i < e.size(); ++i) sum[i] += table_exp(e[i]);
+  }
+  for (float& v : sum) v = std::log(v);
+  float y = 0;
+  net.head.forward(sum.data(), &y);
+  return output_to_ms(y, net.target_mean, net.target_std, "compute");
+}
+
+double comm_wait_ms(std::span<const double> delays_ms, size_t device) {
+  double max_delay = 0;
+  for (double d : delays_ms) max_delay = std::max(max_delay, d);
+  return std::max(0.0, max_delay - delays_ms[device]);
+}
+
+std::vector<double> comm_network_delays(const NeuralModel& model,
+                                        std::span<const double> delays_ms) {
+  std::vector<double> clipped(delays_ms.begin(), delays_ms.end());
+  for (double& d : clipped) d = std::clamp(d, 0.0, model.comm_max_delay_ms);
+  return clipped;
+}
+
+void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
+                     std::span<const double> delays_ms, std::span<double> fwd_ms,
+                     std::span<double> bwd_ms) {
+  ES_CHECK(model.has_comm,
+           "neural cost model: this model has no communication model (it was "
+           "trained without --comm)");
+  ES_CHECK(fwd_ms.size() == dim_sums.size() && bwd_ms.size() == dim_sums.size() &&
+               delays_ms.size() == dim_sums.size(),
+           "neural cost model: comm outputs for {} / {} devices, inputs for {} / {}",
+           fwd_ms.size(), bwd_ms.size(), dim_sums.size(), delays_ms.size());
+  const std::vector<double> seen = comm_network_delays(model, delays_ms);
+  float x[16];
+  for (size_t d = 0; d < dim_sums.size(); ++d) {
+    float y = 0;
+    comm_raw_features(dim_sums, seen, static_cast<int>(d), model.comm_batch_size, x);
+    float xb[16];
+    std::copy(x, x + comm_bwd_feature_names().size(), xb);
+    model.comm_fwd.features.apply(x);
+    model.comm_fwd.mlp.forward(x, &y);
+    fwd_ms[d] = comm_wait_ms(delays_ms, d) +
+                output_to_ms(y, model.comm_fwd.target_mean, model.comm_fwd.target_std, "comm fwd");
+    model.comm_bwd.features.apply(xb);
+    model.comm_bwd.mlp.forward(xb, &y);
+    bwd_ms[d] = output_to_ms(y, model.comm_bwd.target_mean, model.comm_bwd.target_std, "comm bwd");
+  }
+}
+
+std::pair<int, int> comm_device_range(const NeuralModel& model) {
+  int lo = 0, hi = 0;
+  const nlohmann::json* files = nullptr;
+  if (auto d = model.info.find("data"); d != model.info.end() && d->is_object()) {
+    if (auto c = d->find("comm"); c != d->end() && c->is_array()) files = &*c;
+  }
+  if (!model.has_comm || files == nullptr) return {0, 0};
+  for (const nlohmann::json& f : *files) {
+    auto n = f.find("num_devices");
+    if (n == f.end() || !n->is_number_integer()) return {0, 0};
+    const int v = n->get<int>();
+    lo = lo == 0 ? v : std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  return {lo, hi};
+}
+
+std::shared_ptr<const NeuralModel> load_prepared_neural_model(const std::string& dir) {
+  return prepared_neural_model(load_neural_model(dir));
+}
+
+std::shared_ptr<const NeuralModel> prepared_neural_model(NeuralModel loaded) {
+  auto model = std::make_shared<NeuralModel>(std::move(loaded));
+  model->compute.table.prepare();
+  model->compute.head.prepare();
+  if (model->has_comm) {
+    model->comm_fwd.mlp.prepare();
+    model->comm_bwd.mlp.prepare();
+  }
+  return model;
+}
+
+NeuralComputeModel::NeuralComputeModel(std::shared_ptr<const NeuralModel> model,
+                                       int64_t batch_size)
+    : model_(std::move(model)),
+      batch_size_(batch_size > 0 ? batch_size : model_->batch_size),
+      // Without a batch asked for, the network predicts at its own batch.
+      scale_(batch_size > 0 ? static_cast<double>(batch_size) / model_->batch_size : 1.0),
+      embed_(model_->compute.table.out()) {}
+
+namespace {
+
+std::string neural_name(const std::vector<std::string>& notes) {
+  if (notes.empty()) return "neural";
+  return fmt::format("neural ({})", fmt::join(notes, "; "));
+}
+
+}  // namespace
+
+std::vector<std::string> NeuralComputeModel::notes() const {
+  if (scale_ == 1.0) return {};
+  return {fmt::format("trained at batch {}, scaled to {}", model_->batch_size, batch_size_)};
+}
+
+std::string NeuralComputeModel::name() const { return neural_name(notes()); }
+
+int NeuralComputeModel::add_table(const TableFeatures& table) {
+  const ComputeNet& net = model_->compute;
+  float x[Mlp::kMaxWidth];
+  compute_raw_features(table, model_->batch_size, x);
+  net.features.apply(x);
+  const size_t at = embedded_.size();
+  embedded_.resize(at + embed_);
+  float* e = embedded_.data() + at;
+  net.table.forward(x, e);
+  for (int i = 0; i < embed_; ++i) e[i] = table_exp(e[i]);
+  return static_cast<int>(at / embed_);
+}
+
+double NeuralComputeModel::compute_ms(std::span<const int> table_ids) const {
+  if (table_ids.empty()) return 0.0;
+  double state[Mlp::kMaxWidth] = {};
+  for (int id : table_ids) add_to_state(id, std::span<double>(state, embed_));
+  return state_ms(std::span<const double>(state, embed_));
+}
+
+// The state is the sum of the shard's cached per-table outputs (exp'd).
+void NeuralComputeModel::add_to_state(int table_id, std::span<double> state) const {
+  const int tables = static_cast<int>(embedded_.size() / embed_);
+  ES_CHECK(table_id >= 0 && table_id < tables,
+           "neural cost model: table id {} was never added ({} tables)", table_id, tables);
+  const float* e = embedded_.data() + static_cast<size_t>(table_id) * embed_;
+  for (int i = 0; i < embed_; ++i) state[i] += e[i];
+}
+
+double NeuralComputeModel::state_ms(std::span<const double> state) const {
+  if (state[0] == 0) return 0.0;  // the empty set (every output is exp'd, so > 0)
+  float sum[Mlp::kMaxWidth];
+  for (int i = 0; i < embed_; ++i) sum[i] = static_cast<float>(state[i]);
+  for (int i = 0; i < embed_; ++i) sum[i] = log_positive(sum[i]);
+  float y = 0;
+  model_->compute.head.forward(sum, &y);
+  return scale_ * output_to_ms(y, model_->compute.target_mean, model_->compute.target_std,
+                               "compute");
+}
+
+NeuralCommModel::NeuralCommModel(std::shared_ptr<const NeuralModel> model, int64_t batch_size,
+                                 std::optional<Calibration> outside_range)
+    : model_(std::move(model)),
+      batch_size_(batch_size > 0 ? batch_size : model_->comm_batch_size),
+      scale_(batch_size > 0 && model_->has_comm
+                 ? static_cast<double>(batch_size) / model_->comm_batch_size
+                 : 1.0),
+      range_(comm_device_range(*model_)),
+      outside_range_(std::move(outside_range)) {}
+
+std::string NeuralCommModel::name() const { return neural_name(notes()); }
+
+std::vector<std::string> NeuralCommModel::notes() const {
+  std::vector<std::string> notes;
+  if (scale_ != 1.0) {
+    notes.push_back(
+        fmt::format("trained at batch {}, scaled to {}", model_->comm_batch_size, batch_size_));
+  }
+  if (outside_range_ && range_.first > 0) {
+    notes.push_back(
+        fmt::format("analytic comm outside {}-{} devices", range_.first, range_.second));
+  }
+  return notes;
+}
+
+void NeuralCommModel::comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
+                              std::span<double> fwd_ms, std::span<double> bwd_ms) const {
+  const int n = static_cast<int>(dim_sums.size());
+  if (range_.first > 0 && (n < range_.first || n > range_.second)) {
+    ES_CHECK(outside_range_.has_value(),
+             "neural cost model: its communication networks were trained on {}-{} devices, not "
+             "{}, and no analytic calibration was given to stand in for them",
+             range_.first, range_.second, n);
+    analytic_comm_ms(*outside_range_, batch_size_, dim_sums, delays_ms, fwd_ms, bwd_ms);
+    return;
+  }
+  if (scale_ == 1.0) {
+    predict_comm_ms(*model_, dim_sums, delays_ms, fwd_ms, bwd_ms);
+    return;
+  }
+  // Delays are in this batch's milliseconds; the model's are in its own.
+  std::vector<double> delays(delays_ms.begin(), delays_ms.end());
+  for (double& d : delays) d /= scale_;
+  predict_comm_ms(*model_, dim_sums, delays, fwd_ms, bwd_ms);
+  for (double& v : fwd_ms) v *= scale_;
+  for (double& v : bwd_ms) v *= scale_;
+}
+
+CostModel make_neural_cost_model(std::shared_ptr<const NeuralModel> model, int64_t batch_size,
+                                 std::optional<Calibration> outside_range) {
+  CostModel m;
+  auto compute = std::make_shared<NeuralComputeModel>(model, batch_size);
+  auto comm = std::make_shared<NeuralCommModel>(model, batch_size, std::move(outside_range));
+  std::vector<std::string> notes = compute->notes();
+  for (const std::string& note : comm->notes()) {
+    if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+  }
+  m.name = neural_name(notes);
+  m.compute = std::move(compute);
+  m.comm = std::move(comm);
+  return m;
+}
+
+}  // namespace embshard

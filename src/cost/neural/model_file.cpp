@@ -1,0 +1,268 @@
+// Neural model directories: manifest.json + one weight file per network.
+//
+// Weight file (little-endian, as written by x86/ARM hosts):
+//   "ESNNWTS\0"  u32 version (1)  u32 layers
+//   per layer: u32 in, u32 out, u32 relu, f32 weight[out*in] (row-major), f32 bias[out]
+//   u32 CRC-32 (zlib) of every byte before it
+// The manifest carries the rest (features, normalisation, targets, sizes and
+// each weight file's CRC) and is written last, so a directory whose manifest
+// exists was completely written.
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "embshard/cost/neural/features.h"
+#include "embshard/cost/neural/model_file.h"
+#include "embshard/util/error.h"
+#include "embshard/util/file.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+constexpr char kWeightMagic[8] = {'E', 'S', 'N', 'N', 'W', 'T', 'S', '\0'};
+constexpr uint32_t kWeightVersion = 1;
+
+uint32_t crc32_of(const void* data, size_t size) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* bytes = static_cast<const Bytef*>(data);
+  while (size > 0) {  // zlib takes uInt lengths
+    const uInt chunk = static_cast<uInt>(std::min<size_t>(size, 1u << 30));
+    crc = crc32(crc, bytes, chunk);
+    bytes += chunk;
+    size -= chunk;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+template <typename T>
+void put(std::string& out, const T& value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof(T));
+}
+
+std::string encode_mlp(const Mlp& mlp) {
+  std::string out(kWeightMagic, sizeof(kWeightMagic));
+  put(out, kWeightVersion);
+  put(out, static_cast<uint32_t>(mlp.layers.size()));
+  for (const DenseLayer& l : mlp.layers) {
+    put(out, static_cast<uint32_t>(l.in));
+    put(out, static_cast<uint32_t>(l.out));
+    put(out, static_cast<uint32_t>(l.relu ? 1 : 0));
+    out.append(reinterpret_cast<const char*>(l.weight.data()), l.weight.size() * sizeof(float));
+    out.append(reinterpret_cast<const char*>(l.bias.data()), l.bias.size() * sizeof(float));
+  }
+  put(out, crc32_of(out.data(), out.size()));
+  return out;
+}
+
+// Reads sequentially from a weight file; every overrun names the file.
+class Reader {
+ public:
+  Reader(const std::string& path, const std::string& bytes) : path_(path), bytes_(bytes) {}
+  template <typename T>
+  T get(const char* what) {
+    T value;
+    take(&value, sizeof(T), what);
+    return value;
+  }
+  void take(void* out, size_t size, const char* what) {
+    ES_CHECK(pos_ + size <= bytes_.size(), "{}: truncated weight file (reading {} at byte {})",
+             path_, what, pos_);
+    std::memcpy(out, bytes_.data() + pos_, size);
+    pos_ += size;
+  }
+  size_t pos() const { return pos_; }
+
+ private:
+  const std::string& path_;
+  const std::string& bytes_;
+  size_t pos_ = 0;
+};
+
+Mlp decode_mlp(const std::string& path, const std::vector<int>& expected_sizes) {
+  const std::string bytes = read_file(path);
+  ES_CHECK(bytes.size() >= sizeof(kWeightMagic) + 12 &&
+               std::memcmp(bytes.data(), kWeightMagic, sizeof(kWeightMagic)) == 0,
+           "{}: not an embshard weight file (bad magic)", path);
+  uint32_t stored_crc;
+  std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
+  ES_CHECK(crc32_of(bytes.data(), bytes.size() - 4) == stored_crc,
+           "{}: checksum mismatch: the weight file is corrupted", path);
+  Reader r(path, bytes);
+  char magic[8];
+  r.take(magic, 8, "magic");
+  const auto version = r.get<uint32_t>("version");
+  ES_CHECK(version == kWeightVersion, "{}: weight file version {}, this embshard reads {}", path,
+           version, kWeightVersion);
+  const auto layers = r.get<uint32_t>("layer count");
+  ES_CHECK(layers + 1 == expected_sizes.size(), "{}: {} layers, the manifest says {}", path, layers,
+           expected_sizes.size() - 1);
+  Mlp mlp;
+  for (uint32_t l = 0; l < layers; ++l) {
+    DenseLayer layer;
+    layer.in = static_cast<int>(r.get<uint32_t>("layer in"));
+    layer.out = static_cast<int>(r.get<uint32_t>("layer out"));
+    layer.relu = r.get<uint32_t>("layer relu") != 0;
+    ES_CHECK(layer.in == expected_sizes[l] && layer.out == expected_sizes[l + 1],
+             "{}: layer {} is {}x{}, the manifest says {}x{}", path, l, layer.in, layer.out,
+             expected_sizes[l], expected_sizes[l + 1]);
+    ES_CHECK(layer.out <= Mlp::kMaxWidth && layer.in <= Mlp::kMaxWidth,
+             "{}: layer {} is {}x{}, wider than {}", path, l, layer.in, layer.out, Mlp::kMaxWidth);
+    layer.weight.resize(static_cast<size_t>(layer.in) * layer.out);
+    layer.bias.resize(layer.out);
+    r.take(layer.weight.data(), layer.weight.size() * sizeof(float), "weights");
+    r.take(layer.bias.data(), layer.bias.size() * sizeof(float), "biases");
+    for (float v : layer.weight)
+      ES_CHECK(std::isfinite(v), "{}: non-finite weight in layer {}", path, l);
+    for (float v : layer.bias)
+      ES_CHECK(std::isfinite(v), "{}: non-finite bias in layer {}", path, l);
+    mlp.layers.push_back(std::move(layer));
+  }
+  ES_CHECK(r.pos() + 4 == bytes.size(), "{}: {} trailing bytes after the last layer", path,
+           bytes.size() - r.pos() - 4);
+  return mlp;
+}
+
+json normaliser_json(const Normaliser& n) { return {{"mean", n.mean}, {"scale", n.scale}}; }
+
+Normaliser normaliser_from(const json& j, size_t features, const std::string& where) {
+  Normaliser n;
+  n.mean = j.at("mean").get<std::vector<float>>();
+  n.scale = j.at("scale").get<std::vector<float>>();
+  ES_CHECK(n.mean.size() == features && n.scale.size() == features,
+           "{}: normalisation has {} means and {} scales, expected {} (one per feature)", where,
+           n.mean.size(), n.scale.size(), features);
+  for (size_t i = 0; i < features; ++i) {
+    ES_CHECK(std::isfinite(n.mean[i]) && std::isfinite(n.scale[i]),
+             "{}: non-finite normalisation of feature {}", where, i);
+  }
+  return n;
+}
+
+json mlp_entry(const std::string& dir, const std::string& file, const Mlp& mlp) {
+  const std::string bytes = encode_mlp(mlp);
+  write_file_atomic((std::filesystem::path(dir) / file).string(), bytes);
+  return {{"file", file}, {"sizes", mlp.sizes()}, {"crc32", crc32_of(bytes.data(), bytes.size())}};
+}
+
+Mlp mlp_from(const std::string& dir, const json& entry, const std::string& manifest) {
+  const std::string path =
+      (std::filesystem::path(dir) / entry.at("file").get<std::string>()).string();
+  ES_CHECK(file_exists(path), "{}: weight file missing (named by {})", path, manifest);
+  Mlp mlp = decode_mlp(path, entry.at("sizes").get<std::vector<int>>());
+  const std::string bytes = read_file(path);
+  ES_CHECK(crc32_of(bytes.data(), bytes.size()) == entry.at("crc32").get<uint32_t>(),
+           "{}: file CRC differs from {} (the file was replaced or edited)", path, manifest);
+  return mlp;
+}
+
+void check_names(const json& net, const std::vector<std::string>& expected,
+                 const std::string& manifest, const char* which) {
+  const auto names = net.at("features").get<std::vector<std::string>>();
+  ES_CHECK(names == expected,
+           "{}: the {} network has {} features, this embshard computes {} (features differ: "
+           "retrain the model)",
+           manifest, which, names.size(), expected.size());
+}
+
+}  // namespace
+
+uint32_t file_crc32(const std::string& path) {
+  const std::string bytes = read_file(path);
+  return crc32_of(bytes.data(), bytes.size());
+}
+
+void save_neural_model(const NeuralModel& m, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  json nets;
+  nets["compute"] = {{"features", compute_feature_names()},
+                     {"pooling", "sum_exp_log"},  // log(sum over tables of exp(table_mlp))
+                     {"normaliser", normaliser_json(m.compute.features)},
+                     {"table_mlp", mlp_entry(dir, "compute_table.bin", m.compute.table)},
+                     {"head_mlp", mlp_entry(dir, "compute_head.bin", m.compute.head)},
+                     {"target", {{"mean", m.compute.target_mean}, {"std", m.compute.target_std}}}};
+  const auto comm = [&](const CommNet& net, const char* file, const auto& names) {
+    return json{{"features", names},
+                {"normaliser", normaliser_json(net.features)},
+                {"mlp", mlp_entry(dir, file, net.mlp)},
+                {"target", {{"mean", net.target_mean}, {"std", net.target_std}}}};
+  };
+  if (m.has_comm) {
+    nets["comm_fwd"] = comm(m.comm_fwd, "comm_fwd.bin", comm_fwd_feature_names());
+    nets["comm_bwd"] = comm(m.comm_bwd, "comm_bwd.bin", comm_bwd_feature_names());
+  }
+  json manifest = m.info;
+  manifest["format"] = kManifestFormat;
+  manifest["version"] = kManifestVersion;
+  manifest["batch_size"] = m.batch_size;
+  manifest["comm_batch_size"] = m.comm_batch_size;
+  manifest["comm_max_delay_ms"] = m.comm_max_delay_ms;
+  manifest["networks"] = nets;
+  write_file_atomic((std::filesystem::path(dir) / kManifestFile).string(), manifest.dump(2) + "\n");
+}
+
+NeuralModel load_neural_model(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / kManifestFile).string();
+  ES_CHECK(file_exists(path),
+           "{}: model manifest missing (is '{}' a model directory made by "
+           "`embshard train`?)",
+           path, dir);
+  const json manifest = json::parse(read_file(path), nullptr, false);
+  ES_CHECK(!manifest.is_discarded() && manifest.is_object(), "{}: not valid JSON", path);
+  ES_CHECK(manifest.value("format", "") == kManifestFormat, "{}: format is '{}', expected '{}'",
+           path, manifest.value("format", ""), kManifestFormat);
+  ES_CHECK(manifest.value("version", -1) == kManifestVersion,
+           "{}: manifest version {}, this embshard reads version {}", path,
+           manifest.value("version", -1), kManifestVersion);
+  NeuralModel m;
+  try {
+    m.batch_size = manifest.at("batch_size").get<int64_t>();
+    m.comm_batch_size = manifest.at("comm_batch_size").get<int64_t>();
+    const json& nets = manifest.at("networks");
+    const json& c = nets.at("compute");
+    check_names(c, compute_feature_names(), path, "compute");
+    ES_CHECK(c.value("pooling", "") == "sum_exp_log",
+             "{}: compute pooling '{}', this embshard "
+             "implements 'sum_exp_log'",
+             path, c.value("pooling", ""));
+    m.compute.features = normaliser_from(c.at("normaliser"), compute_feature_names().size(), path);
+    m.compute.table = mlp_from(dir, c.at("table_mlp"), path);
+    m.compute.head = mlp_from(dir, c.at("head_mlp"), path);
+    m.compute.target_mean = c.at("target").at("mean").get<double>();
+    m.compute.target_std = c.at("target").at("std").get<double>();
+    ES_CHECK(m.compute.table.in() == static_cast<int>(compute_feature_names().size()) &&
+                 m.compute.table.out() == m.compute.head.in() && m.compute.head.out() == 1,
+             "{}: compute networks do not fit together (sizes {} -> {} -> {} -> 1)", path,
+             m.compute.table.in(), m.compute.table.out(), m.compute.head.in());
+    m.has_comm = nets.contains("comm_fwd");
+    const auto comm = [&](const char* key, const std::vector<std::string>& names, CommNet& net) {
+      const json& j = nets.at(key);
+      check_names(j, names, path, key);
+      net.features = normaliser_from(j.at("normaliser"), names.size(), path);
+      net.mlp = mlp_from(dir, j.at("mlp"), path);
+      net.target_mean = j.at("target").at("mean").get<double>();
+      net.target_std = j.at("target").at("std").get<double>();
+      ES_CHECK(net.mlp.in() == static_cast<int>(names.size()) && net.mlp.out() == 1,
+               "{}: the {} network is {} -> {}, expected {} -> 1", path, key, net.mlp.in(),
+               net.mlp.out(), names.size());
+    };
+    if (m.has_comm) {
+      comm("comm_fwd", comm_fwd_feature_names(), m.comm_fwd);
+      comm("comm_bwd", comm_bwd_feature_names(), m.comm_bwd);
+      m.comm_max_delay_ms = manifest.at("comm_max_delay_ms").get<double>();
+      ES_CHECK(std::isfinite(m.comm_max_delay_ms) && m.comm_max_delay_ms >= 0,
+               "{}: comm_max_delay_ms is {}, must be a finite number >= 0", path,
+               m.comm_max_delay_ms);
+    }
+  } catch (const json::exception& e) {
+    ES_THROW("{}: malformed manifest: {}", path, e.what());
+  }
+  ES_CHECK(m.batch_size > 0, "{}: batch_size is {}", path, m.batch_size);
+  m.info = manifest;
+  return m;
+}
+
+}  // namespace embshard

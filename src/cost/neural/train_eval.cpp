@@ -1,0 +1,99 @@
+// After training: held-out accuracy through the production (torch-free)
+// inference path, and the manifest's record of what the model was made from.
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "embshard/cost/neural/train.h"
+#include "embshard/cost/neural/validate.h"
+#include "embshard/util/reporter.h"
+#include "embshard/util/machine.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+
+json data_file_entry(const std::string& path, const json& header, size_t records, size_t bad) {
+  return {{"path", std::filesystem::absolute(path).lexically_normal().string()},
+          {"crc32", fmt::format("{:08x}", file_crc32(path))},
+          {"format", header.value("format", "")},
+          {"records", records},
+          {"skipped_bad_records", bad},
+          {"machine", header.value("machine", json())},
+          {"batch",
+           header.contains("batch_size") ? header["batch_size"] : header.value("batch", json())},
+          {"threads", header.value("threads", json())},
+          {"num_devices", header.value("num_devices", json())}};
+}
+
+json options_json(const TrainOptions& o) {
+  return {{"seed", o.seed},
+          {"holdout_tables", o.holdout_tables},
+          {"val_share", o.val_share},
+          {"test_share", o.test_share},
+          {"max_epochs", o.max_epochs},
+          {"patience", o.patience},
+          {"batch", o.batch},
+          {"lr", o.lr},
+          {"weight_decay", o.weight_decay},
+          {"hidden", o.hidden},
+          {"embed", o.embed},
+          {"threads", o.threads}};
+}
+
+}  // namespace
+
+void evaluate_trained_model(const TrainOptions& o, const ComputeData& compute,
+                            const ComputeSplit& split, const std::vector<CommData>& comm,
+                            const CommSplit& comm_split, TrainResult& result) {
+  NeuralModel& model = result.model;
+  auto& cmp = result.comparisons;
+  cmp.push_back(compute_comparison(model, compute, split.test, "compute_test",
+                                   "compute, test split (seen tables)"));
+  cmp.push_back(compute_comparison(model, compute, split.unseen, "compute_unseen",
+                                   "compute, held-out tables only"));
+  json data = {{"compute", data_file_entry(o.compute_path, compute.header, compute.records.size(),
+                                           compute.problems.size())}};
+  if (!o.unseen_compute_path.empty()) {
+    const ComputeData unseen = load_compute_data(o.unseen_compute_path);
+    report_problems(o.unseen_compute_path, unseen.problems,
+                    o.reporter != nullptr ? *o.reporter : silent_reporter());
+    std::vector<int> all(unseen.records.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+    cmp.push_back(compute_comparison(model, unseen, all, "compute_unseen_file",
+                                     "compute, tables of another pool (never seen)"));
+    data["unseen_compute"] = data_file_entry(o.unseen_compute_path, unseen.header,
+                                             unseen.records.size(), unseen.problems.size());
+  }
+  if (!comm.empty()) {
+    comm_comparisons(model, comm, comm_split.test, "_test", ", test split, all device counts", cmp);
+    for (size_t f = 0; f < comm.size(); ++f) {  // per device count: does one model serve all?
+      std::vector<std::pair<int, int>> items;
+      for (const auto& item : comm_split.test) {
+        if (item.first == static_cast<int>(f)) items.push_back(item);
+      }
+      const int n = comm[f].num_devices;
+      comm_comparisons(model, comm, items, fmt::format("_test_n{}", n),
+                       fmt::format(", test split, {} devices", n), cmp);
+    }
+    json files = json::array();
+    for (size_t f = 0; f < comm.size(); ++f) {
+      files.push_back(data_file_entry(o.comm_paths[f], comm[f].header, comm[f].records.size(),
+                                      comm[f].problems.size()));
+    }
+    data["comm"] = files;
+  }
+  json accuracy = json::object();
+  for (const Comparison& c : cmp) accuracy[c.name] = to_json(embshard::accuracy(c.predicted, c.measured));
+  model.info["data"] = data;
+  model.info["machine"] = machine_info();
+  model.info["batch"] = model.batch_size;
+  model.info["threads"] = compute.header.value("threads", 1);
+  model.info["training"] = options_json(o);
+  model.info["holdout_pool_tables"] = split.holdout_pool_ids;
+  model.info["accuracy"] = accuracy;
+  model.info["notes"] = result.notes;
+}
+
+}  // namespace embshard

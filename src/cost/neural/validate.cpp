@@ -1,0 +1,109 @@
+// A neural model against measured data, through the production (torch-free)
+// inference path.
+#include "embshard/cost/neural/validate.h"
+
+#include <fmt/format.h>
+
+#include "embshard/cost/neural/model.h"
+#include "embshard/util/error.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+
+FileValidation validate_compute(const NeuralModel& model, const std::string& path,
+                                Reporter& reporter) {
+  const ComputeData data = load_compute_data(path);
+  report_problems(path, data.problems, reporter);
+  ES_CHECK(data.batch_size == model.batch_size,
+           "{}: measured at batch {}, the model predicts batch {}", path, data.batch_size,
+           model.batch_size);
+  FileValidation v;
+  v.kind = CostDataKind::kCompute;
+  v.skipped_bad_records = data.problems.size();
+  std::vector<int> all(data.records.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  v.comparisons.push_back(compute_comparison(model, data, all, "compute", "compute: " + path));
+  return v;
+}
+
+FileValidation validate_comm(const NeuralModel& model, const std::string& path,
+                             Reporter& reporter) {
+  ES_CHECK(model.has_comm,
+           "{}: a comm file, but the model has no communication networks (it was trained "
+           "without --comm)",
+           path);
+  std::vector<CommData> files;
+  files.push_back(load_comm_data(path));
+  const CommData& data = files.front();
+  report_problems(path, data.problems, reporter);
+  ES_CHECK(data.batch == model.comm_batch_size,
+           "{}: measured at batch {}, the model's comm networks predict batch {}", path,
+           data.batch, model.comm_batch_size);
+  FileValidation v;
+  v.kind = CostDataKind::kComm;
+  v.skipped_bad_records = data.problems.size();
+  std::vector<std::pair<int, int>> items;
+  for (size_t r = 0; r < data.records.size(); ++r) items.emplace_back(0, static_cast<int>(r));
+  comm_comparisons(model, files, items, "", fmt::format(", {} devices", data.num_devices),
+                   v.comparisons);
+  return v;
+}
+
+}  // namespace
+
+Comparison compute_comparison(const NeuralModel& model, const ComputeData& data,
+                              const std::vector<int>& records, std::string name,
+                              std::string title) {
+  Comparison c{std::move(name), std::move(title), {}, {}};
+  for (int i : records) {
+    c.predicted.push_back(predict_compute_ms(model, data.records[i].tables));
+    c.measured.push_back(data.records[i].ms);
+  }
+  return c;
+}
+
+void comm_comparisons(const NeuralModel& model, const std::vector<CommData>& files,
+                      const std::vector<std::pair<int, int>>& items, const std::string& suffix,
+                      const std::string& title_suffix, std::vector<Comparison>& out) {
+  Comparison fwd{"comm_fwd" + suffix, "comm forward" + title_suffix, {}, {}};
+  Comparison bwd{"comm_bwd" + suffix, "comm backward" + title_suffix, {}, {}};
+  for (const auto& [f, r] : items) {
+    const CommRecord& rec = files[f].records[r];
+    std::vector<double> pf(rec.dim_sums.size()), pb(rec.dim_sums.size());
+    predict_comm_ms(model, rec.dim_sums, rec.delays_ms, pf, pb);
+    fwd.predicted.insert(fwd.predicted.end(), pf.begin(), pf.end());
+    fwd.measured.insert(fwd.measured.end(), rec.fwd_ms.begin(), rec.fwd_ms.end());
+    bwd.predicted.insert(bwd.predicted.end(), pb.begin(), pb.end());
+    bwd.measured.insert(bwd.measured.end(), rec.bwd_ms.begin(), rec.bwd_ms.end());
+  }
+  out.push_back(std::move(fwd));
+  out.push_back(std::move(bwd));
+}
+
+FileValidation validate_on_file(const NeuralModel& model, const std::string& model_dir,
+                                const std::string& path, Reporter& reporter) {
+  const CostDataKind kind = detect_cost_data_kind(path);
+  FileValidation v = kind == CostDataKind::kCompute ? validate_compute(model, path, reporter)
+                                                    : validate_comm(model, path, reporter);
+  // Top level: compute's figures, or for comm both directions pooled (every
+  // device's fwd and bwd ms); per direction under "fwd" / "bwd".
+  std::vector<double> predicted, measured;
+  for (const Comparison& c : v.comparisons) {
+    predicted.insert(predicted.end(), c.predicted.begin(), c.predicted.end());
+    measured.insert(measured.end(), c.measured.begin(), c.measured.end());
+  }
+  v.figures = to_json(accuracy(predicted, measured));
+  v.figures["kind"] = kind == CostDataKind::kCompute ? "compute" : "comm";
+  v.figures["model"] = model_dir;
+  v.figures["data"] = path;
+  v.figures["skipped_bad_records"] = v.skipped_bad_records;
+  if (kind == CostDataKind::kComm) {
+    v.figures["fwd"] = to_json(accuracy(v.comparisons[0].predicted, v.comparisons[0].measured));
+    v.figures["bwd"] = to_json(accuracy(v.comparisons[1].predicted, v.comparisons[1].measured));
+  }
+  return v;
+}
+
+}  // namespace embshard

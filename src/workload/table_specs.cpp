@@ -1,0 +1,93 @@
+// Table specs for planning, from files or the built-in default.
+#include "embshard/workload/table_specs.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "embshard/util/error.h"
+#include "embshard/util/file.h"
+#include "embshard/workload/stats.h"
+#include "embshard/workload/synth.h"
+
+namespace embshard {
+namespace {
+
+using json = nlohmann::json;
+
+// Fills what the table object leaves out from the profile's averages.
+json complete_table(json t, const PublishedStats& profile, int64_t batch_size,
+                    const std::string& where) {
+  ES_CHECK(t.is_object(), "{}: expected a table object, got {}", where, t.dump());
+  if (!t.contains("pooling_factor")) t["pooling_factor"] = profile.avg_pooling_factor;
+  if (!t.contains("row_reuse_histogram")) t["row_reuse_histogram"] = profile.row_reuse;
+  if (!t.contains("lookup_reuse_histogram")) t["lookup_reuse_histogram"] = profile.lookup_reuse;
+  if (!t.contains("unique_rows") && t.contains("rows") && t["rows"].is_number_integer() &&
+      t["pooling_factor"].is_number()) {
+    const double lookups = t["pooling_factor"].get<double>() * static_cast<double>(batch_size);
+    t["unique_rows"] = std::min<int64_t>(t["rows"].get<int64_t>(),
+                                         std::llround(lookups * profile.unique_ratio));
+  }
+  return t;
+}
+
+}  // namespace
+
+Workload load_table_specs(const std::string& path, const std::string& profile,
+                            int64_t batch_size) {
+  json j;
+  try {
+    j = json::parse(read_file(path));
+  } catch (const json::exception& e) {
+    ES_THROW("{}: not valid JSON: {}", path, e.what());
+  }
+  ES_CHECK(j.is_object() && j.contains("tables") && j["tables"].is_array(),
+           "{}: expected an object with a 'tables' array", path);
+  Workload out;
+  out.source = path;
+  out.batch_size = batch_size > 0 ? batch_size : j.value("batch_size", int64_t{4096});
+  ES_CHECK(out.batch_size > 0, "{}: batch_size is {}, must be positive", path, out.batch_size);
+  const std::string name = j.value("profile", profile);
+  const PublishedStats stats = load_published_profile(name);
+  const json& tables = j["tables"];
+  ES_CHECK(!tables.empty(), "{}: 'tables' is empty", path);
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const std::string where = fmt::format("{}: tables[{}]", path, i);
+    out.tables.push_back(
+        table_from_json(complete_table(tables[i], stats, out.batch_size, where), where));
+  }
+  return out;
+}
+
+Workload default_workload(int64_t num_tables, int64_t batch_size, uint64_t seed) {
+  SynthOptions o;
+  o.profile = "2021";
+  o.num_tables = num_tables;
+  o.batch_size = batch_size;
+  o.seed = seed;
+  const SynthPlan plan = plan_synth(o, load_published_profile(o.profile));
+  Workload out;
+  out.batch_size = batch_size;
+  out.source = fmt::format("built-in default: synth 2021, {} tables, batch {}, seed {}",
+                           num_tables, batch_size, seed);
+  // The per-bin counts synth would generate are the table's statistics; no
+  // trace is needed to plan.
+  for (const SynthTablePlan& p : plan.tables) {
+    TableStats s;
+    s.batch_size = batch_size;
+    s.rows_per_bin = p.rows_per_bin;
+    s.lookups_per_bin = p.lookups_per_bin;
+    s.num_indices = p.num_indices();
+    s.unique_rows = p.unique_rows();
+    TableSpec spec;
+    spec.name = p.name;
+    spec.rows = p.rows;
+    spec.dim = p.dim;
+    fill_table_spec(s, spec);
+    out.tables.push_back(spec);
+  }
+  return out;
+}
+
+}  // namespace embshard

@@ -1,0 +1,53 @@
+// embshard bench compute: measured costs of random shards on the executor.
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "embshard/bench/compute.h"
+#include "embshard/util/reporter.h"
+#include "options.h"
+
+namespace embshard::cli {
+
+void add_bench_compute_command(CLI::App& bench) {
+  struct Args {
+    ComputeBenchOptions options;
+    std::string optimizer = "rowwise_adagrad";
+    int64_t show = 12;
+  };
+  auto args = std::make_shared<Args>();
+  ComputeBenchOptions& o = args->options;
+  CLI::App* cmd = bench.add_subcommand(
+      "compute", "Measure forward+backward+update of random shards on the fused executor");
+  cmd->add_option("--workload", o.workload_dir, "Workload directory (tables.json + trace.bin)")
+      ->required();
+  cmd->add_option("--samples", o.samples, "Number of shards to measure (total, resumes)")
+      ->required();
+  cmd->add_option("-o,--out", o.out_path, "Output file (JSON lines; appended, resumable)")
+      ->required();
+  cmd->add_option("--max-tables", o.max_tables, "Tables per shard: 1..K")->capture_default_str();
+  add_bytes_option(cmd, "--mem-cap", o.mem_cap_bytes, "Weight bytes per shard at most")
+      ->default_str(std::to_string(o.mem_cap_bytes));
+  cmd->add_option("--dims", o.dims, "Dims a table is augmented to")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--threads", o.threads, "Threads of the executor (a device)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the shard draws")->capture_default_str();
+  cmd->add_option("--warmup", o.warmup, "Untimed runs per shard")->capture_default_str();
+  cmd->add_option("--repeats", o.repeats, "Timed runs per shard (median)")
+      ->capture_default_str();
+  cmd->add_option("--optimizer", args->optimizer, "sgd | rowwise_adagrad")
+      ->check(CLI::IsMember({"sgd", "rowwise_adagrad"}))
+      ->capture_default_str();
+  cmd->add_option("--show", args->show, "Records to print at the end")->capture_default_str();
+  cmd->callback([args] {
+    args->options.optimizer = args->optimizer == "sgd" ? OptimizerType::kSgd
+                                                       : OptimizerType::kRowWiseAdagrad;
+    run_compute_bench(args->options, stderr_reporter());
+    fmt::print("{}", compute_records_table(args->options.out_path, args->show));
+  });
+}
+
+}  // namespace embshard::cli
