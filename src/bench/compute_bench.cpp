@@ -1,9 +1,7 @@
 #include "embshard/bench/compute.h"
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -11,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "embshard/util/error.h"
-#include "embshard/util/huge_buffer.h"
 #include "embshard/util/machine.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/random.h"
@@ -22,107 +19,9 @@ namespace embshard {
 namespace {
 
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 const char* optimizer_name(OptimizerType type) {
   return type == OptimizerType::kSgd ? "sgd" : "rowwise_adagrad";
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-// Traces stay in memory across samples while they fit a budget.
-class TraceCache {
- public:
-  explicit TraceCache(const std::string& path) : reader_(path) {}
-  const TableTrace& get(int table) {
-    auto it = cache_.find(table);
-    if (it != cache_.end()) return it->second;
-    if (bytes_ > kBudgetBytes) {
-      cache_.clear();
-      bytes_ = 0;
-    }
-    TableTrace trace = reader_.read_table(static_cast<uint64_t>(table));
-    bytes_ += (trace.offsets.size() + trace.indices.size()) * sizeof(int64_t);
-    return cache_.emplace(table, std::move(trace)).first->second;
-  }
-
- private:
-  static constexpr uint64_t kBudgetBytes = uint64_t{4} << 30;
-  TraceReader reader_;
-  std::map<int, TableTrace> cache_;
-  uint64_t bytes_ = 0;
-};
-
-// Small, varied values, never denormal. A 64 KiB pattern of hashed values is
-// copied over the buffer: gigabytes of weights fill at memcpy speed, and the
-// values do not matter for timing.
-void fill_weights(float* weights, size_t count, uint64_t seed) {
-  constexpr size_t kPattern = 16384;
-  std::vector<float> pattern(kPattern);
-  for (size_t i = 0; i < kPattern; ++i) {
-    const uint64_t h = splitmix64(seed * kPattern + i);
-    pattern[i] = static_cast<float>(static_cast<int>(h % 2001) - 1000) * 1e-4f;
-  }
-  for (size_t begin = 0; begin < count; begin += kPattern) {
-    std::copy_n(pattern.begin(), std::min(kPattern, count - begin), weights + begin);
-  }
-}
-
-ShardTiming time_shard_cached(const Workload& workload, const std::vector<ShardTable>& shard,
-                              const ComputeBenchOptions& options, TraceCache& traces) {
-  const int64_t batch = workload.batch_size;
-  std::vector<std::unique_ptr<HugeBuffer>> weights, momentum;
-  FusedBatch fused;
-  fused.batch_size = batch;
-  fused.pooling = options.pooling;
-  for (size_t i = 0; i < shard.size(); ++i) {
-    const TableSpec& spec = workload.tables[shard[i].table];
-    const TableTrace& trace = traces.get(shard[i].table);
-    const size_t count = static_cast<size_t>(spec.rows) * shard[i].dim;
-    weights.push_back(std::make_unique<HugeBuffer>(count * sizeof(float)));
-    fill_weights(weights.back()->floats(), count, i);
-    momentum.push_back(std::make_unique<HugeBuffer>(spec.rows * int64_t{sizeof(float)}));
-    std::fill_n(momentum.back()->floats(), spec.rows, 0.0f);
-    TableBatch t;
-    t.weights = weights.back()->floats();
-    t.momentum = momentum.back()->floats();
-    t.rows = spec.rows;
-    t.dim = shard[i].dim;
-    t.offsets = trace.offsets.data();
-    t.indices = trace.indices.data();
-    fused.tables.push_back(t);
-  }
-  const size_t outputs = static_cast<size_t>(batch * fused.total_dim());
-  HugeBuffer output(outputs * sizeof(float)), grad(outputs * sizeof(float));
-  fill_weights(grad.floats(), outputs, 7);
-  OptimizerConfig optimizer;
-  optimizer.type = options.optimizer;
-  TbeWorkspace workspace;
-
-  std::vector<double> fwd, bwd, total;
-  for (int run = 0; run < options.warmup + options.repeats; ++run) {
-    const auto start = Clock::now();
-    Status status = tbe_forward(fused, output.floats(), options.threads);
-    const double fwd_ms = ms_since(start);
-    ES_CHECK(status.ok(), "bench compute: forward failed: {}", status.message());
-    const auto mid = Clock::now();
-    status = tbe_backward_update(fused, grad.floats(), optimizer, options.threads, workspace);
-    const double bwd_ms = ms_since(mid);
-    ES_CHECK(status.ok(), "bench compute: backward failed: {}", status.message());
-    if (run < options.warmup) continue;
-    fwd.push_back(fwd_ms);
-    bwd.push_back(bwd_ms);
-    total.push_back(fwd_ms + bwd_ms);
-  }
-  return {median(fwd), median(bwd), median(total)};
 }
 
 void check_options(const Workload& workload, const ComputeBenchOptions& o) {
@@ -197,13 +96,17 @@ std::vector<ShardTable> draw_shard(const Workload& workload, const ComputeBenchO
   return shard;
 }
 
-ShardTiming time_shard(const Workload& workload, const std::vector<ShardTable>& shard,
-                       const ComputeBenchOptions& options) {
-  TraceCache traces(workload.trace_path());
-  return time_shard_cached(workload, shard, options, traces);
+ShardTimerOptions shard_timer_options(const ComputeBenchOptions& o) {
+  ShardTimerOptions t;
+  t.warmup = o.warmup;
+  t.repeats = o.repeats;
+  t.pooling = o.pooling;
+  t.optimizer = o.optimizer;
+  return t;
 }
 
-json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o) {
+json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o,
+                          const std::string& executor) {
   return {{"format", "embshard-compute-costs"},
           {"version", 1},
           {"embshard_version", EMBSHARD_VERSION},
@@ -212,6 +115,7 @@ json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o
           {"workload_source", workload.source},
           {"num_pool_tables", workload.tables.size()},
           {"batch_size", workload.batch_size},
+          {"executor", executor},
           {"threads", o.threads},
           {"seed", o.seed},
           {"dims", o.dims},
@@ -226,10 +130,13 @@ json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o
 int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter) {
   const Workload workload = load_workload(options.workload_dir);
   check_options(workload, options);
-  RecordFile out(options.out_path, compute_bench_header(workload, options),
-                 {"format", "version", "machine", "workload", "batch_size", "threads", "seed",
-                  "dims", "max_tables", "mem_cap_bytes", "warmup", "repeats", "optimizer",
-                  "pooling"});
+  ExecutorOptions eo;
+  eo.threads = options.threads;
+  const std::unique_ptr<Executor> executor = create_executor(options.executor, eo);
+  RecordFile out(options.out_path, compute_bench_header(workload, options, executor->name()),
+                 {"format", "version", "machine", "workload", "batch_size", "executor",
+                  "threads", "seed", "dims", "max_tables", "mem_cap_bytes", "warmup", "repeats",
+                  "optimizer", "pooling"});
   if (out.dropped_bytes() > 0) {
     reporter.note(fmt::format("bench compute: dropped a torn last record ({} bytes) from {}",
                               out.dropped_bytes(), options.out_path));
@@ -244,12 +151,12 @@ int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter
   int64_t next = static_cast<int64_t>(existing.size());
   if (next >= options.samples) return next;
 
-  TraceCache traces(workload.trace_path());
+  ShardTimer timer(workload, *executor, shard_timer_options(options));
   Progress progress(reporter, "bench compute", static_cast<uint64_t>(options.samples),
                     static_cast<uint64_t>(next));
   for (; next < options.samples; ++next) {
     const std::vector<ShardTable> shard = draw_shard(workload, options, next);
-    const ShardTiming timing = time_shard_cached(workload, shard, options, traces);
+    const ShardTiming timing = timer.time(shard);
     json tables = json::array();
     for (const ShardTable& t : shard) tables.push_back(table_record(workload, t));
     out.append({{"sample", next},

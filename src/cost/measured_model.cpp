@@ -1,8 +1,8 @@
 // The measured compute model: ground truth from the executor, for evaluation.
 //
-// compute_ms runs the shard's forward + backward + update on the fused
-// executor with the workload's real traces (bench compute's time_shard: median
-// of kRepeats runs after kWarmup) and caches the result per shard.
+// compute_ms runs the shard's forward + backward + update on the executor
+// with the workload's real traces (the shard timer: median of kRepeats steps
+// after kWarmup) and caches the result per shard.
 #include "embshard/cost/measured_model.h"
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 #include <map>
 #include <mutex>
 
-#include "embshard/bench/compute.h"
+#include "embshard/bench/shard_timer.h"
 #include "embshard/util/error.h"
 #include "embshard/workload/workload.h"
 
@@ -48,13 +48,12 @@ int match_table(const Workload& w, const TableFeatures& t) {
 
 class MeasuredComputeModel : public ComputeModel {
  public:
-  MeasuredComputeModel(Workload w, const CostModelOptions& o) : workload_(std::move(w)) {
-    bench_.threads = o.threads;
-    bench_.warmup = kWarmup;
-    bench_.repeats = kRepeats;
-  }
+  MeasuredComputeModel(Workload w, std::unique_ptr<Executor> executor)
+      : workload_(std::move(w)),
+        executor_(std::move(executor)),
+        timer_(workload_, *executor_, timer_options()) {}
 
-  std::string name() const override { return "measured (executor)"; }
+  std::string name() const override { return "measured (" + executor_->name() + ")"; }
   int64_t batch_size() const override { return workload_.batch_size; }
 
   int add_table(const TableFeatures& table) override {
@@ -81,15 +80,23 @@ class MeasuredComputeModel : public ComputeModel {
                "measured model: table id {} is not registered ({} tables)", id, tables_.size());
       shard.push_back(tables_[id]);
     }
-    const double ms = shard.empty() ? 0.0 : time_shard(workload_, shard, bench_).total_ms;
+    const double ms = shard.empty() ? 0.0 : timer_.time(shard).total_ms;
     ES_CHECK(std::isfinite(ms) && ms >= 0, "measured model: timed {} ms", ms);
     cache_.emplace(std::move(key), ms);
     return ms;
   }
 
  private:
+  static ShardTimerOptions timer_options() {
+    ShardTimerOptions o;
+    o.warmup = kWarmup;
+    o.repeats = kRepeats;
+    return o;
+  }
+
   Workload workload_;
-  ComputeBenchOptions bench_;
+  std::unique_ptr<Executor> executor_;
+  mutable ShardTimer timer_;
   std::vector<ShardTable> tables_;
   mutable std::mutex mutex_;
   mutable std::map<std::vector<int>, double> cache_;
@@ -108,7 +115,10 @@ std::shared_ptr<ComputeModel> make_measured_compute_model(const CostModelOptions
            "measured model: batch size {} requested, but workload '{}' holds batch {} (its "
            "traces can only be executed at their own batch)",
            options.batch_size, options.workload_dir, w.batch_size);
-  return std::make_shared<MeasuredComputeModel>(std::move(w), options);
+  ExecutorOptions eo;
+  eo.threads = options.threads;
+  return std::make_shared<MeasuredComputeModel>(std::move(w),
+                                                create_executor(options.executor, eo));
 }
 
 }  // namespace embshard

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <random>
 
-#include "embshard/bench/compute.h"
+#include "embshard/bench/shard_timer.h"
 #include "embshard/cost/analytic/model.h"
 #include "embshard/cost/measured_model.h"
 #include "embshard/util/error.h"
@@ -43,10 +43,12 @@ TEST(MeasuredModel, TimesShardsOnTheExecutorAndCachesThem) {
   EXPECT_EQ(m->compute_ms(ab), ms);  // cached: the very same value
   EXPECT_EQ(m->compute_ms(ba), ms);  // a shard is a set
   // Same structure as timing the shard directly (same tables, dims, executor).
-  ComputeBenchOptions bench;
-  bench.warmup = 2;
-  bench.repeats = 5;
-  const double direct = time_shard(w, {{2, 64}, {0, 8}}, bench).total_ms;
+  ShardTimerOptions timing;
+  timing.warmup = 2;
+  timing.repeats = 5;
+  const auto executor = create_executor("cpu");
+  ShardTimer timer(w, *executor, timing);
+  const double direct = timer.time({{2, 64}, {0, 8}}).total_ms;
   EXPECT_GT(ms, direct / 5);
   EXPECT_LT(ms, direct * 5);
   std::vector<double> fwd(2), bwd(2);

@@ -209,3 +209,27 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
 
 }  // namespace
 }  // namespace embshard
+
+namespace embshard {
+namespace {
+
+// Sizes with units, and output paths checked before any search.
+TEST(PlanCliOptions, SizesTakeUnitsAndBadOutputPathsFailFirst) {
+  testing::ScratchDir dir("plan_units");
+  const auto ok = testing::run_cli("plan --devices 4 --algo size_greedy --mem-per-device 3GB -o " +
+                                   dir.file("p.json"));
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  const auto bad_unit = testing::run_cli("plan --devices 4 --mem-per-device 3XB");
+  EXPECT_NE(bad_unit.exit_code, 0);
+  EXPECT_NE(bad_unit.output.find("--mem-per-device"), std::string::npos) << bad_unit.output;
+  EXPECT_NE(bad_unit.output.find("XB"), std::string::npos) << bad_unit.output;
+  const auto bad_out =
+      testing::run_cli("plan --devices 4 --algo size_greedy -o " + dir.file("missing/p.json"));
+  EXPECT_NE(bad_out.exit_code, 0);
+  EXPECT_NE(bad_out.output.find("does not exist"), std::string::npos) << bad_out.output;
+  // Refused before planning: no plan report.
+  EXPECT_EQ(bad_out.output.find("predicted cost"), std::string::npos) << bad_out.output;
+}
+
+}  // namespace
+}  // namespace embshard

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "embshard/bench/shard_timer.h"
 #include "embshard/kernel/tbe.h"
 #include "embshard/workload/workload.h"
 
@@ -28,6 +29,7 @@ struct ComputeBenchOptions {
   int max_tables = 15;
   int64_t mem_cap_bytes = int64_t{2} << 30;
   std::vector<int> dims = {4, 8, 16, 32, 64, 128};
+  std::string executor = "cpu";  // create_executor's names
   int threads = 1;
   uint64_t seed = 0;
   int warmup = 5;
@@ -36,24 +38,13 @@ struct ComputeBenchOptions {
   PoolingMode pooling = PoolingMode::kSum;
 };
 
-// One table of a shard: which pool table, at which dim.
-struct ShardTable {
-  int table = 0;
-  int dim = 0;
-};
-
 // Sample `index` of a run: a pure function of (seed, index), so that a resumed
 // run draws exactly the shards an uninterrupted one would have drawn.
 std::vector<ShardTable> draw_shard(const Workload& workload, const ComputeBenchOptions& options,
                                    int64_t index);
 
-struct ShardTiming {
-  double fwd_ms = 0, bwd_ms = 0, total_ms = 0;  // medians
-};
-
-// Times a shard's forward and backward+update on the executor.
-ShardTiming time_shard(const Workload& workload, const std::vector<ShardTable>& shard,
-                       const ComputeBenchOptions& options);
+// The shard timer's options of a run.
+ShardTimerOptions shard_timer_options(const ComputeBenchOptions& options);
 
 // Runs the whole benchmark (resuming), with progress to `reporter`. Returns
 // the number of records in the output file.
@@ -64,6 +55,7 @@ int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter
 std::string compute_records_table(const std::string& path, int64_t show);
 
 // The header line's identity: machine, batch, threads, version and options.
-nlohmann::json compute_bench_header(const Workload& workload, const ComputeBenchOptions& options);
+nlohmann::json compute_bench_header(const Workload& workload, const ComputeBenchOptions& options,
+                                    const std::string& executor);
 
 }  // namespace embshard

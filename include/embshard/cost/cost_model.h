@@ -32,8 +32,9 @@ struct CostModelOptions {
   std::string model_dir;     // neural: the trained model directory ("": the shipped one)
   std::string calibration;   // analytic: `embshard calibrate`'s file ("": the shipped one)
   std::string workload_dir;  // measured: the workload whose traces are executed
+  std::string executor = "cpu";  // measured: where (create_executor's names)
   int64_t batch_size = 0;    // 0: the model's own
-  int threads = 1;
+  int threads = 1;           // measured: the executor's threads
 };
 
 // Valid names: compute "analytic", "neural", "measured"; comm "analytic",

@@ -21,7 +21,7 @@
 #include "embshard/cost/analytic/terms.h"
 #include "embshard/util/nnls.h"
 #include "embshard/util/reporter.h"
-#include "embshard/kernel/tbe.h"
+#include "embshard/kernel/executor.h"
 #include "embshard/util/error.h"
 #include "embshard/util/machine.h"
 
@@ -73,7 +73,6 @@ std::vector<Probe> make_probes(bool quick) {
 }
 
 struct ProbeData {
-  std::vector<float> weights, momentum;
   std::vector<int64_t> offsets, indices;
 };
 
@@ -89,8 +88,6 @@ double median(std::vector<double> v) {
 
 void make_table(const ProbeTable& spec, int64_t batch, std::mt19937_64& rng, ProbeData& d,
                 AnalyticTable& a) {
-  d.weights.assign(static_cast<size_t>(spec.rows) * spec.dim, 0.001f);
-  d.momentum.assign(static_cast<size_t>(spec.rows), 0.0f);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   d.offsets.assign(1, 0);
   for (int64_t b = 0; b < batch; ++b) {
@@ -114,45 +111,29 @@ void make_table(const ProbeTable& spec, int64_t batch, std::mt19937_64& rng, Pro
       static_cast<double>(std::unique(sorted.begin(), sorted.end()) - sorted.begin());
 }
 
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-
-// One probe set up for timing: its tables, traces, buffers and workspace.
+// One probe set up for timing on the executor: its tables' traces and the
+// prepared shard.
 class ProbeRun {
  public:
-  ProbeRun(const Probe& probe, const CalibrateOptions& o, uint64_t seed)
-      : probe_(probe), threads_(o.threads), data_(probe.tables.size()) {
+  ProbeRun(const Probe& probe, const CalibrateOptions& o, Executor& executor, uint64_t seed)
+      : data_(probe.tables.size()) {
     std::mt19937_64 rng(seed);
     result_.tables.resize(probe.tables.size());
-    fused_.batch_size = o.batch_size;
+    ShardInput input;
+    input.batch_size = o.batch_size;
+    input.optimizer = OptimizerType::kRowWiseAdagrad;  // what bench compute measures
     for (size_t i = 0; i < probe.tables.size(); ++i) {
       make_table(probe.tables[i], o.batch_size, rng, data_[i], result_.tables[i]);
-      TableBatch t;
-      t.weights = data_[i].weights.data();
-      t.momentum = data_[i].momentum.data();
-      t.rows = probe.tables[i].rows;
-      t.dim = probe.tables[i].dim;
-      t.offsets = data_[i].offsets.data();
-      t.indices = data_[i].indices.data();
-      fused_.tables.push_back(t);
+      input.tables.push_back({probe.tables[i].rows, probe.tables[i].dim,
+                              data_[i].offsets.data(), data_[i].indices.data()});
     }
-    out_.resize(static_cast<size_t>(o.batch_size * fused_.total_dim()));
-    grad_.assign(out_.size(), 1e-3f);
-    optimizer_.type = OptimizerType::kRowWiseAdagrad;  // what bench compute measures
+    shard_ = executor.prepare(input);
   }
 
   // One forward and one backward + update; `keep` records their times.
   void run(bool keep) {
-    auto t0 = Clock::now();
-    Status s = tbe_forward(fused_, out_.data(), threads_);
-    const double f = ms_since(t0);
-    ES_CHECK(s.ok(), "calibrate: probe '{}' forward failed: {}", probe_.name, s.message());
-    t0 = Clock::now();
-    s = tbe_backward_update(fused_, grad_.data(), optimizer_, threads_, workspace_);
-    const double b = ms_since(t0);
-    ES_CHECK(s.ok(), "calibrate: probe '{}' backward failed: {}", probe_.name, s.message());
-    if (keep) fwd_.push_back(f), bwd_.push_back(b);
+    const StepTiming t = shard_->step();
+    if (keep) fwd_.push_back(t.fwd_ms), bwd_.push_back(t.bwd_ms);
   }
 
   ProbeResult result() const {
@@ -163,14 +144,9 @@ class ProbeRun {
   }
 
  private:
-  const Probe& probe_;
-  int threads_;
   std::vector<ProbeData> data_;
   ProbeResult result_;
-  FusedBatch fused_;
-  std::vector<float> out_, grad_;
-  OptimizerConfig optimizer_;
-  TbeWorkspace workspace_;
+  std::unique_ptr<PreparedShard> shard_;
   std::vector<double> fwd_, bwd_;
 };
 
@@ -180,9 +156,12 @@ class ProbeRun {
 // median over rounds is kept.
 std::vector<ProbeResult> run_probes(const std::vector<Probe>& probes,
                                     const CalibrateOptions& o, Reporter& reporter) {
+  ExecutorOptions eo;
+  eo.threads = o.threads;
+  const std::unique_ptr<Executor> executor = create_executor("cpu", eo);
   std::vector<std::unique_ptr<ProbeRun>> runs;
   for (size_t i = 0; i < probes.size(); ++i) {
-    runs.push_back(std::make_unique<ProbeRun>(probes[i], o, o.seed + i));
+    runs.push_back(std::make_unique<ProbeRun>(probes[i], o, *executor, o.seed + i));
     for (int w = 0; w < 2; ++w) runs.back()->run(false);
   }
   const int rounds = o.quick ? 3 : 9;

@@ -1,0 +1,77 @@
+// Executors: where a device's fused embedding work runs for real.
+//
+// Every measurement that becomes ground truth (bench compute, calibrate, the
+// measured model, eval, the ranking check, bench kernel) prepares its shards
+// on an Executor and times PreparedShard::step(): one fused forward of all the
+// shard's tables, then one fused backward with the optimizer update, each
+// timed by the executor's own clock (a host clock for the CPU, events for a
+// GPU). Executors are created by name (create_executor).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "embshard/kernel/tbe.h"
+
+namespace embshard {
+
+// One table of a shard: its shape and one batch of its lookups.
+struct ShardTableInput {
+  int64_t rows = 0;
+  int dim = 0;                       // 1..1024
+  const int64_t* offsets = nullptr;  // [batch_size + 1], offsets[0] == 0
+  const int64_t* indices = nullptr;  // [offsets[batch_size]], each in [0, rows)
+};
+
+struct ShardInput {
+  int64_t batch_size = 0;
+  PoolingMode pooling = PoolingMode::kSum;
+  OptimizerType optimizer = OptimizerType::kRowWiseAdagrad;
+  std::vector<ShardTableInput> tables;
+};
+
+struct StepTiming {
+  double fwd_ms = 0, bwd_ms = 0;  // backward includes the optimizer update
+  double total_ms() const { return fwd_ms + bwd_ms; }
+};
+
+// A shard set up on an executor: weights (small varied values: they do not
+// change the timing), optimizer state, pooled output and its gradient.
+class PreparedShard {
+ public:
+  virtual ~PreparedShard() = default;
+  // One forward, then one backward + update. Error naming the failing kernel
+  // and its status when a kernel fails.
+  virtual StepTiming step() = 0;
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // "cpu (1 thread)", "cuda (NVIDIA H100 80GB HBM3)": what the times are of.
+  virtual std::string name() const = 0;
+  // Error on an invalid shard (a dim outside 1..1024, an index outside its
+  // table, ...). The traces must outlive the prepared shard: an executor may
+  // read them in place.
+  virtual std::unique_ptr<PreparedShard> prepare(const ShardInput& shard) = 0;
+};
+
+struct ExecutorOptions {
+  int threads = 1;  // cpu: OpenMP threads of the fused kernels
+  int device = 0;   // cuda: the GPU's ordinal
+};
+
+// "cpu", and "cuda" in a build with EMBSHARD_CUDA=ON.
+const std::vector<std::string>& executor_names();
+// Error listing the valid names when `name` is unknown, or saying why a
+// known executor cannot run here (no GPU, a build without CUDA).
+std::unique_ptr<Executor> create_executor(const std::string& name,
+                                          const ExecutorOptions& options = {});
+
+// The implementations, reached through create_executor.
+std::unique_ptr<Executor> make_cpu_executor(const ExecutorOptions& options);
+std::unique_ptr<Executor> make_cuda_executor(const ExecutorOptions& options);
+
+}  // namespace embshard

@@ -1,0 +1,75 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "embshard/kernel/executor.h"
+#include "embshard/util/error.h"
+
+namespace embshard {
+namespace {
+
+struct SmallShard {
+  std::vector<int64_t> offsets, indices;
+  ShardInput input;
+  explicit SmallShard(int dim) {
+    const int64_t batch = 64, rows = 1000;
+    offsets.push_back(0);
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int k = 0; k < 1 + b % 5; ++k) indices.push_back((b * 37 + k * 11) % rows);
+      offsets.push_back(static_cast<int64_t>(indices.size()));
+    }
+    input.batch_size = batch;
+    input.tables.push_back({rows, dim, offsets.data(), indices.data()});
+    input.tables.push_back({rows, 2 * dim, offsets.data(), indices.data()});
+  }
+};
+
+TEST(Executor, RegistryNamesAndErrors) {
+  ASSERT_FALSE(executor_names().empty());
+  EXPECT_EQ(executor_names().front(), "cpu");
+  EXPECT_EQ(create_executor("cpu")->name(), "cpu (1 thread)");
+  ExecutorOptions two;
+  two.threads = 2;
+  EXPECT_EQ(create_executor("cpu", two)->name(), "cpu (2 threads)");
+  try {
+    create_executor("tpu");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu"), std::string::npos) << e.what();
+  }
+  ExecutorOptions none;
+  none.threads = 0;
+  EXPECT_THROW(create_executor("cpu", none), Error);
+}
+
+TEST(Executor, CpuStepsTimeForwardAndBackward) {
+  SmallShard s(16);
+  auto shard = create_executor("cpu")->prepare(s.input);
+  for (int i = 0; i < 3; ++i) {
+    const StepTiming t = shard->step();
+    EXPECT_TRUE(std::isfinite(t.fwd_ms) && t.fwd_ms > 0);
+    EXPECT_TRUE(std::isfinite(t.bwd_ms) && t.bwd_ms > 0);
+    EXPECT_DOUBLE_EQ(t.total_ms(), t.fwd_ms + t.bwd_ms);
+  }
+}
+
+TEST(Executor, CpuRejectsInvalidShards) {
+  auto cpu = create_executor("cpu");
+  SmallShard bad_dim(16);
+  bad_dim.input.tables[0].dim = 0;
+  EXPECT_THROW(cpu->prepare(bad_dim.input), Error);
+  SmallShard out_of_range(16);
+  out_of_range.indices[5] = 5000;  // table 0 has 1000 rows
+  auto shard = cpu->prepare(out_of_range.input);
+  try {
+    shard->step();
+    FAIL() << "an index outside its table was executed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("5000"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace embshard
