@@ -1,0 +1,52 @@
+// Summary statistics: the project's one home for median, quantile, median
+// absolute deviation, mean and the distribution-free confidence interval of
+// the median. Timings, accuracy figures and reports call these instead of
+// sorting by hand, so that "median" means the same thing everywhere.
+//
+// Every function takes the values by span and does not modify them (the
+// order-statistic ones sort a copy). Empty input, NaN values and a quantile
+// outside [0, 1] throw embshard::Error.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace embshard {
+
+double mean(std::span<const double> values);
+
+// The middle order statistic; for an even count the mean of the two middle ones.
+double median(std::span<const double> values);
+
+// The q-quantile by linear interpolation between order statistics (numpy's
+// default, "type 7"): rank q * (n - 1) in the sorted values, so q = 0 is the
+// minimum, q = 1 the maximum and q = 0.5 the median.
+double quantile(std::span<const double> values, double q);
+
+// median(|x - median(x)|), unscaled (multiply by 1.4826 for a normal sigma).
+// Used as a spread that a few wild runs cannot move, unlike the standard
+// deviation.
+double median_absolute_deviation(std::span<const double> values);
+
+// [low, high] = the order statistics x_(low_rank) and x_(high_rank)
+// (0-based, symmetric: high_rank = n - 1 - low_rank) that contain the true
+// median with probability `coverage`, for any continuous distribution: the
+// count of values below the median is Binomial(n, 1/2), so
+//   coverage = P(low_rank < B <= high_rank) = 1 - 2 P(B <= low_rank).
+// The narrowest symmetric interval whose coverage is >= `confidence` is
+// returned. When even [min, max] falls short (coverage 1 - 2^(1-n): 0 for
+// n = 1, 0.5 for n = 2, 0.9375 for n = 5; at 95% it takes n >= 6, at 99%
+// n >= 8) [min, max] is returned with that lower coverage, so a caller that
+// needs the level must check `coverage` (the interleaved timer does).
+struct MedianInterval {
+  double low = 0, high = 0;
+  int64_t low_rank = 0, high_rank = 0;
+  double coverage = 0;
+};
+MedianInterval median_confidence_interval(std::span<const double> values, double confidence);
+
+// The exact coverage of [x_(k), x_(n-1-k)] (0-based) for n values; 0 when
+// the interval is empty or a single point.
+double median_interval_coverage(int64_t n, int64_t low_rank);
+
+}  // namespace embshard

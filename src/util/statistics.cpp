@@ -1,0 +1,111 @@
+#include "embshard/util/statistics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "embshard/util/error.h"
+
+namespace embshard {
+namespace {
+
+// A sorted copy; NaN would break the sort's ordering, so it is an error here
+// rather than a silently wrong median.
+std::vector<double> sorted_copy(std::span<const double> values, const char* what) {
+  ES_CHECK(!values.empty(), "{}: no values", what);
+  std::vector<double> sorted(values.begin(), values.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    ES_CHECK(!std::isnan(sorted[i]), "{}: value {} of {} is NaN", what, i, sorted.size());
+  }
+  std::sort(sorted.begin(), sorted.end());
+  return sorted;
+}
+
+double quantile_of_sorted(const std::vector<double>& sorted, double q) {
+  const double rank = q * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (rank - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+double median_of_sorted(const std::vector<double>& sorted) {
+  const size_t n = sorted.size();
+  return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
+// P(B = k) for B ~ Binomial(n, 1/2), in log space so that n in the
+// thousands does not underflow 2^-n before the product is formed.
+double binomial_half_pmf(int64_t n, int64_t k) {
+  const double log_choose = std::lgamma(static_cast<double>(n) + 1) -
+                            std::lgamma(static_cast<double>(k) + 1) -
+                            std::lgamma(static_cast<double>(n - k) + 1);
+  return std::exp(log_choose + static_cast<double>(n) * std::log(0.5));
+}
+
+}  // namespace
+
+double mean(std::span<const double> values) {
+  ES_CHECK(!values.empty(), "mean: no values");
+  double sum = 0;
+  for (double v : values) sum += v;
+  return sum / static_cast<double>(values.size());
+}
+
+double median(std::span<const double> values) {
+  return median_of_sorted(sorted_copy(values, "median"));
+}
+
+double quantile(std::span<const double> values, double q) {
+  // Written so that NaN fails too.
+  ES_CHECK(q >= 0.0 && q <= 1.0, "quantile: q = {} must lie in [0, 1]", q);
+  return quantile_of_sorted(sorted_copy(values, "quantile"), q);
+}
+
+double median_absolute_deviation(std::span<const double> values) {
+  const std::vector<double> sorted = sorted_copy(values, "median_absolute_deviation");
+  const double center = median_of_sorted(sorted);
+  std::vector<double> deviations;
+  deviations.reserve(sorted.size());
+  for (double v : sorted) deviations.push_back(std::abs(v - center));
+  std::sort(deviations.begin(), deviations.end());
+  return median_of_sorted(deviations);
+}
+
+double median_interval_coverage(int64_t n, int64_t low_rank) {
+  ES_CHECK(n >= 1 && low_rank >= 0, "median_interval_coverage: n = {}, low_rank = {}", n,
+           low_rank);
+  if (2 * low_rank >= n - 1) return 0.0;  // empty or a single point
+  double cdf = 0;
+  for (int64_t k = 0; k <= low_rank; ++k) cdf += binomial_half_pmf(n, k);
+  return std::max(0.0, 1.0 - 2.0 * cdf);
+}
+
+MedianInterval median_confidence_interval(std::span<const double> values, double confidence) {
+  ES_CHECK(confidence > 0.0 && confidence < 1.0,
+           "median_confidence_interval: confidence = {} must lie in (0, 1)", confidence);
+  const std::vector<double> sorted = sorted_copy(values, "median_confidence_interval");
+  const int64_t n = static_cast<int64_t>(sorted.size());
+  // Coverage falls as the rank rises, so the narrowest interval that still
+  // reaches the level is the last rank before it drops below; rank 0
+  // ([min, max]) is kept even when it falls short (see the header). The
+  // binomial CDF is accumulated as the rank rises: one pass, not one per rank.
+  int64_t low_rank = 0;
+  double coverage = median_interval_coverage(n, 0);
+  double cdf = binomial_half_pmf(n, 0);
+  for (int64_t k = 1; 2 * k < n - 1; ++k) {
+    cdf += binomial_half_pmf(n, k);
+    const double next = 1.0 - 2.0 * cdf;
+    if (next < confidence) break;
+    low_rank = k;
+    coverage = next;
+  }
+  MedianInterval interval;
+  interval.low_rank = low_rank;
+  interval.high_rank = n - 1 - low_rank;
+  interval.low = sorted[interval.low_rank];
+  interval.high = sorted[interval.high_rank];
+  interval.coverage = coverage;
+  return interval;
+}
+
+}  // namespace embshard
