@@ -21,9 +21,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kComputeFormat = "embshard-compute-costs";
-constexpr const char* kCommFormat = "embshard-comm-costs";
-
 struct Lines {
   json header;
   std::vector<std::pair<int64_t, json>> records;  // (line, record)
@@ -60,11 +57,15 @@ Lines read_lines(const std::string& path) {
   return out;
 }
 
-void check_header(const std::string& path, const json& header, const char* format) {
+// Returns whether the file holds normalized ground truth (version 2).
+bool check_header(const std::string& path, const json& header, const char* format) {
   ES_CHECK(header.value("format", "") == format, "{}: format is '{}', expected '{}'", path,
            header.value("format", ""), format);
-  ES_CHECK(header.value("version", 0) == 1, "{}: {} version {}, this embshard reads version 1",
-           path, format, header.value("version", 0));
+  const int version = header.value("version", 0);
+  ES_CHECK(version == 1 || version == kCostDataVersion,
+           "{}: {} version {}, this embshard reads versions 1 (raw) and {} (normalized)", path,
+           format, version, kCostDataVersion);
+  return version == kCostDataVersion;
 }
 
 bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
@@ -77,6 +78,10 @@ ComputeRecord parse_compute(const json& r) {
     throw std::invalid_argument(fmt::format("ms is {}, must be a positive number", ms.dump()));
   }
   rec.ms = ms.get<double>();
+  rec.raw_ms = r.contains("raw_ms") ? r["raw_ms"].get<double>() : rec.ms;
+  if (!positive_finite(rec.raw_ms)) {
+    throw std::invalid_argument(fmt::format("raw_ms is {}, must be a positive number", rec.raw_ms));
+  }
   const json& tables = r.at("tables");
   if (!tables.is_array() || tables.empty()) throw std::invalid_argument("no tables");
   for (const json& t : tables) {
@@ -130,7 +135,7 @@ CommRecord parse_comm(const json& r, int num_devices) {
 // Parses every record with `parse`; the bad ones become problems. Null
 // values (JSON's spelling of NaN) fail the type checks and land here too.
 template <typename Record, typename Parse>
-std::vector<Record> parse_all(const std::string& path, Lines& lines, double max_bad_share,
+std::vector<Record> parse_all(const std::string& path, Lines& lines, const LoadOptions& options,
                               Parse parse) {
   std::vector<Record> out;
   for (auto& [line, value] : lines.records) {
@@ -144,8 +149,12 @@ std::vector<Record> parse_all(const std::string& path, Lines& lines, double max_
   }
   std::sort(lines.problems.begin(), lines.problems.end(),
             [](const DataProblem& a, const DataProblem& b) { return a.line < b.line; });
+  if (options.check == RecordCheck::kStrict && !lines.problems.empty()) {
+    ES_THROW("{}: line {}: {}", path, lines.problems[0].line, lines.problems[0].reason);
+  }
   const size_t total = out.size() + lines.problems.size();
-  ES_CHECK(static_cast<double>(lines.problems.size()) <= max_bad_share * static_cast<double>(total),
+  ES_CHECK(static_cast<double>(lines.problems.size()) <=
+               options.max_bad_share * static_cast<double>(total),
            "{}: {} of {} records are bad (first: line {}: {}): refusing to use the file", path,
            lines.problems.size(), total, lines.problems.empty() ? 0 : lines.problems[0].line,
            lines.problems.empty() ? "" : lines.problems[0].reason);
@@ -162,36 +171,74 @@ CostDataKind detect_cost_data_kind(const std::string& path) {
   ES_THROW("{}: format is '{}', expected '{}' or '{}'", path, format, kComputeFormat, kCommFormat);
 }
 
-ComputeData load_compute_data(const std::string& path, double max_bad_share) {
+ComputeData load_compute_data(const std::string& path, const LoadOptions& options) {
   Lines lines = read_lines(path);
-  check_header(path, lines.header, kComputeFormat);
   ComputeData data;
+  data.normalized = check_header(path, lines.header, kComputeFormat);
   data.path = path;
   data.header = lines.header;
   data.batch_size = lines.header.value("batch_size", int64_t{0});
+  data.max_batch_size = data.batch_size;
   ES_CHECK(data.batch_size > 0, "{}: header batch_size is {}", path, data.batch_size);
-  data.records = parse_all<ComputeRecord>(path, lines, max_bad_share, parse_compute);
+  data.records = parse_all<ComputeRecord>(path, lines, options, parse_compute);
+  for (ComputeRecord& r : data.records) r.batch = data.batch_size;
   data.problems = std::move(lines.problems);
   ES_CHECK(!data.records.empty(), "{}: no valid records", path);
   return data;
 }
 
-CommData load_comm_data(const std::string& path, double max_bad_share) {
+CommData load_comm_data(const std::string& path, const LoadOptions& options) {
   Lines lines = read_lines(path);
-  check_header(path, lines.header, kCommFormat);
   CommData data;
+  data.normalized = check_header(path, lines.header, kCommFormat);
   data.path = path;
   data.header = lines.header;
-  data.batch = lines.header.value("batch", int64_t{0});
+  // Version 1 spelled it "batch".
+  data.batch_size = lines.header.value(data.normalized ? "batch_size" : "batch", int64_t{0});
   data.num_devices = lines.header.value("num_devices", 0);
-  ES_CHECK(data.batch > 0 && data.num_devices > 0, "{}: header batch {} / num_devices {} invalid",
-           path, data.batch, data.num_devices);
+  ES_CHECK(data.batch_size > 0 && data.num_devices > 0,
+           "{}: header batch_size {} / num_devices {} invalid", path, data.batch_size,
+           data.num_devices);
   const int n = data.num_devices;
-  data.records = parse_all<CommRecord>(path, lines, max_bad_share,
+  data.records = parse_all<CommRecord>(path, lines, options,
                                        [n](const json& r) { return parse_comm(r, n); });
   data.problems = std::move(lines.problems);
   ES_CHECK(!data.records.empty(), "{}: no valid records", path);
   return data;
+}
+
+ComputeData merge_compute_data(std::vector<ComputeData> files) {
+  ES_CHECK(!files.empty(), "merge_compute_data: no files");
+  if (files.size() == 1) return std::move(files.front());
+  ComputeData out;
+  out.header = files.front().header;
+  out.normalized = files.front().normalized;
+  out.batch_size = files.front().batch_size;
+  out.max_batch_size = files.front().max_batch_size;
+  for (size_t f = 0; f < files.size(); ++f) {
+    ComputeData& d = files[f];
+    ES_CHECK(d.normalized == out.normalized,
+             "{} holds {} ground truth but {} holds {}: one set of files must not mix them",
+             d.path, ground_truth_label(d.normalized), files.front().path,
+             ground_truth_label(out.normalized));
+    out.path += (f ? "," : "") + d.path;
+    out.batch_size = std::min(out.batch_size, d.batch_size);
+    out.max_batch_size = std::max(out.max_batch_size, d.max_batch_size);
+    for (ComputeRecord& r : d.records) {
+      r.file = static_cast<int>(f);
+      out.records.push_back(std::move(r));
+    }
+    for (const DataProblem& p : d.problems) {
+      out.problems.push_back({p.line, fmt::format("{}: {}", d.path, p.reason)});
+    }
+  }
+  return out;
+}
+
+std::string ground_truth_label(bool normalized) {
+  return normalized ? "normalized (version 2)"
+                    : "raw (version 1: not normalized; re-measure with this embshard's bench "
+                      "compute / bench comm)";
 }
 
 void report_problems(const std::string& path, const std::vector<DataProblem>& problems,

@@ -34,17 +34,6 @@ std::optional<Calibration> optional_calibration(const std::string& path) {
 
 }  // namespace
 
-TableFeatures table_features(const TableSpec& spec, int dim) {
-  ES_CHECK(dim > 0, "table_features: table '{}' at dim {}, must be positive", spec.name, dim);
-  TableFeatures f;
-  f.rows = spec.rows;
-  f.dim = dim;
-  f.pooling_factor = spec.pooling_factor;
-  f.row_reuse = spec.row_reuse;
-  f.lookup_reuse = spec.lookup_reuse;
-  return f;
-}
-
 void ComputeModel::add_to_state(int, std::span<double>) const {
   ES_THROW("compute model '{}' has no incremental state (state_size() is 0)", name());
 }

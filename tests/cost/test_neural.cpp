@@ -41,8 +41,8 @@ Mlp random_mlp(const std::vector<int>& sizes, bool relu_last, std::mt19937_64& r
 NeuralModel random_model(uint64_t seed) {
   std::mt19937_64 rng(seed);
   NeuralModel m;
-  m.batch_size = 512;
-  m.comm_batch_size = 1024;
+  m.batch_size = m.max_batch_size = 512;
+  m.comm_batch_size = m.comm_max_batch_size = 1024;
   const int nf = static_cast<int>(compute_feature_names().size());
   m.compute.features.mean.assign(nf, 0.5f);
   m.compute.features.scale.assign(nf, 0.7f);
@@ -219,7 +219,12 @@ TEST(CostData, BadRecordsAreSkippedAndCounted) {
   EXPECT_EQ(data.problems[3].line, 42);
   EXPECT_EQ(data.records.size(), 37u);
   // Too many bad records: the file is refused, not trained on.
-  EXPECT_THROW(load_compute_data(path, 0.05), Error);
+  LoadOptions strict_share;
+  strict_share.max_bad_share = 0.05;
+  EXPECT_THROW(load_compute_data(path, strict_share), Error);
+  LoadOptions strict;
+  strict.check = RecordCheck::kStrict;
+  EXPECT_THROW(load_compute_data(path, strict), Error);
   EXPECT_EQ(detect_cost_data_kind(path), CostDataKind::kCompute);
   EXPECT_THROW(load_comm_data(path), Error);
 }

@@ -36,7 +36,7 @@ class NeuralTrain : public ::testing::Test {
   }
   static TrainOptions options() {
     TrainOptions o;
-    o.compute_path = dir_->file("compute.jsonl");
+    o.compute_paths = {dir_->file("compute.jsonl")};
     o.comm_paths = {dir_->file("comm2.jsonl"), dir_->file("comm4.jsonl")};
     o.seed = 5;
     o.max_epochs = 300;

@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "embshard/bench/cost_model_bench.h"
+#include "embshard/cost/compute_model.h"
 
 #ifdef EMBSHARD_WITH_TORCH
 #include "embshard/cost/neural/reference.h"

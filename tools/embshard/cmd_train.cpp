@@ -57,10 +57,14 @@ void add_train_command(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   TrainOptions& o = args->options;
   CLI::App* cmd = app.add_subcommand("train", "Train the neural cost models on measured data");
-  cmd->add_option("--compute", o.compute_path, "bench compute file")->required();
-  cmd->add_option("--comm", o.comm_paths, "bench comm file(s), any device counts (repeatable)");
-  cmd->add_option("--unseen-compute", o.unseen_compute_path,
-                  "bench compute file of another table pool: an extra never-seen-tables test");
+  cmd->add_option("--compute", o.compute_paths,
+                  "bench compute file(s), any batches (repeatable; the model serves the range)")
+      ->required();
+  cmd->add_option("--comm", o.comm_paths,
+                  "bench comm file(s), any device counts and batches (repeatable)");
+  cmd->add_option("--unseen-compute", o.unseen_compute_paths,
+                  "bench compute file(s) of other table pools: never-seen-tables tests "
+                  "(repeatable)");
   cmd->add_option("-o,--out", args->out_dir, "Model directory to write")->required();
   cmd->add_option("--seed", o.seed, "Seed of splits, initialisation and batch order")
       ->capture_default_str();

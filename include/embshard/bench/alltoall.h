@@ -18,4 +18,20 @@ struct AllToAllTiming {
   int repeats = 10;
 };
 
+// What device `device` moves in one all-to-all of pooled fp32 embeddings:
+// it sends batch / N rows of its dim sum to each of the N - 1 others, and
+// receives batch / N rows of each other's dim sum. The one formula every
+// cost model and fit uses.
+struct AllToAllBytes {
+  double sent = 0, received = 0;
+  double busiest() const { return sent > received ? sent : received; }
+};
+// `dim_sum`: the device's; `total_dim`: every device's together; `devices`: N.
+inline AllToAllBytes alltoall_bytes(double dim_sum, double total_dim, double devices,
+                                    double batch) {
+  const double rows_per_peer = batch / devices;
+  return {rows_per_peer * dim_sum * 4.0 * (devices - 1),
+          rows_per_peer * (total_dim - dim_sum) * 4.0};
+}
+
 }  // namespace embshard

@@ -29,6 +29,14 @@ struct TableFeatures {
 };
 TableFeatures table_features(const TableSpec& spec, int dim);
 
+// Distinct rows touched by `lookups` lookups of a table with these features:
+// the one estimate every cost model uses. Bin 0 of the histograms holds rows
+// accessed exactly once, so rows_in_bin0 = lookups_in_bin0, i.e. distinct =
+// lookups * lookup_reuse[0] / row_reuse[0]: exact at the batch the histograms
+// were taken at. Without rows accessed once, the bins' mean counts stand in;
+// without histograms, uniform access. At most min(lookups, rows).
+double estimate_distinct_rows(const TableFeatures& t, double lookups);
+
 class ComputeModel {
  public:
   virtual ~ComputeModel() = default;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embshard/bench/alltoall.h"
 #include "embshard/cost/analytic/calibrate.h"
 #include "embshard/util/nnls.h"
 #include "embshard/util/reporter.h"
@@ -58,9 +59,8 @@ void fit_comm_from_file(const std::string& path, Calibration& c, Reporter& repor
     double total = 0, max_delay = 0;
     for (size_t d = 0; d < n; ++d) total += dims[d], max_delay = std::max(max_delay, delays[d]);
     for (size_t d = 0; d < n; ++d) {
-      const double sent = batch / n * dims[d] * 4.0 * (n - 1);
-      const double received = batch / n * (total - dims[d]) * 4.0;
-      const double bytes = std::max(sent, received);
+      const double bytes =
+          alltoall_bytes(dims[d], total, static_cast<double>(n), batch).busiest();
       a.insert(a.end(), {1.0, bytes, 1.0, bytes});
       b.push_back(fwd[d] - (max_delay - delays[d]));
       b.push_back(bwd[d]);

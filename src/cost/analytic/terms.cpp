@@ -5,6 +5,8 @@
 #include <cmath>
 
 #include "embshard/cost/analytic/terms.h"
+
+#include "embshard/bench/alltoall.h"
 #include "embshard/util/error.h"
 
 namespace embshard {
@@ -18,13 +20,6 @@ int sort_passes(int64_t rows) {
   return (bits + 10) / 11;
 }
 
-// Mean access count of a row in reuse bin k: bin 0 is exactly 1, bin k in
-// (2^(k-1), 2^k] -> about 1.5 x 2^(k-1); the last bin is open, take 49152.
-double bin_mean_count(int k) {
-  if (k == 0) return 1.0;
-  return 1.5 * std::ldexp(1.0, k - 1);
-}
-
 // The forward kernel has register-accumulator versions for these dims only
 // (kernel/tbe.cpp, pool_bags_dispatch).
 bool specialised_dim(int dim) {
@@ -32,27 +27,6 @@ bool specialised_dim(int dim) {
 }
 
 }  // namespace
-
-double estimate_distinct_rows(const TableFeatures& t, double lookups) {
-  if (lookups <= 0 || t.rows <= 0) return 0;
-  double distinct = 0;
-  if (t.row_reuse[0] > 1e-9 && t.lookup_reuse[0] > 0) {
-    distinct = lookups * t.lookup_reuse[0] / t.row_reuse[0];
-  } else {
-    // No row accessed once (or no histogram): lookups_k / mean count of bin k.
-    double lookup_total = 0, rows_per_lookup = 0;
-    for (int k = 0; k < kReuseBins; ++k) {
-      lookup_total += t.lookup_reuse[k];
-      rows_per_lookup += t.lookup_reuse[k] / bin_mean_count(k);
-    }
-    // No histogram at all: uniform access, the expected number of distinct rows.
-    distinct = lookup_total > 0
-                   ? lookups * rows_per_lookup / lookup_total
-                   : static_cast<double>(t.rows) * -std::expm1(-lookups / t.rows);
-  }
-  return std::clamp(distinct, std::min(1.0, lookups),
-                    std::min(lookups, static_cast<double>(t.rows)));
-}
 
 AnalyticTable analytic_table(const TableFeatures& t, int64_t batch_size) {
   ES_CHECK(t.rows > 0 && t.dim > 0 && std::isfinite(t.pooling_factor) && t.pooling_factor >= 0,
@@ -160,15 +134,11 @@ void analytic_comm_ms(const Calibration& c, int64_t batch_size,
     total_dim += dim_sums[d];
     max_delay = std::max(max_delay, delays_ms[d]);
   }
-  // Device d sends (B/N) rows of its dim sum to each of the N-1 peers and
-  // receives (B/N) rows of every peer's dim sum; its own slice stays local.
-  const double rows_per_peer = static_cast<double>(batch_size) / n;
   for (size_t d = 0; d < n; ++d) {
-    const double sent = rows_per_peer * dim_sums[d] * 4.0 * (n - 1);
-    const double received = rows_per_peer * (total_dim - dim_sums[d]) * 4.0;
-    const double comm = n > 1 ? c.comm_latency_us * 1e-3 +
-                                    std::max(sent, received) * ms_per_byte(c.comm_gbps)
-                              : 0.0;
+    const AllToAllBytes bytes =
+        alltoall_bytes(dim_sums[d], total_dim, static_cast<double>(n), static_cast<double>(batch_size));
+    const double comm =
+        n > 1 ? c.comm_latency_us * 1e-3 + bytes.busiest() * ms_per_byte(c.comm_gbps) : 0.0;
     bwd_ms[d] = comm;
     fwd_ms[d] = comm + std::max(0.0, max_delay - delays_ms[d]);
   }

@@ -4,38 +4,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "embshard/bench/alltoall.h"
 #include "embshard/util/error.h"
 
 namespace embshard {
 namespace {
 
 constexpr int kComputeScalarFeatures = 9;
-
-// Mean access count of the rows in a reuse bin: the bin's midpoint, and for
-// the open last bin twice its lower bound less a little (a guess; rare).
-double bin_mean_count(int bin) {
-  if (bin == kReuseBins - 1) return 1.5 * static_cast<double>(reuse_bin_lower(bin));
-  return 0.5 * static_cast<double>(reuse_bin_lower(bin) + reuse_bin_upper(bin));
-}
-
-// Distinct rows a batch touches, from the histograms: TableFeatures carries no
-// unique-row count, and training must see the same estimate as inference.
-double estimate_unique_rows(const TableFeatures& t, int64_t batch) {
-  const double lookups = static_cast<double>(batch) * t.pooling_factor;
-  double unique_per_lookup = 0, lookup_mass = 0;
-  for (int k = 0; k < kReuseBins; ++k) {
-    unique_per_lookup += t.lookup_reuse[k] / bin_mean_count(k);
-    lookup_mass += t.lookup_reuse[k];
-  }
-  if (lookup_mass <= 0) {
-    double lookups_per_unique = 0;
-    for (int k = 0; k < kReuseBins; ++k) lookups_per_unique += t.row_reuse[k] * bin_mean_count(k);
-    unique_per_lookup = lookups_per_unique > 0 ? 1.0 / lookups_per_unique : 1.0;
-  } else {
-    unique_per_lookup /= lookup_mass;
-  }
-  return std::min(static_cast<double>(t.rows), lookups * unique_per_lookup);
-}
 
 std::vector<std::string> make_compute_names() {
   std::vector<std::string> names = {"log_rows",           "log_dim",
@@ -87,7 +62,7 @@ void compute_raw_features(const TableFeatures& t, int64_t batch, float* out) {
              "neural cost model: table (rows {}, dim {}) has a non-finite reuse share in bin {}",
              t.rows, t.dim, k);
   }
-  const double unique = estimate_unique_rows(t, batch);
+  const double unique = estimate_distinct_rows(t, static_cast<double>(batch) * t.pooling_factor);
   const double rows = static_cast<double>(t.rows), dim = t.dim;
   const double scalars[kComputeScalarFeatures] = {
       std::log(rows),
@@ -124,13 +99,14 @@ void comm_raw_features(std::span<const double> dim_sums, std::span<const double>
     others_max = std::max(others_max, dim_sums[d]);
     others_min = std::min(others_min, dim_sums[d]);
   }
-  // Bytes each device moves: it sends batch/N rows of its dim sum to each of
-  // the N-1 others and receives batch/N rows of each other's dim sum.
-  const double rows_per_peer = static_cast<double>(batch) / static_cast<double>(n);
-  const double mb = rows_per_peer * 4 / 1e6, total = others_sum + dim_sums[device];
+  // Bytes this device sends and receives (alltoall_bytes), and what the
+  // busiest device moves in and out together.
+  const double total = others_sum + dim_sums[device], devices = static_cast<double>(n);
+  const AllToAllBytes mine = alltoall_bytes(dim_sums[device], total, devices, batch);
   double busiest_mb = 0;
   for (size_t d = 0; d < n; ++d) {
-    busiest_mb = std::max(busiest_mb, mb * (dim_sums[d] * (n - 1) + (total - dim_sums[d])));
+    const AllToAllBytes b = alltoall_bytes(dim_sums[d], total, devices, batch);
+    busiest_mb = std::max(busiest_mb, (b.sent + b.received) / 1e6);
   }
   const double own = dim_sums[device], wait = max_delay - delays_ms[device];
   const double values[] = {std::log1p(own),
@@ -139,8 +115,8 @@ void comm_raw_features(std::span<const double> dim_sums, std::span<const double>
                            std::log1p(n > 1 ? others_sum / (n - 1) : 0.0),
                            std::log1p(others_min),
                            std::log(static_cast<double>(n)),
-                           std::log1p(mb * own * (n - 1)),
-                           std::log1p(mb * others_sum),
+                           std::log1p(mine.sent / 1e6),
+                           std::log1p(mine.received / 1e6),
                            std::log1p(busiest_mb),
                            delays_ms[device],
                            wait,

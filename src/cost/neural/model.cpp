@@ -23,13 +23,25 @@ double output_to_ms(double y, double target_mean, double target_std, const char*
   return std::exp(log_ms);
 }
 
-double predict_compute_ms(const NeuralModel& model, std::span<const TableFeatures> tables) {
+BatchFit fit_batch(int64_t lo, int64_t hi, int64_t batch) {
+  ES_CHECK(lo > 0 && hi >= lo && batch > 0, "neural cost model: batch {} for a model of batches "
+           "{}-{}", batch, lo, hi);
+  BatchFit f;
+  f.network_batch = std::clamp(batch, lo, hi);
+  f.scale = static_cast<double>(batch) / static_cast<double>(f.network_batch);
+  return f;
+}
+
+double predict_compute_ms(const NeuralModel& model, std::span<const TableFeatures> tables,
+                          int64_t batch) {
   const ComputeNet& net = model.compute;
   if (tables.empty()) return 0.0;
+  const BatchFit fit =
+      fit_batch(model.batch_size, model.max_batch_size, batch > 0 ? batch : model.batch_size);
   std::vector<float> x(compute_feature_names().size()), e(net.table.out()),
       sum(net.table.out(), 0.0f);
   for (const TableFeatures& t : tables) {
-    compute_raw_features(t, model.batch_size, x.data());
+    compute_raw_features(t, fit.network_batch, x.data());
     net.features.apply(x.data());
     net.table.forward(x.data(), e.data());
     for (size_t i = 0; i < e.size(); ++i) sum[i] += table_exp(e[i]);
@@ -37,7 +49,7 @@ double predict_compute_ms(const NeuralModel& model, std::span<const TableFeature
   for (float& v : sum) v = std::log(v);
   float y = 0;
   net.head.forward(sum.data(), &y);
-  return output_to_ms(y, net.target_mean, net.target_std, "compute");
+  return fit.scale * output_to_ms(y, net.target_mean, net.target_std, "compute");
 }
 
 double comm_wait_ms(std::span<const double> delays_ms, size_t device) {
@@ -55,7 +67,7 @@ std::vector<double> comm_network_delays(const NeuralModel& model,
 
 void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
                      std::span<const double> delays_ms, std::span<double> fwd_ms,
-                     std::span<double> bwd_ms) {
+                     std::span<double> bwd_ms, int64_t batch) {
   ES_CHECK(model.has_comm,
            "neural cost model: this model has no communication model (it was "
            "trained without --comm)");
@@ -63,20 +75,27 @@ void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
                delays_ms.size() == dim_sums.size(),
            "neural cost model: comm outputs for {} / {} devices, inputs for {} / {}",
            fwd_ms.size(), bwd_ms.size(), dim_sums.size(), delays_ms.size());
-  const std::vector<double> seen = comm_network_delays(model, delays_ms);
+  const BatchFit fit = fit_batch(model.comm_batch_size, model.comm_max_batch_size,
+                                 batch > 0 ? batch : model.comm_batch_size);
+  // Delays are in this batch's milliseconds; the networks' in their batch's.
+  std::vector<double> delays(delays_ms.begin(), delays_ms.end());
+  for (double& d : delays) d /= fit.scale;
+  const std::vector<double> seen = comm_network_delays(model, delays);
   float x[16];
   for (size_t d = 0; d < dim_sums.size(); ++d) {
     float y = 0;
-    comm_raw_features(dim_sums, seen, static_cast<int>(d), model.comm_batch_size, x);
+    comm_raw_features(dim_sums, seen, static_cast<int>(d), fit.network_batch, x);
     float xb[16];
     std::copy(x, x + comm_bwd_feature_names().size(), xb);
     model.comm_fwd.features.apply(x);
     model.comm_fwd.mlp.forward(x, &y);
     fwd_ms[d] = comm_wait_ms(delays_ms, d) +
-                output_to_ms(y, model.comm_fwd.target_mean, model.comm_fwd.target_std, "comm fwd");
+                fit.scale * output_to_ms(y, model.comm_fwd.target_mean, model.comm_fwd.target_std,
+                                         "comm fwd");
     model.comm_bwd.features.apply(xb);
     model.comm_bwd.mlp.forward(xb, &y);
-    bwd_ms[d] = output_to_ms(y, model.comm_bwd.target_mean, model.comm_bwd.target_std, "comm bwd");
+    bwd_ms[d] = fit.scale *
+                output_to_ms(y, model.comm_bwd.target_mean, model.comm_bwd.target_std, "comm bwd");
   }
 }
 
@@ -116,8 +135,7 @@ NeuralComputeModel::NeuralComputeModel(std::shared_ptr<const NeuralModel> model,
                                        int64_t batch_size)
     : model_(std::move(model)),
       batch_size_(batch_size > 0 ? batch_size : model_->batch_size),
-      // Without a batch asked for, the network predicts at its own batch.
-      scale_(batch_size > 0 ? static_cast<double>(batch_size) / model_->batch_size : 1.0),
+      fit_(fit_batch(model_->batch_size, model_->max_batch_size, batch_size_)),
       embed_(model_->compute.table.out()) {}
 
 namespace {
@@ -127,11 +145,16 @@ std::string neural_name(const std::vector<std::string>& notes) {
   return fmt::format("neural ({})", fmt::join(notes, "; "));
 }
 
+std::string extrapolation_note(int64_t lo, int64_t hi, int64_t batch) {
+  if (lo == hi) return fmt::format("trained at batch {}, scaled to {}", lo, batch);
+  return fmt::format("trained at batches {}-{}, scaled to {}", lo, hi, batch);
+}
+
 }  // namespace
 
 std::vector<std::string> NeuralComputeModel::notes() const {
-  if (scale_ == 1.0) return {};
-  return {fmt::format("trained at batch {}, scaled to {}", model_->batch_size, batch_size_)};
+  if (fit_.scale == 1.0) return {};
+  return {extrapolation_note(model_->batch_size, model_->max_batch_size, batch_size_)};
 }
 
 std::string NeuralComputeModel::name() const { return neural_name(notes()); }
@@ -139,7 +162,7 @@ std::string NeuralComputeModel::name() const { return neural_name(notes()); }
 int NeuralComputeModel::add_table(const TableFeatures& table) {
   const ComputeNet& net = model_->compute;
   float x[Mlp::kMaxWidth];
-  compute_raw_features(table, model_->batch_size, x);
+  compute_raw_features(table, fit_.network_batch, x);
   net.features.apply(x);
   const size_t at = embedded_.size();
   embedded_.resize(at + embed_);
@@ -172,17 +195,17 @@ double NeuralComputeModel::state_ms(std::span<const double> state) const {
   for (int i = 0; i < embed_; ++i) sum[i] = log_positive(sum[i]);
   float y = 0;
   model_->compute.head.forward(sum, &y);
-  return scale_ * output_to_ms(y, model_->compute.target_mean, model_->compute.target_std,
-                               "compute");
+  return fit_.scale * output_to_ms(y, model_->compute.target_mean, model_->compute.target_std,
+                                   "compute");
 }
 
 NeuralCommModel::NeuralCommModel(std::shared_ptr<const NeuralModel> model, int64_t batch_size,
                                  std::optional<Calibration> outside_range)
     : model_(std::move(model)),
       batch_size_(batch_size > 0 ? batch_size : model_->comm_batch_size),
-      scale_(batch_size > 0 && model_->has_comm
-                 ? static_cast<double>(batch_size) / model_->comm_batch_size
-                 : 1.0),
+      fit_(model_->has_comm
+               ? fit_batch(model_->comm_batch_size, model_->comm_max_batch_size, batch_size_)
+               : BatchFit{batch_size_, 1.0}),
       range_(comm_device_range(*model_)),
       outside_range_(std::move(outside_range)) {}
 
@@ -190,9 +213,9 @@ std::string NeuralCommModel::name() const { return neural_name(notes()); }
 
 std::vector<std::string> NeuralCommModel::notes() const {
   std::vector<std::string> notes;
-  if (scale_ != 1.0) {
+  if (fit_.scale != 1.0) {
     notes.push_back(
-        fmt::format("trained at batch {}, scaled to {}", model_->comm_batch_size, batch_size_));
+        extrapolation_note(model_->comm_batch_size, model_->comm_max_batch_size, batch_size_));
   }
   if (outside_range_ && range_.first > 0) {
     notes.push_back(
@@ -212,16 +235,7 @@ void NeuralCommModel::comm_ms(std::span<const double> dim_sums, std::span<const 
     analytic_comm_ms(*outside_range_, batch_size_, dim_sums, delays_ms, fwd_ms, bwd_ms);
     return;
   }
-  if (scale_ == 1.0) {
-    predict_comm_ms(*model_, dim_sums, delays_ms, fwd_ms, bwd_ms);
-    return;
-  }
-  // Delays are in this batch's milliseconds; the model's are in its own.
-  std::vector<double> delays(delays_ms.begin(), delays_ms.end());
-  for (double& d : delays) d /= scale_;
-  predict_comm_ms(*model_, dim_sums, delays, fwd_ms, bwd_ms);
-  for (double& v : fwd_ms) v *= scale_;
-  for (double& v : bwd_ms) v *= scale_;
+  predict_comm_ms(*model_, dim_sums, delays_ms, fwd_ms, bwd_ms, batch_size_);
 }
 
 CostModel make_neural_cost_model(std::shared_ptr<const NeuralModel> model, int64_t batch_size,

@@ -198,7 +198,9 @@ void save_neural_model(const NeuralModel& m, const std::string& dir) {
   manifest["format"] = kManifestFormat;
   manifest["version"] = kManifestVersion;
   manifest["batch_size"] = m.batch_size;
+  manifest["max_batch_size"] = m.max_batch_size;
   manifest["comm_batch_size"] = m.comm_batch_size;
+  manifest["comm_max_batch_size"] = m.comm_max_batch_size;
   manifest["comm_max_delay_ms"] = m.comm_max_delay_ms;
   manifest["networks"] = nets;
   write_file_atomic((std::filesystem::path(dir) / kManifestFile).string(), manifest.dump(2) + "\n");
@@ -220,7 +222,9 @@ NeuralModel load_neural_model(const std::string& dir) {
   NeuralModel m;
   try {
     m.batch_size = manifest.at("batch_size").get<int64_t>();
+    m.max_batch_size = manifest.at("max_batch_size").get<int64_t>();
     m.comm_batch_size = manifest.at("comm_batch_size").get<int64_t>();
+    m.comm_max_batch_size = manifest.at("comm_max_batch_size").get<int64_t>();
     const json& nets = manifest.at("networks");
     const json& c = nets.at("compute");
     check_names(c, compute_feature_names(), path, "compute");
@@ -260,7 +264,11 @@ NeuralModel load_neural_model(const std::string& dir) {
   } catch (const json::exception& e) {
     ES_THROW("{}: malformed manifest: {}", path, e.what());
   }
-  ES_CHECK(m.batch_size > 0, "{}: batch_size is {}", path, m.batch_size);
+  ES_CHECK(m.batch_size > 0 && m.max_batch_size >= m.batch_size,
+           "{}: batch_size {} / max_batch_size {} invalid", path, m.batch_size, m.max_batch_size);
+  ES_CHECK(!m.has_comm || (m.comm_batch_size > 0 && m.comm_max_batch_size >= m.comm_batch_size),
+           "{}: comm_batch_size {} / comm_max_batch_size {} invalid", path, m.comm_batch_size,
+           m.comm_max_batch_size);
   m.info = manifest;
   return m;
 }

@@ -13,11 +13,12 @@
 namespace embshard {
 namespace {
 
-// A table's identity in the pool: its bench pool index, or (for files that
-// lack it) its size and pooling, which tell the tables of one pool apart.
+// A table's identity: its file (each file's pool is its own) and its bench
+// pool index, or (for files that lack it) its size and pooling, which tell
+// the tables of one pool apart.
 std::string table_key(const ComputeRecord& r, size_t t) {
-  if (r.pool_ids[t] >= 0) return fmt::format("id:{}", r.pool_ids[t]);
-  return fmt::format("rows:{}:pf:{}", r.tables[t].rows, r.tables[t].pooling_factor);
+  if (r.pool_ids[t] >= 0) return fmt::format("id:{}:{}", r.file, r.pool_ids[t]);
+  return fmt::format("rows:{}:{}:pf:{}", r.file, r.tables[t].rows, r.tables[t].pooling_factor);
 }
 
 // Shuffles `items` with `seed` and deals them into test, val, train (in that
@@ -61,8 +62,9 @@ ComputeSplit split_compute_records(const ComputeData& data, uint64_t seed, doubl
   ComputeSplit split;
   for (size_t i = 0; i < n_held; ++i) {
     held[keys[i]] = true;
-    if (keys[i].rfind("id:", 0) == 0)
-      split.holdout_pool_ids.push_back(std::stoi(keys[i].substr(3)));
+    // "id:FILE:POOL": the pool id of the first file's tables (the report's list).
+    if (keys[i].rfind("id:0:", 0) == 0)
+      split.holdout_pool_ids.push_back(std::stoi(keys[i].substr(5)));
   }
   std::sort(split.holdout_pool_ids.begin(), split.holdout_pool_ids.end());
   std::vector<int> seen;

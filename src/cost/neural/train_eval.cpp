@@ -7,6 +7,7 @@
 #include "embshard/cost/neural/train.h"
 #include "embshard/cost/neural/validate.h"
 #include "embshard/util/reporter.h"
+#include "embshard/util/error.h"
 #include "embshard/util/machine.h"
 
 namespace embshard {
@@ -53,18 +54,33 @@ void evaluate_trained_model(const TrainOptions& o, const ComputeData& compute,
                                    "compute, test split (seen tables)"));
   cmp.push_back(compute_comparison(model, compute, split.unseen, "compute_unseen",
                                    "compute, held-out tables only"));
-  json data = {{"compute", data_file_entry(o.compute_path, compute.header, compute.records.size(),
-                                           compute.problems.size())}};
-  if (!o.unseen_compute_path.empty()) {
-    const ComputeData unseen = load_compute_data(o.unseen_compute_path);
-    report_problems(o.unseen_compute_path, unseen.problems,
+  json data = {{"ground_truth", ground_truth_label(compute.normalized)},
+               {"compute", json::array()},
+               {"unseen_compute", json::array()}};
+  for (size_t f = 0; f < o.compute_paths.size(); ++f) {
+    size_t records = 0;
+    for (const ComputeRecord& r : compute.records) records += r.file == static_cast<int>(f);
+    const ComputeData head = load_compute_data(o.compute_paths[f]);  // its header
+    data["compute"].push_back(data_file_entry(o.compute_paths[f], head.header, records,
+                                              head.problems.size()));
+  }
+  for (size_t f = 0; f < o.unseen_compute_paths.size(); ++f) {
+    const std::string& path = o.unseen_compute_paths[f];
+    const ComputeData unseen = load_compute_data(path);
+    report_problems(path, unseen.problems,
                     o.reporter != nullptr ? *o.reporter : silent_reporter());
+    ES_CHECK(unseen.normalized == compute.normalized,
+             "{} holds {} ground truth but the training data {}: a test must not mix them", path,
+             ground_truth_label(unseen.normalized), ground_truth_label(compute.normalized));
     std::vector<int> all(unseen.records.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-    cmp.push_back(compute_comparison(model, unseen, all, "compute_unseen_file",
-                                     "compute, tables of another pool (never seen)"));
-    data["unseen_compute"] = data_file_entry(o.unseen_compute_path, unseen.header,
-                                             unseen.records.size(), unseen.problems.size());
+    const std::string suffix = f == 0 ? "" : fmt::format("_{}", f + 1);
+    cmp.push_back(compute_comparison(
+        model, unseen, all, "compute_unseen_file" + suffix,
+        fmt::format("compute, tables of another pool (never seen), batch {}: {}",
+                    unseen.batch_size, std::filesystem::path(path).filename().string())));
+    data["unseen_compute"].push_back(data_file_entry(path, unseen.header, unseen.records.size(),
+                                                     unseen.problems.size()));
   }
   if (!comm.empty()) {
     comm_comparisons(model, comm, comm_split.test, "_test", ", test split, all device counts", cmp);
@@ -88,7 +104,7 @@ void evaluate_trained_model(const TrainOptions& o, const ComputeData& compute,
   for (const Comparison& c : cmp) accuracy[c.name] = to_json(embshard::accuracy(c.predicted, c.measured));
   model.info["data"] = data;
   model.info["machine"] = machine_info();
-  model.info["batch"] = model.batch_size;
+  model.info["batches"] = {model.batch_size, model.max_batch_size};
   model.info["threads"] = compute.header.value("threads", 1);
   model.info["training"] = options_json(o);
   model.info["holdout_pool_tables"] = split.holdout_pool_ids;

@@ -152,7 +152,7 @@ ComputeTensors compute_tensors(const ComputeData& data, ComputeNet& net, const C
   std::vector<double> train_log_ms;
   for (size_t r = 0; r < data.records.size(); ++r) {
     for (const TableFeatures& t : data.records[r].tables) {
-      compute_raw_features(t, data.batch_size, x.data());
+      compute_raw_features(t, data.records[r].batch, x.data());
       rows.insert(rows.end(), x.begin(), x.end());
       if (in_train[r]) train_rows.insert(train_rows.end(), x.begin(), x.end());
     }
@@ -224,7 +224,7 @@ CommRows comm_rows(const std::vector<CommData>& files,
     const CommData& f = files[items[i].first];
     const CommRecord& r = f.records[items[i].second];
     for (int d = 0; d < f.num_devices; ++d) {
-      comm_raw_features(r.dim_sums, r.delays_ms, d, f.batch, x.data());
+      comm_raw_features(r.dim_sums, r.delays_ms, d, f.batch_size, x.data());
       rows.x.insert(rows.x.end(), x.begin(), x.end());
       // The forward network learns the transfer; the wait is added (see
       // comm_wait_ms).
@@ -285,10 +285,16 @@ TrainResult train_neural_model(const TrainOptions& o) {
   torch::set_num_threads(o.threads);
   TrainResult result;
   NeuralModel& model = result.model;
-  const ComputeData compute = load_compute_data(o.compute_path);
   Reporter& reporter = o.reporter != nullptr ? *o.reporter : silent_reporter();
-  report_problems(o.compute_path, compute.problems, reporter);
+  ES_CHECK(!o.compute_paths.empty(), "train: no compute data (--compute FILE)");
+  std::vector<ComputeData> files;
+  for (const std::string& path : o.compute_paths) {
+    files.push_back(load_compute_data(path));
+    report_problems(path, files.back().problems, reporter);
+  }
+  const ComputeData compute = merge_compute_data(std::move(files));
   model.batch_size = compute.batch_size;
+  model.max_batch_size = compute.max_batch_size;
   const ComputeSplit split =
       split_compute_records(compute, o.seed, o.holdout_tables, o.val_share, o.test_share);
   const FitResult cr = train_compute(compute, split, o, model.compute);
@@ -308,13 +314,18 @@ TrainResult train_neural_model(const TrainOptions& o) {
     for (const std::string& path : o.comm_paths) {
       comm.push_back(load_comm_data(path));
       report_problems(path, comm.back().problems, reporter);
-      ES_CHECK(comm.back().batch == comm.front().batch,
-               "{}: batch {} differs from {}'s {}: one "
-               "model serves one batch",
-               path, comm.back().batch, o.comm_paths[0], comm.front().batch);
+      ES_CHECK(comm.back().normalized == compute.normalized,
+               "{} holds {} ground truth but the compute data {}: one model must not mix them",
+               path, ground_truth_label(comm.back().normalized),
+               ground_truth_label(compute.normalized));
     }
     model.has_comm = true;
-    model.comm_batch_size = comm.front().batch;
+    model.comm_batch_size = comm.front().batch_size;
+    model.comm_max_batch_size = comm.front().batch_size;
+    for (const CommData& f : comm) {
+      model.comm_batch_size = std::min(model.comm_batch_size, f.batch_size);
+      model.comm_max_batch_size = std::max(model.comm_max_batch_size, f.batch_size);
+    }
     comm_split = split_comm_records(comm, o.seed, o.val_share, o.test_share);
     for (const CommData& f : comm) {
       for (const CommRecord& r : f.records) {

@@ -16,9 +16,6 @@ FileValidation validate_compute(const NeuralModel& model, const std::string& pat
                                 Reporter& reporter) {
   const ComputeData data = load_compute_data(path);
   report_problems(path, data.problems, reporter);
-  ES_CHECK(data.batch_size == model.batch_size,
-           "{}: measured at batch {}, the model predicts batch {}", path, data.batch_size,
-           model.batch_size);
   FileValidation v;
   v.kind = CostDataKind::kCompute;
   v.skipped_bad_records = data.problems.size();
@@ -38,9 +35,6 @@ FileValidation validate_comm(const NeuralModel& model, const std::string& path,
   files.push_back(load_comm_data(path));
   const CommData& data = files.front();
   report_problems(path, data.problems, reporter);
-  ES_CHECK(data.batch == model.comm_batch_size,
-           "{}: measured at batch {}, the model's comm networks predict batch {}", path,
-           data.batch, model.comm_batch_size);
   FileValidation v;
   v.kind = CostDataKind::kComm;
   v.skipped_bad_records = data.problems.size();
@@ -58,7 +52,7 @@ Comparison compute_comparison(const NeuralModel& model, const ComputeData& data,
                               std::string title) {
   Comparison c{std::move(name), std::move(title), {}, {}};
   for (int i : records) {
-    c.predicted.push_back(predict_compute_ms(model, data.records[i].tables));
+    c.predicted.push_back(predict_compute_ms(model, data.records[i].tables, data.records[i].batch));
     c.measured.push_back(data.records[i].ms);
   }
   return c;
@@ -72,7 +66,7 @@ void comm_comparisons(const NeuralModel& model, const std::vector<CommData>& fil
   for (const auto& [f, r] : items) {
     const CommRecord& rec = files[f].records[r];
     std::vector<double> pf(rec.dim_sums.size()), pb(rec.dim_sums.size());
-    predict_comm_ms(model, rec.dim_sums, rec.delays_ms, pf, pb);
+    predict_comm_ms(model, rec.dim_sums, rec.delays_ms, pf, pb, files[f].batch_size);
     fwd.predicted.insert(fwd.predicted.end(), pf.begin(), pf.end());
     fwd.measured.insert(fwd.measured.end(), rec.fwd_ms.begin(), rec.fwd_ms.end());
     bwd.predicted.insert(bwd.predicted.end(), pb.begin(), pb.end());

@@ -33,13 +33,8 @@ struct AnalyticTable {
   double distinct_rows = 0;  // rows touched at least once in the batch
 };
 
-// Distinct rows touched by `lookups` lookups of a table with these features.
-// Bin 0 of the histograms holds rows accessed exactly once, so
-// rows_in_bin0 = lookups_in_bin0, i.e. distinct = lookups * lookup_reuse[0] /
-// row_reuse[0]: exact at the batch the histograms were taken at. Other cases
-// fall back to the bins' mean counts. Assumption: the ratio distinct/lookups
-// holds at the model's batch too (it falls slowly as the batch grows).
-double estimate_distinct_rows(const TableFeatures& t, double lookups);
+// With distinct rows from estimate_distinct_rows (compute_model.h), assuming
+// the ratio distinct / lookups holds at the model's batch too.
 AnalyticTable analytic_table(const TableFeatures& t, int64_t batch_size);
 
 // The linear terms of the model for one shard (one fused call), before they

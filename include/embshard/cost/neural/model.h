@@ -31,21 +31,32 @@ double comm_wait_ms(std::span<const double> delays_ms, size_t device);
 std::vector<double> comm_network_delays(const NeuralModel& model,
                                         std::span<const double> delays_ms);
 
-// Reference predictions (no caching): the slow, obvious path.
-double predict_compute_ms(const NeuralModel& model, std::span<const TableFeatures> tables);
+// How a model serves `batch`: inside the batches its data covered
+// [lo, hi], the networks take the batch itself; outside, the nearest covered
+// batch, and the cost is scaled linearly by batch / that batch (the work of
+// lookups and all-to-alls grows with the batch) -- an extrapolation the
+// model's name then admits.
+struct BatchFit {
+  int64_t network_batch = 0;
+  double scale = 1.0;
+};
+BatchFit fit_batch(int64_t lo, int64_t hi, int64_t batch);
+
+// Reference predictions at `batch` (0: the model's batch_size), no caching:
+// the slow, obvious path.
+double predict_compute_ms(const NeuralModel& model, std::span<const TableFeatures> tables,
+                          int64_t batch = 0);
 void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
                      std::span<const double> delays_ms, std::span<double> fwd_ms,
-                     std::span<double> bwd_ms);
+                     std::span<double> bwd_ms, int64_t batch = 0);
 
 // The device counts the communication data covered, from the manifest's
 // data files ({0, 0} when it does not say).
 std::pair<int, int> comm_device_range(const NeuralModel& model);
 
 // The planner's view of the compute network: tables' MLP outputs are cached
-// at add_table. Predicts for `batch_size` (0: the model's own). At another
-// batch than the model was trained at, costs are scaled linearly by the batch
-// ratio (the work of embedding lookups grows with the batch); name() says
-// so, and an exact model needs data measured at that batch.
+// at add_table. Predicts for `batch_size` (0: the model's smallest), through
+// fit_batch: name() says when that is an extrapolation.
 class NeuralComputeModel : public ComputeModel {
  public:
   explicit NeuralComputeModel(std::shared_ptr<const NeuralModel> model, int64_t batch_size = 0);
@@ -62,12 +73,13 @@ class NeuralComputeModel : public ComputeModel {
  private:
   std::shared_ptr<const NeuralModel> model_;  // networks prepared for the fast path
   int64_t batch_size_ = 0;
-  double scale_ = 1.0;           // batch_size_ / the compute model's batch
+  BatchFit fit_;
   int embed_ = 0;                // per-table MLP output width
   std::vector<float> embedded_;  // table id * embed_: cached per-table outputs
 };
 
-// The communication networks, scaled to `batch_size` like the compute model.
+// The communication networks at `batch_size`, through fit_batch like the
+// compute model.
 // `outside_range`: the calibration whose all-to-all formula (latency + bytes
 // / bandwidth) stands in for the networks at device counts outside
 // comm_device_range: a network trained on 2-8 ranks says nothing reliable
@@ -84,7 +96,7 @@ class NeuralCommModel : public CommModel {
  private:
   std::shared_ptr<const NeuralModel> model_;
   int64_t batch_size_ = 0;
-  double scale_ = 1.0;  // batch_size_ / the communication models' batch
+  BatchFit fit_;
   std::pair<int, int> range_;
   std::optional<Calibration> outside_range_;
 };
@@ -93,8 +105,8 @@ class NeuralCommModel : public CommModel {
 // the compute and comm models want it; load_prepared_neural_model loads `dir`.
 std::shared_ptr<const NeuralModel> prepared_neural_model(NeuralModel model);
 std::shared_ptr<const NeuralModel> load_prepared_neural_model(const std::string& dir);
-// The pair, named as reports show it: "neural", or "neural (trained at batch
-// 2048, scaled to 4096; analytic comm outside 2-8 devices)".
+// The pair, named as reports show it: "neural", or "neural (trained at
+// batches 1024-8192, scaled to 65536; analytic comm outside 2-8 devices)".
 CostModel make_neural_cost_model(std::shared_ptr<const NeuralModel> model, int64_t batch_size,
                                  std::optional<Calibration> outside_range = std::nullopt);
 

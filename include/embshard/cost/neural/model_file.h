@@ -40,8 +40,10 @@ struct CommNet {
 };
 
 struct NeuralModel {
-  int64_t batch_size = 0;       // of the compute data
-  int64_t comm_batch_size = 0;  // of the comm data (0: no comm model)
+  // The batches the data covered: the networks take the batch as an input
+  // and predict any batch in [batch_size, max_batch_size] directly.
+  int64_t batch_size = 0, max_batch_size = 0;            // compute data
+  int64_t comm_batch_size = 0, comm_max_batch_size = 0;  // comm data (0: no comm model)
   ComputeNet compute;
   bool has_comm = false;
   CommNet comm_fwd, comm_bwd;
@@ -55,7 +57,9 @@ struct NeuralModel {
 // A model directory: manifest.json + one weight file per network.
 constexpr const char* kManifestFile = "manifest.json";
 constexpr const char* kManifestFormat = "embshard-neural-cost-model";
-constexpr int kManifestVersion = 2;  // 2: forward = wait + network
+// 2: forward = wait + network; 3: distinct rows from bin 0 of the histograms
+// (estimate_distinct_rows), trained on several batches (max_batch_size).
+constexpr int kManifestVersion = 3;
 
 // Writes the weight files and then the manifest, each atomically.
 void save_neural_model(const NeuralModel& model, const std::string& dir);

@@ -17,9 +17,12 @@ namespace embshard {
 class Reporter;
 
 struct TrainOptions {
-  std::string compute_path;             // bench compute file (required)
-  std::vector<std::string> comm_paths;  // bench comm files, any device counts
-  std::string unseen_compute_path;      // optional: a bench compute file of other tables
+  // bench compute files (at least one; any batches: the model takes the batch
+  // as an input and serves the range the files cover)
+  std::vector<std::string> compute_paths;
+  std::vector<std::string> comm_paths;  // bench comm files, any device counts and batches
+  // optional: bench compute files of other tables, each an extra never-seen test
+  std::vector<std::string> unseen_compute_paths;
   uint64_t seed = 0;
   double holdout_tables = 0.1;                 // share of the pool's tables kept out of training
   double val_share = 0.15, test_share = 0.15;  // of the records (per file)
