@@ -8,7 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embshard/cost/cost_data.h"
 #include "embshard/util/error.h"
+#include "embshard/util/file.h"
 #include "embshard/util/machine.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/random.h"
@@ -30,8 +32,12 @@ void check_options(const Workload& workload, const ComputeBenchOptions& o) {
   ES_CHECK(o.mem_cap_bytes > 0, "bench compute: --mem-cap is {}, must be positive",
            o.mem_cap_bytes);
   ES_CHECK(o.threads >= 1, "bench compute: --threads is {}, must be >= 1", o.threads);
-  ES_CHECK(o.repeats >= 1 && o.warmup >= 0, "bench compute: --repeats {} / --warmup {} invalid",
-           o.repeats, o.warmup);
+  ES_CHECK(o.warmup >= 0 && o.min_rounds >= 2 && o.max_rounds >= o.min_rounds &&
+               o.target_relative_half_width > 0 && o.reference_window_s >= 0,
+           "bench compute: --warmup {} / --min-rounds {} / --max-rounds {} / --target-ci {} / "
+           "--reference-window-s {} invalid (need >= 0, >= 2, >= min rounds, > 0, >= 0)",
+           o.warmup, o.min_rounds, o.max_rounds, o.target_relative_half_width,
+           o.reference_window_s);
   ES_CHECK(!o.dims.empty(), "bench compute: --dims is empty");
   for (int dim : o.dims) {
     ES_CHECK(dim >= 1 && dim <= 1024, "bench compute: --dims holds {}, dims must be in 1..1024",
@@ -99,16 +105,32 @@ std::vector<ShardTable> draw_shard(const Workload& workload, const ComputeBenchO
 ShardTimerOptions shard_timer_options(const ComputeBenchOptions& o) {
   ShardTimerOptions t;
   t.warmup = o.warmup;
-  t.repeats = o.repeats;
   t.pooling = o.pooling;
   t.optimizer = o.optimizer;
+  t.interleave.min_rounds = o.min_rounds;
+  t.interleave.max_rounds = o.max_rounds;
+  t.interleave.target_relative_half_width = o.target_relative_half_width;
+  t.interleave.seed = o.seed;
+  t.reference.min_window_ms = 1e3 * o.reference_window_s;
   return t;
 }
 
+ProbeReference probe_reference_of_file(const std::string& path) {
+  json header;
+  RecordFile::read_all(path, &header, nullptr);
+  ES_CHECK(header.value("version", 0) >= 2 && header.contains("probe"),
+           "{}: a version {} file holds no probe reference (re-measure it with this embshard)",
+           path, header.value("version", 0));
+  return probe_reference_from_json(header["probe"].value("reference", json()),
+                                   path + ": probe.reference");
+}
+
 json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o,
-                          const std::string& executor) {
-  return {{"format", "embshard-compute-costs"},
-          {"version", 1},
+                          const std::string& executor, const json& reference) {
+  json probe = reference_probe_json();
+  probe["reference"] = reference;
+  return {{"format", kComputeFormat},
+          {"version", kCostDataVersion},
           {"embshard_version", EMBSHARD_VERSION},
           {"machine", machine_info()},
           {"workload", std::filesystem::absolute(workload.dir).lexically_normal().string()},
@@ -122,9 +144,12 @@ json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o
           {"max_tables", o.max_tables},
           {"mem_cap_bytes", o.mem_cap_bytes},
           {"warmup", o.warmup},
-          {"repeats", o.repeats},
+          {"min_rounds", o.min_rounds},
+          {"max_rounds", o.max_rounds},
+          {"target_relative_half_width", o.target_relative_half_width},
           {"optimizer", optimizer_name(o.optimizer)},
-          {"pooling", o.pooling == PoolingMode::kSum ? "sum" : "mean"}};
+          {"pooling", o.pooling == PoolingMode::kSum ? "sum" : "mean"},
+          {"probe", probe}};
 }
 
 int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter) {
@@ -133,10 +158,25 @@ int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter
   ExecutorOptions eo;
   eo.threads = options.threads;
   const std::unique_ptr<Executor> executor = create_executor(options.executor, eo);
-  RecordFile out(options.out_path, compute_bench_header(workload, options, executor->name()),
+  ShardTimer timer(workload, *executor, shard_timer_options(options));
+  // The probe reference: the existing file's (a resumed run keeps its scale),
+  // another file's (--reference-from), or measured now.
+  ProbeReferenceOptions reference_options = timer.options().reference;
+  if (file_exists(options.out_path)) {
+    timer.set_probe_reference(probe_reference_of_file(options.out_path));
+  } else if (!options.reference_from.empty()) {
+    timer.set_probe_reference(probe_reference_of_file(options.reference_from));
+  } else {
+    reporter.note(fmt::format("bench compute: measuring the reference probe on {} for {} s",
+                              executor->name(), options.reference_window_s));
+  }
+  const json reference = probe_reference_json(timer.probe_reference(), reference_options);
+  RecordFile out(options.out_path,
+                 compute_bench_header(workload, options, executor->name(), reference),
                  {"format", "version", "machine", "workload", "batch_size", "executor",
-                  "threads", "seed", "dims", "max_tables", "mem_cap_bytes", "warmup", "repeats",
-                  "optimizer", "pooling"});
+                  "threads", "seed", "dims", "max_tables", "mem_cap_bytes", "warmup",
+                  "min_rounds", "max_rounds", "target_relative_half_width", "optimizer",
+                  "pooling"});
   if (out.dropped_bytes() > 0) {
     reporter.note(fmt::format("bench compute: dropped a torn last record ({} bytes) from {}",
                               out.dropped_bytes(), options.out_path));
@@ -151,21 +191,26 @@ int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter
   int64_t next = static_cast<int64_t>(existing.size());
   if (next >= options.samples) return next;
 
-  ShardTimer timer(workload, *executor, shard_timer_options(options));
   Progress progress(reporter, "bench compute", static_cast<uint64_t>(options.samples),
                     static_cast<uint64_t>(next));
   for (; next < options.samples; ++next) {
     const std::vector<ShardTable> shard = draw_shard(workload, options, next);
-    const ShardTiming timing = timer.time(shard);
+    const ShardMeasurement m = timer.measure(shard, fmt::format("{}: sample {}", options.out_path,
+                                                                next));
     json tables = json::array();
     for (const ShardTable& t : shard) tables.push_back(table_record(workload, t));
-    out.append({{"sample", next},
-                {"tables", tables},
-                {"fwd_ms", timing.fwd_ms},
-                {"bwd_ms", timing.bwd_ms},
-                {"ms", timing.total_ms}});
+    json record = interleaved_summary_json(m.interleaved);
+    record["sample"] = next;
+    record["tables"] = tables;
+    record["fwd_ms"] = m.normalized.fwd_ms;
+    record["bwd_ms"] = m.normalized.bwd_ms;
+    record["ms"] = m.normalized.total_ms;
+    record["raw_fwd_ms"] = m.raw.fwd_ms;
+    record["raw_bwd_ms"] = m.raw.bwd_ms;
+    out.append(record);
     progress.update(static_cast<uint64_t>(next + 1),
-                    fmt::format("last {} tables {:.2f} ms", shard.size(), timing.total_ms));
+                    fmt::format("last {} tables {:.2f} ms (raw {:.2f}, {} rounds)", shard.size(),
+                                m.normalized.total_ms, m.raw.total_ms, m.interleaved.rounds));
   }
   progress.finish();
   return next;
@@ -176,7 +221,7 @@ std::string compute_records_table(const std::string& path, int64_t show) {
   nlohmann::json header;
   const auto records = RecordFile::read_all(path, &header, nullptr);
   TextTable table({"sample", "tables", "dims", "rows", "pooling", "weights MB", "fwd ms",
-                   "bwd+upd ms", "total ms"});
+                   "bwd+upd ms", "total ms", "raw ms", "rounds", "ratio MAD %"});
   const size_t first = records.size() > static_cast<size_t>(show) ? records.size() - show : 0;
   for (size_t i = first; i < records.size(); ++i) {
     const auto& r = records[i];
@@ -195,13 +240,21 @@ std::string compute_records_table(const std::string& path, int64_t show) {
                    fmt::format("{:.1f}", pooling), fmt::format("{:.1f}", bytes / 1e6),
                    fmt::format("{:.3f}", r["fwd_ms"].get<double>()),
                    fmt::format("{:.3f}", r["bwd_ms"].get<double>()),
-                   fmt::format("{:.3f}", r["ms"].get<double>())});
+                   fmt::format("{:.3f}", r["ms"].get<double>()),
+                   fmt::format("{:.3f}", r.value("raw_ms", r["ms"].get<double>())),
+                   r.contains("rounds") ? std::to_string(r["rounds"].get<int>()) : "-",
+                   r.contains("ratio_mad") ? fmt::format("{:.1f}", 100 * r["ratio_mad"].get<double>())
+                                           : "-"});
   }
-  return fmt::format("{} shard costs in {} (batch {}, {} thread(s), median of {} runs after {} "
-                     "warm-up){}\n{}",
-                     records.size(), path, header.value("batch_size", 0),
-                     header.value("threads", 0), header.value("repeats", 0),
-                     header.value("warmup", 0),
+  const double reference_ms =
+      header.contains("probe") ? header["probe"].value("reference", json()).value("reference_ms", 0.0)
+                               : 0.0;
+  return fmt::format("{} shard costs in {} (batch {}, {}; {}){}\n{}", records.size(), path,
+                     header.value("batch_size", 0), header.value("executor", "cpu"),
+                     reference_ms > 0
+                         ? fmt::format("normalized against the reference probe, {:.3f} ms quiet",
+                                       reference_ms)
+                         : std::string("raw medians: version 1, not normalized"),
                      first > 0 ? fmt::format("; the last {}:", records.size() - first) : ":",
                      table.render());
 }

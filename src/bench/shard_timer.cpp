@@ -2,18 +2,47 @@
 #include "embshard/bench/shard_timer.h"
 
 #include <algorithm>
+#include <random>
 
 #include "embshard/util/error.h"
+#include "embshard/util/random.h"
+#include "embshard/util/statistics.h"
 
 namespace embshard {
 namespace {
 
 constexpr uint64_t kTraceBudgetBytes = uint64_t{4} << 30;
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+// The reference probe's tables: rows, dim, lookups per bag, skewed (u^3 with
+// the hot rows scattered, as real traces are).
+struct ProbeTable {
+  int64_t rows;
+  int dim;
+  int pooling;
+  bool skewed;
+};
+constexpr int64_t kProbeBatch = 2048;
+constexpr uint64_t kProbeSeed = 20261122;
+const ProbeTable kProbeTables[] = {
+    {int64_t{1} << 19, 64, 16, false},  // 128 MiB: DRAM-bound gathers and updates
+    {20000, 32, 8, true},               // mid-sized, skewed: mostly cached
+    {2000, 128, 4, false},              // hot: call and per-table overheads
+};
+
+TableTrace probe_trace(const ProbeTable& p, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  TableTrace t;
+  t.offsets.push_back(0);
+  for (int64_t b = 0; b < kProbeBatch; ++b) {
+    for (int i = 0; i < p.pooling; ++i) {
+      const double x = u(rng);
+      int64_t row = std::min(p.rows - 1, static_cast<int64_t>((p.skewed ? x * x * x : x) * p.rows));
+      if (p.skewed) row = static_cast<int64_t>((static_cast<uint64_t>(row) * 0x9E3779B1ull) % p.rows);
+      t.indices.push_back(row);
+    }
+    t.offsets.push_back(static_cast<int64_t>(t.indices.size()));
+  }
+  return t;
 }
 
 }  // namespace
@@ -38,7 +67,7 @@ const TableTrace& ShardTimer::trace(int table) {
   return traces_.emplace(table, std::move(t)).first->second;
 }
 
-ShardTiming ShardTimer::time(const std::vector<ShardTable>& shard) {
+std::unique_ptr<PreparedShard> ShardTimer::prepare(const std::vector<ShardTable>& shard) {
   // Evict between shards only: the shard's traces are borrowed until it is timed.
   if (trace_bytes_ > kTraceBudgetBytes) {
     traces_.clear();
@@ -56,7 +85,11 @@ ShardTiming ShardTimer::time(const std::vector<ShardTable>& shard) {
     input.tables.push_back({workload_.tables[s.table].rows, s.dim, t.offsets.data(),
                             t.indices.data()});
   }
-  std::unique_ptr<PreparedShard> prepared = executor_.prepare(input);
+  return executor_.prepare(input);
+}
+
+ShardTiming ShardTimer::time(const std::vector<ShardTable>& shard) {
+  std::unique_ptr<PreparedShard> prepared = prepare(shard);
   std::vector<double> fwd, bwd, total;
   for (int run = 0; run < options_.warmup + options_.repeats; ++run) {
     const StepTiming t = prepared->step();
@@ -66,6 +99,80 @@ ShardTiming ShardTimer::time(const std::vector<ShardTable>& shard) {
     total.push_back(t.total_ms());
   }
   return {median(fwd), median(bwd), median(total)};
+}
+
+PreparedShard& ShardTimer::probe() {
+  if (probe_) return *probe_;
+  std::mt19937_64 rng(kProbeSeed);
+  ShardInput input;
+  input.batch_size = kProbeBatch;
+  input.pooling = options_.pooling;
+  input.optimizer = options_.optimizer;
+  probe_traces_.clear();
+  for (const ProbeTable& p : kProbeTables) probe_traces_.push_back(probe_trace(p, rng));
+  for (size_t i = 0; i < probe_traces_.size(); ++i) {
+    input.tables.push_back({kProbeTables[i].rows, kProbeTables[i].dim,
+                            probe_traces_[i].offsets.data(), probe_traces_[i].indices.data()});
+  }
+  probe_ = executor_.prepare(input);
+  return *probe_;
+}
+
+const ProbeReference& ShardTimer::probe_reference() {
+  if (!has_reference_) {
+    ProbeReferenceOptions o = options_.reference;
+    if (o.label.empty()) o.label = "the reference probe on " + executor_.name();
+    PreparedShard& p = probe();
+    reference_ = estimate_probe_reference([&p] { return p.step().total_ms(); }, o);
+    has_reference_ = true;
+  }
+  return reference_;
+}
+
+void ShardTimer::set_probe_reference(const ProbeReference& reference) {
+  ES_CHECK(std::isfinite(reference.reference_ms) && reference.reference_ms > 0,
+           "shard timer: probe reference {} ms, must be positive", reference.reference_ms);
+  reference_ = reference;
+  has_reference_ = true;
+}
+
+ShardMeasurement ShardTimer::measure(const std::vector<ShardTable>& shard,
+                                     const std::string& label) {
+  const double reference_ms = probe_reference().reference_ms;
+  PreparedShard& p = probe();
+  std::unique_ptr<PreparedShard> work = prepare(shard);
+  for (int run = 0; run < options_.warmup; ++run) work->step();
+  std::vector<double> fwd, bwd;
+  const TimerFn work_fn = [&] {
+    const StepTiming t = work->step();
+    fwd.push_back(t.fwd_ms);
+    bwd.push_back(t.bwd_ms);
+    return t.total_ms();
+  };
+  InterleavedOptions o = options_.interleave;
+  o.label = label;
+  o.seed = item_seed(options_.interleave.seed, measured_++);
+  ShardMeasurement m;
+  m.interleaved =
+      measure_interleaved(work_fn, {[&p] { return p.step().total_ms(); }}, {reference_ms}, o);
+  // The work's own steps include its warm-up rounds: the timed ones are last.
+  const size_t timed = m.interleaved.work_ms.size();
+  fwd.erase(fwd.begin(), fwd.end() - static_cast<std::ptrdiff_t>(timed));
+  bwd.erase(bwd.begin(), bwd.end() - static_cast<std::ptrdiff_t>(timed));
+  m.raw = {median(fwd), median(bwd), m.interleaved.raw_ms};
+  const double total = m.interleaved.normalized_ms;
+  const double fwd_share = m.raw.fwd_ms / (m.raw.fwd_ms + m.raw.bwd_ms);
+  m.normalized = {total * fwd_share, total * (1 - fwd_share), total};
+  return m;
+}
+
+nlohmann::json reference_probe_json() {
+  nlohmann::json tables = nlohmann::json::array();
+  for (const ProbeTable& p : kProbeTables) {
+    tables.push_back({{"rows", p.rows}, {"dim", p.dim}, {"pooling", p.pooling},
+                      {"skewed", p.skewed}});
+  }
+  return {{"batch_size", kProbeBatch}, {"seed", kProbeSeed}, {"tables", tables}};
 }
 
 }  // namespace embshard

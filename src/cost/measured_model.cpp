@@ -1,8 +1,9 @@
 // The measured compute model: ground truth from the executor, for evaluation.
 //
-// compute_ms runs the shard's forward + backward + update on the executor
-// with the workload's real traces (the shard timer: median of kRepeats steps
-// after kWarmup) and caches the result per shard.
+// compute_ms measures the shard's forward + backward + update on the
+// executor with the workload's real traces against the reference probe (the
+// shard timer's measure(): the normalized cost, drift cancelled) and caches
+// the result per shard. The probe's reference is estimated on first use.
 #include "embshard/cost/measured_model.h"
 
 #include <algorithm>
@@ -11,7 +12,8 @@
 #include <map>
 #include <mutex>
 
-#include "embshard/bench/shard_timer.h"
+#include <fmt/format.h>
+
 #include "embshard/util/error.h"
 #include "embshard/workload/workload.h"
 
@@ -19,7 +21,6 @@ namespace embshard {
 namespace {
 
 constexpr int kWarmup = 2;
-constexpr int kRepeats = 5;
 
 // The workload table a feature set came from: by source_table when given,
 // else the table with the same rows whose pooling factor and reuse are closest.
@@ -46,68 +47,19 @@ int match_table(const Workload& w, const TableFeatures& t) {
   return best;
 }
 
-class MeasuredComputeModel : public ComputeModel {
- public:
-  MeasuredComputeModel(Workload w, std::unique_ptr<Executor> executor)
-      : workload_(std::move(w)),
-        executor_(std::move(executor)),
-        timer_(workload_, *executor_, timer_options()) {}
+ShardTimerOptions timer_options(const CostModelOptions& options) {
+  ShardTimerOptions o;
+  o.warmup = kWarmup;
+  o.reference.min_window_ms = 1e3 * options.reference_window_s;
+  return o;
+}
 
-  std::string name() const override { return "measured (" + executor_->name() + ")"; }
-  int64_t batch_size() const override { return workload_.batch_size; }
-
-  int add_table(const TableFeatures& table) override {
-    ES_CHECK(table.dim >= 1 && table.dim <= 1024, "measured model: dim {} is not in 1..1024",
-             table.dim);
-    const ShardTable t{match_table(workload_, table), table.dim};
-    // The same table at the same dim gets the same id, so that its shards
-    // share cached timings across callers (e.g. a prediction and a check).
-    for (size_t id = 0; id < tables_.size(); ++id) {
-      if (tables_[id].table == t.table && tables_[id].dim == t.dim) return static_cast<int>(id);
-    }
-    tables_.push_back(t);
-    return static_cast<int>(tables_.size()) - 1;
-  }
-
-  double compute_ms(std::span<const int> table_ids) const override {
-    std::vector<int> key(table_ids.begin(), table_ids.end());
-    std::sort(key.begin(), key.end());  // a shard is a set: order does not change it
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-    std::vector<ShardTable> shard;
-    for (int id : key) {
-      ES_CHECK(id >= 0 && id < static_cast<int>(tables_.size()),
-               "measured model: table id {} is not registered ({} tables)", id, tables_.size());
-      shard.push_back(tables_[id]);
-    }
-    const double ms = shard.empty() ? 0.0 : timer_.time(shard).total_ms;
-    ES_CHECK(std::isfinite(ms) && ms >= 0, "measured model: timed {} ms", ms);
-    cache_.emplace(std::move(key), ms);
-    return ms;
-  }
-
- private:
-  static ShardTimerOptions timer_options() {
-    ShardTimerOptions o;
-    o.warmup = kWarmup;
-    o.repeats = kRepeats;
-    return o;
-  }
-
-  Workload workload_;
-  std::unique_ptr<Executor> executor_;
-  mutable ShardTimer timer_;
-  std::vector<ShardTable> tables_;
-  mutable std::mutex mutex_;
-  mutable std::map<std::vector<int>, double> cache_;
-};
-
-}  // namespace
-
-std::shared_ptr<ComputeModel> make_measured_compute_model(const CostModelOptions& options) {
+Workload checked_workload(const CostModelOptions& options) {
   ES_CHECK(!options.workload_dir.empty(),
            "measured model: no workload given (the traces it executes)");
   ES_CHECK(options.threads >= 1, "measured model: threads is {}, must be >= 1", options.threads);
+  ES_CHECK(options.reference_window_s >= 0, "measured model: reference window {} s is negative",
+           options.reference_window_s);
   Workload w = load_workload(options.workload_dir);
   ES_CHECK(w.trace_file.has_value(), "measured model: workload '{}' has no trace to execute",
            options.workload_dir);
@@ -115,10 +67,69 @@ std::shared_ptr<ComputeModel> make_measured_compute_model(const CostModelOptions
            "measured model: batch size {} requested, but workload '{}' holds batch {} (its "
            "traces can only be executed at their own batch)",
            options.batch_size, options.workload_dir, w.batch_size);
+  return w;
+}
+
+std::unique_ptr<Executor> executor_for(const CostModelOptions& options) {
   ExecutorOptions eo;
   eo.threads = options.threads;
-  return std::make_shared<MeasuredComputeModel>(std::move(w),
-                                                create_executor(options.executor, eo));
+  return create_executor(options.executor, eo);
+}
+
+}  // namespace
+
+MeasuredComputeModel::MeasuredComputeModel(const CostModelOptions& options)
+    : workload_(checked_workload(options)),
+      executor_(executor_for(options)),
+      timer_(workload_, *executor_, timer_options(options)) {}
+
+std::string MeasuredComputeModel::name() const { return "measured (" + executor_->name() + ")"; }
+
+int MeasuredComputeModel::add_table(const TableFeatures& table) {
+  ES_CHECK(table.dim >= 1 && table.dim <= 1024, "measured model: dim {} is not in 1..1024",
+           table.dim);
+  const ShardTable t{match_table(workload_, table), table.dim};
+  for (size_t id = 0; id < tables_.size(); ++id) {
+    if (tables_[id].table == t.table && tables_[id].dim == t.dim) return static_cast<int>(id);
+  }
+  tables_.push_back(t);
+  return static_cast<int>(tables_.size()) - 1;
+}
+
+double MeasuredComputeModel::compute_ms(std::span<const int> table_ids) const {
+  std::vector<int> key(table_ids.begin(), table_ids.end());
+  std::sort(key.begin(), key.end());  // a shard is a set: order does not change it
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  std::vector<ShardTable> shard;
+  for (int id : key) {
+    ES_CHECK(id >= 0 && id < static_cast<int>(tables_.size()),
+             "measured model: table id {} is not registered ({} tables)", id, tables_.size());
+    shard.push_back(tables_[id]);
+  }
+  const double ms =
+      shard.empty()
+          ? 0.0
+          : timer_.measure(shard, fmt::format("measured model: shard {}", cache_.size()))
+                .normalized.total_ms;
+  ES_CHECK(std::isfinite(ms) && ms >= 0, "measured model: measured {} ms", ms);
+  cache_.emplace(std::move(key), ms);
+  return ms;
+}
+
+ProbeReference MeasuredComputeModel::probe_reference() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return timer_.probe_reference();
+}
+
+void MeasuredComputeModel::set_probe_reference(const ProbeReference& reference) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  timer_.set_probe_reference(reference);
+}
+
+std::shared_ptr<MeasuredComputeModel> make_measured_compute_model(
+    const CostModelOptions& options) {
+  return std::make_shared<MeasuredComputeModel>(options);
 }
 
 }  // namespace embshard

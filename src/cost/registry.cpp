@@ -69,7 +69,7 @@ std::shared_ptr<ComputeModel> create_compute_model(const std::string& name,
     return std::make_shared<NeuralComputeModel>(load_prepared_neural_model(o.model_dir),
                                                 o.batch_size);
   }
-  if (name == "measured") return make_measured_compute_model(o);
+  if (name == "measured") return make_measured_compute_model(o);  // a MeasuredComputeModel
   ES_THROW("unknown compute model '{}': valid names are {}", name,
            fmt::join(compute_model_names(), ", "));
 }

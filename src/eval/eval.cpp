@@ -9,7 +9,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embshard/bench/shard_timer.h"
 #include "embshard/cost/cost_model.h"
+#include "embshard/cost/measured_model.h"
+#include "embshard/util/file.h"
 #include "embshard/plan/predict.h"
 #include "embshard/search/planning.h"
 #include "embshard/util/error.h"
@@ -83,10 +86,23 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   mo.batch_size = pool.batch_size;
   mo.threads = o.threads;
   const CostModel model = create_cost_model(o.cost_model, mo);
-  const CostModel truth{create_compute_model("measured", mo), comm ? comm : model.comm,
+  mo.reference_window_s = o.reference_window_s;
+  const auto measured = make_measured_compute_model(mo);
+  // A resumed run keeps its file's scale: the probe reference in its header.
+  json previous;
+  if (file_exists(o.out_path)) {
+    RecordFile::read_all(o.out_path, &previous, nullptr);
+    if (previous.contains("probe_reference")) {
+      measured->set_probe_reference(
+          probe_reference_from_json(previous["probe_reference"], o.out_path + ": probe_reference"));
+    }
+  }
+  const CostModel truth{measured, comm ? comm : model.comm,
                         "measured compute; comm: " + comm_source};
+  ProbeReferenceOptions reference_options;
+  reference_options.min_window_ms = 1e3 * o.reference_window_s;
   const json header{{"format", "embshard-eval"},
-                    {"version", 1},
+                    {"version", 2},  // 2: compute measured against the reference probe
                     {"embshard_version", EMBSHARD_VERSION},
                     {"machine", machine_info()},
                     {"tasks", std::filesystem::absolute(o.tasks_path).lexically_normal().string()},
@@ -97,7 +113,10 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
                     {"cost_model", o.cost_model},
                     {"model_dir", o.model_dir},
                     {"threads", o.threads},
-                    {"comm", comm_source}};
+                    {"comm", comm_source},
+                    {"probe", reference_probe_json()},
+                    {"probe_reference",
+                     probe_reference_json(measured->probe_reference(), reference_options)}};
   RecordFile out(o.out_path, header,
                  {"format", "version", "machine", "tasks", "pool", "devices", "algos",
                   "cost_model", "model_dir", "threads", "comm"});

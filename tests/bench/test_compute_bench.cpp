@@ -34,7 +34,9 @@ ComputeBenchOptions small_options(const std::string& workload, const std::string
   o.max_tables = 4;
   o.mem_cap_bytes = 1 << 20;
   o.warmup = 1;
-  o.repeats = 3;
+  o.min_rounds = 4;
+  o.max_rounds = 4;
+  o.reference_window_s = 0.2;
   o.seed = 11;
   return o;
 }
@@ -123,7 +125,7 @@ TEST(ComputeBench, SurvivesKillNine) {
   const std::string out = dir.file("costs.jsonl");
   const std::string args = "bench compute --workload " + workload + " --out " + out +
                            " --samples 400 --max-tables 4 --mem-cap 1048576 --warmup 1 "
-                           "--repeats 2 --seed 3";
+                           "--min-rounds 2 --max-rounds 2 --reference-window-s 0.2 --seed 3";
   for (int attempt = 0; attempt < 3; ++attempt) {
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);

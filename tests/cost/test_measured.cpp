@@ -30,6 +30,7 @@ TEST(MeasuredModel, TimesShardsOnTheExecutorAndCachesThem) {
   const Workload w = make_workload(dir, 3);
   CostModelOptions o;
   o.workload_dir = dir.path().string();
+  o.reference_window_s = 0.3;
   const CostModel model = create_cost_model("measured", o);
   EXPECT_NE(model.name.find("analytic"), std::string::npos);  // says comm is not measured
   ComputeModel* m = model.compute.get();
@@ -45,7 +46,7 @@ TEST(MeasuredModel, TimesShardsOnTheExecutorAndCachesThem) {
   // Same structure as timing the shard directly (same tables, dims, executor).
   ShardTimerOptions timing;
   timing.warmup = 2;
-  timing.repeats = 5;
+  timing.repeats = 7;
   const auto executor = create_executor("cpu");
   ShardTimer timer(w, *executor, timing);
   const double direct = timer.time({{2, 64}, {0, 8}}).total_ms;

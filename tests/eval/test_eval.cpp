@@ -79,6 +79,7 @@ TEST(Eval, RunsResumesAndSummarises) {
   o.devices = 2;
   o.cost_model = "analytic";  // the shipped calibration
   o.out_path = dir.file("eval.jsonl");
+  o.reference_window_s = 0.3;
   CaptureReporter reporter;
   const auto records = run_eval(o, reporter);
   ASSERT_FALSE(reporter.events().empty());
@@ -124,7 +125,8 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
   ASSERT_EQ(t.exit_code, 0) << t.output;
   const std::string args = "eval --tasks " + dir.file("t.json") +
                            " --algos size_greedy,neuroshard --cost-model analytic "
-                           "--comm-warmup 1 --comm-repeats 2 --out " + dir.file("e.jsonl");
+                           "--comm-warmup 1 --comm-repeats 2 --reference-window-s 0.3 --out " +
+                           dir.file("e.jsonl");
   const auto r = testing::run_mpi_cli(2, args + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   json header;

@@ -66,6 +66,7 @@ TEST(Ranking, MeasuredModelAgainstItselfAlwaysHits) {
   const Workload w = load_workload(make_workload(dir, 12));
   CostModelOptions options;
   options.workload_dir = w.dir;
+  options.reference_window_s = 0.3;
   const CostModel measured = create_cost_model("measured", options);
   RankingOptions o;
   o.tasks = 6;

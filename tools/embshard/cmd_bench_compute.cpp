@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "embshard/bench/compute.h"
+#include "embshard/kernel/executor.h"
 #include "embshard/util/reporter.h"
 #include "options.h"
 
@@ -35,9 +36,21 @@ void add_bench_compute_command(CLI::App& bench) {
   cmd->add_option("--threads", o.threads, "Threads of the executor (a device)")
       ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the shard draws")->capture_default_str();
-  cmd->add_option("--warmup", o.warmup, "Untimed runs per shard")->capture_default_str();
-  cmd->add_option("--repeats", o.repeats, "Timed runs per shard (median)")
+  cmd->add_option("--executor", o.executor, "Where shards run: " + one_of(executor_names()))
       ->capture_default_str();
+  cmd->add_option("--warmup", o.warmup, "Untimed steps per shard")->capture_default_str();
+  cmd->add_option("--min-rounds", o.min_rounds,
+                  "Rounds (shard + reference probe, in random order) per shard at least")
+      ->capture_default_str();
+  cmd->add_option("--max-rounds", o.max_rounds, "Rounds per shard at most")->capture_default_str();
+  cmd->add_option("--target-ci", o.target_relative_half_width,
+                  "Stop once the 95% interval of the shard/probe ratio is within this share of it")
+      ->capture_default_str();
+  cmd->add_option("--reference-window-s", o.reference_window_s,
+                  "Seconds of probe runs the probe's reference (its quiet time) is taken from")
+      ->capture_default_str();
+  cmd->add_option("--reference-from", o.reference_from,
+                  "Take the probe reference from this earlier file (one scale for a set of files)");
   cmd->add_option("--optimizer", args->optimizer, "sgd | rowwise_adagrad")
       ->check(CLI::IsMember({"sgd", "rowwise_adagrad"}))
       ->capture_default_str();

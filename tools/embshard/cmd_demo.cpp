@@ -74,7 +74,9 @@ void add_demo_command(CLI::App& app) {
   args->bench.samples = 12;
   args->bench.max_tables = 8;
   args->bench.warmup = 2;
-  args->bench.repeats = 5;
+  args->bench.min_rounds = 6;
+  args->bench.max_rounds = 12;
+  args->bench.reference_window_s = 3;
   CLI::App* cmd = app.add_subcommand(
       "demo", "Synthesize a small workload, measure random shards of it, plan its sharding");
   cmd->add_option("-o,--out", args->dir, "Output directory")->capture_default_str();

@@ -84,6 +84,9 @@ void add_eval_command(CLI::App& app) {
   eval->add_option("--comm-timeout-s", o.comm_timeout_s,
                    "Under mpirun: a collective not done by then ends the job")
       ->capture_default_str();
+  eval->add_option("--reference-window-s", o.reference_window_s,
+                   "Seconds of reference-probe runs the measured compute is normalized to")
+      ->capture_default_str();
   eval->add_flag("--json", e->json_output, "Print the summary as JSON (algorithms.<name>...)");
   eval->add_option("--svg", e->svg, "Write a bar chart of the summary here");
   eval->callback([e, devices] { run_eval_command(*e, devices->count() > 0); });

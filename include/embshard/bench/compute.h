@@ -3,9 +3,11 @@
 // NeuroShard's augmentation: each sample is a shard of 1..max_tables tables
 // drawn from the workload's pool, each at a random dim from `dims`, whose
 // weights fit `mem_cap_bytes`. The shard's forward + backward + update is
-// timed as the median of `repeats` runs after `warmup` runs, and one record
-// per shard is appended to the output as it is measured (see RecordFile):
-// a rerun of the same command resumes after the last complete record.
+// measured by the shard timer against the reference probe (normalized, see
+// bench/shard_timer.h) after `warmup` untimed steps, and one record per shard
+// is appended to the output as it is measured (see RecordFile): a rerun of
+// the same command resumes after the last complete record, on the file's own
+// probe reference.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +35,12 @@ struct ComputeBenchOptions {
   int threads = 1;
   uint64_t seed = 0;
   int warmup = 5;
-  int repeats = 10;
+  int min_rounds = 12, max_rounds = 60;    // interleaved rounds per shard (bench/interleaved.h)
+  double target_relative_half_width = 0.02;  // of the ratio's 95% confidence interval
+  double reference_window_s = 20;          // the probe's reference: runs over this long
+  // Take the probe reference from this earlier file (same machine, executor and
+  // probe) instead of estimating it: a set of files keeps one scale.
+  std::string reference_from;
   OptimizerType optimizer = OptimizerType::kRowWiseAdagrad;
   PoolingMode pooling = PoolingMode::kSum;
 };
@@ -54,8 +61,12 @@ int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter
 // saying how they were measured.
 std::string compute_records_table(const std::string& path, int64_t show);
 
-// The header line's identity: machine, batch, threads, version and options.
+// The header line's identity: machine, batch, executor, version, options and
+// the reference probe (with its reference time).
 nlohmann::json compute_bench_header(const Workload& workload, const ComputeBenchOptions& options,
-                                    const std::string& executor);
+                                    const std::string& executor, const nlohmann::json& reference);
+// The probe reference recorded in a `bench compute` or `bench comm` file
+// (version 2). Error naming the file when it has none.
+ProbeReference probe_reference_of_file(const std::string& path);
 
 }  // namespace embshard

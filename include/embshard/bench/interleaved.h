@@ -61,9 +61,10 @@ struct InterleavedOptions {
   // [1 / max_ratio, max_ratio] means a broken timer or a probe of another
   // order of magnitude than the work (they would not see the same phase).
   double max_ratio = 1e3;
-  // A probe run outside [reference / probe_drift_bound, reference x
-  // probe_drift_bound] means the reference no longer describes the machine
-  // (another machine, another build, a far heavier load than slow phases).
+  // A probe whose median over the measurement lies outside [reference /
+  // probe_drift_bound, reference x probe_drift_bound] means the reference no
+  // longer describes the machine (another machine, another build, a far
+  // heavier load than slow phases); a single slow round does not.
   double probe_drift_bound = 3.0;
   // Names the measurement in errors, e.g. "sample 17".
   std::string label;
@@ -92,7 +93,7 @@ struct InterleavedResult {
 // Times `work` interleaved with `probes` (one or more), `reference_ms[i]`
 // being probe i's fixed reference. Error naming options.label and the
 // callable when a timer returns a non-finite or non-positive time, a round's
-// ratio leaves [1/max_ratio, max_ratio], or a probe run leaves its drift
+// ratio leaves [1/max_ratio, max_ratio], or a probe's median leaves its drift
 // bounds; and on invalid options.
 InterleavedResult measure_interleaved(const TimerFn& work, const std::vector<TimerFn>& probes,
                                       const std::vector<double>& reference_ms,
@@ -139,5 +140,8 @@ nlohmann::json interleaved_rounds_json(const InterleavedResult& result);
 // "median_ms", "dispersion", "runs", "window_ms".
 nlohmann::json probe_reference_json(const ProbeReference& reference,
                                     const ProbeReferenceOptions& options);
+// Back from a header (the runs themselves are not stored). Error naming
+// `context` when reference_ms is missing or not a positive number.
+ProbeReference probe_reference_from_json(const nlohmann::json& j, const std::string& context);
 
 }  // namespace embshard

@@ -63,6 +63,9 @@ struct EvalOptions {
   // ends the job (a rank died or hangs).
   int comm_warmup = 3, comm_repeats = 10;
   double comm_timeout_s = 60;
+  // Seconds of reference-probe runs the measured compute's quiet time comes
+  // from (once per output file; a resumed run keeps the file's).
+  double reference_window_s = 20;
 };
 
 // Where the communication of the measured cost came from, as records and
