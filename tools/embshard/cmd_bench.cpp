@@ -1,4 +1,4 @@
-// embshard bench: compute | kernel | comm | plan | cost-model.
+// embshard bench: compute | kernel | comm | plan | cost-model | repeat | stream.
 #include "commands.h"
 
 namespace embshard::cli {
@@ -11,6 +11,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_comm_command(*bench);
   add_bench_plan_command(*bench);
   add_bench_cost_model_command(*bench);
+  add_bench_repeat_command(*bench);
 }
 
 }  // namespace embshard::cli
