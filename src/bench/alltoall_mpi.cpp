@@ -9,7 +9,11 @@
 
 #include <fmt/format.h>
 
+#include "embshard/bench/interleaved.h"
+#include "embshard/util/error.h"
+#include "embshard/util/random.h"
 #include "embshard/util/reporter.h"
+#include "embshard/util/statistics.h"
 
 namespace embshard::mpi {
 namespace {
@@ -18,11 +22,6 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 // The all-to-all layout of one direction: counts and displacements in units
 // of one "column" (rows_per_rank floats), so that counts stay small ints.
@@ -96,12 +95,18 @@ void Watchdog::wait(MPI_Request& request, const char* what) const {
                 fmt::format("{} did not complete within {} s (a rank died or hangs)", what,
                             timeout_s_));
     }
-    if (now - start < std::chrono::milliseconds(50)) {
+    if (!oversubscribed_ && now - start < std::chrono::milliseconds(50)) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
+}
+
+bool Watchdog::host_oversubscribed() {
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int ranks = local != nullptr ? std::atoi(local) : 1;
+  return ranks > static_cast<int>(std::thread::hardware_concurrency());
 }
 
 void Watchdog::barrier(const char* what) const {
@@ -137,83 +142,174 @@ std::vector<double> control_message(int status, int64_t index, const std::vector
   return message;
 }
 
-RankTiming time_alltoalls(const Watchdog& dog, const AllToAllTiming& o,
-                          const std::vector<int>& dim_sums, double delay_ms) {
-  const int me = dog.rank(), n = static_cast<int>(dim_sums.size());
-  const int rows_per_rank = static_cast<int>(o.batch / n);
-  MPI_Datatype column;
-  dog.check(MPI_Type_contiguous(rows_per_rank, MPI_FLOAT, &column), "MPI_Type_contiguous");
-  dog.check(MPI_Type_commit(&column), "MPI_Type_commit");
-  Layout fwd, bwd;
-  make_layouts(dim_sums, me, fwd, bwd);
-  int64_t total_columns = 0;
-  for (int s : dim_sums) total_columns += s;
-  // Buffer a: my pooled columns for every peer; buffer b: every peer's columns
-  // for my rows. At least one float each, so that data() is never null.
-  std::vector<float> a(std::max<int64_t>(1, int64_t{n} * dim_sums[me] * rows_per_rank), 1.0f);
-  std::vector<float> b(std::max<int64_t>(1, total_columns * rows_per_rank), 1.0f);
-  const auto delay = std::chrono::duration<double, std::milli>(delay_ms);
-  // One all-to-all of `layout` from `send` into `recv`, in ms.
-  auto exchange = [&](float* send, const Layout& layout, float* recv, const char* what) {
+namespace {
+
+// One placement's buffers and exchanges on this rank.
+class Exchange {
+ public:
+  Exchange(const Watchdog& dog, const AllToAllTiming& o, const std::vector<int>& dim_sums)
+      : dog_(dog) {
+    const int me = dog.rank(), n = static_cast<int>(dim_sums.size());
+    const int rows_per_rank = static_cast<int>(o.batch / n);
+    dog.check(MPI_Type_contiguous(rows_per_rank, MPI_FLOAT, &column_), "MPI_Type_contiguous");
+    dog.check(MPI_Type_commit(&column_), "MPI_Type_commit");
+    make_layouts(dim_sums, me, fwd_, bwd_);
+    int64_t total_columns = 0;
+    for (int d : dim_sums) total_columns += d;
+    // Buffer a: my pooled columns for every peer; buffer b: every peer's
+    // columns for my rows. At least one float each, so that data() is never null.
+    a_.assign(std::max<int64_t>(1, int64_t{n} * dim_sums[me] * rows_per_rank), 1.0f);
+    b_.assign(std::max<int64_t>(1, total_columns * rows_per_rank), 1.0f);
+  }
+  ~Exchange() { MPI_Type_free(&column_); }
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  // The forward exchange from now until it completes, in ms.
+  double forward(const char* what) { return run(a_.data(), fwd_, b_.data(), what); }
+  double backward(const char* what) { return run(b_.data(), bwd_, a_.data(), what); }
+
+ private:
+  double run(float* send, const Layout& layout, float* recv, const char* what) {
     const auto start = Clock::now();
     MPI_Request request;
-    dog.check(MPI_Ialltoallv(send, layout.send_counts.data(), layout.send_displs.data(), column,
-                             recv, layout.recv_counts.data(), layout.recv_displs.data(), column,
-                             MPI_COMM_WORLD, &request),
-              what);
-    dog.wait(request, what);
+    dog_.check(MPI_Ialltoallv(send, layout.send_counts.data(), layout.send_displs.data(), column_,
+                              recv, layout.recv_counts.data(), layout.recv_displs.data(), column_,
+                              MPI_COMM_WORLD, &request),
+               what);
+    dog_.wait(request, what);
     return ms_between(start, Clock::now());
-  };
-  std::vector<double> fwd_ms, bwd_ms;
-  for (int run = 0; run < o.warmup + o.repeats; ++run) {
+  }
+
+  const Watchdog& dog_;
+  MPI_Datatype column_ = MPI_DATATYPE_NULL;
+  Layout fwd_, bwd_;
+  std::vector<float> a_, b_;
+};
+
+// The reference exchange: kReferenceExchangeDim columns on every rank, no delay.
+double reference_run(const Watchdog& dog, Exchange& reference) {
+  dog.barrier("reference barrier");
+  return reference.forward("reference all-to-all");
+}
+
+}  // namespace
+
+double estimate_exchange_reference(const Watchdog& dog, const AllToAllTiming& o, int n, int runs,
+                                   std::vector<double>* all) {
+  ES_CHECK(runs >= 1, "reference exchange: runs {} must be >= 1", runs);
+  Exchange reference(dog, o, std::vector<int>(n, kReferenceExchangeDim));
+  for (int w = 0; w < o.warmup; ++w) reference_run(dog, reference);
+  std::vector<double> ms;
+  for (int r = 0; r < runs; ++r) ms.push_back(reference_run(dog, reference));
+  const double mine = quantile(ms, 0.15);
+  std::vector<double> gathered(dog.rank() == 0 ? static_cast<size_t>(n) : 1);
+  dog.gather(&mine, 1, MPI_DOUBLE, gathered.data(), "gathering references");
+  if (all != nullptr && dog.rank() == 0) *all = gathered;
+  return mine;
+}
+
+double shared_exchange_reference(const Watchdog& dog, const AllToAllTiming& o, int n, int runs,
+                                 std::vector<double>& all) {
+  double known = all.empty() ? 0 : 1;
+  dog.bcast(&known, 1, MPI_DOUBLE, "reference broadcast");
+  if (known == 0) return estimate_exchange_reference(dog, o, n, runs, &all);
+  std::vector<double> everyone(n);
+  if (dog.rank() == 0) everyone = all;
+  dog.bcast(everyone.data(), n, MPI_DOUBLE, "reference broadcast");
+  return everyone[dog.rank()];
+}
+
+RankTiming time_alltoalls(const Watchdog& dog, const AllToAllTiming& o,
+                          const std::vector<int>& dim_sums, double delay_ms, double max_delay_ms,
+                          double reference_ms, int64_t index) {
+  const int n = static_cast<int>(dim_sums.size());
+  Exchange work(dog, o, dim_sums);
+  Exchange reference(dog, o, std::vector<int>(n, kReferenceExchangeDim));
+  const auto delay = std::chrono::duration<double, std::milli>(delay_ms);
+  const double wait_ms = std::max(0.0, max_delay_ms - delay_ms);
+  std::vector<double> fwd_ms, bwd_ms, transfer_ms;
+  // One run of the placement: the device "finishes its compute" after its
+  // delay; its forward runs from then until its all-to-all completes (so the
+  // wait for stragglers counts); the backward after a barrier.
+  const auto run_work = [&] {
     dog.barrier("forward barrier");
-    // The device "finishes its compute" after its delay; its forward
-    // communication time runs from then until its all-to-all completes.
     if (delay_ms > 0) std::this_thread::sleep_until(Clock::now() + delay);
-    const double f = exchange(a.data(), fwd, b.data(), "forward all-to-all");
+    const double f = work.forward("forward all-to-all");
     dog.barrier("backward barrier");
-    const double g = exchange(b.data(), bwd, a.data(), "backward all-to-all");
-    if (run < o.warmup) continue;
+    const double g = work.backward("backward all-to-all");
     fwd_ms.push_back(f);
     bwd_ms.push_back(g);
-  }
-  MPI_Type_free(&column);
-  return {median(fwd_ms), median(bwd_ms)};
+    // The wait is the plan's, not the machine's: only the transfer drifts.
+    transfer_ms.push_back(std::max(kMinExchangeMs, f - wait_ms));
+    return transfer_ms.back() + g;
+  };
+  for (int w = 0; w < o.warmup; ++w) run_work();
+  InterleavedOptions io;
+  io.warmup_rounds = 0;
+  io.min_rounds = io.max_rounds = 2 * o.repeats;  // fixed: every rank runs the same rounds
+  io.target_relative_half_width = 1e9;
+  io.seed = item_seed(o.seed, static_cast<uint64_t>(index));
+  io.max_ratio = 1e6;
+  io.probe_drift_bound = 10;
+  io.label = fmt::format("{}: rank {}: placement {}", dog.tool(), dog.rank(), index);
+  fwd_ms.clear(), bwd_ms.clear(), transfer_ms.clear();
+  const InterleavedResult r = measure_interleaved(
+      run_work, {[&] { return reference_run(dog, reference); }}, {reference_ms}, io);
+  const double factor = r.normalized_ms / r.raw_ms;
+  RankTiming t;
+  t.raw_fwd_ms = median(fwd_ms);
+  t.raw_bwd_ms = median(bwd_ms);
+  t.fwd_ms = wait_ms + median(transfer_ms) * factor;
+  t.bwd_ms = t.raw_bwd_ms * factor;
+  t.probe_ms = r.probe_median_ms;
+  t.ratio_mad = r.dispersion;
+  return t;
 }
 
 namespace {
 
 // This rank's timings of the placement a control message carries.
 RankTiming time_message(const Watchdog& dog, const AllToAllTiming& o,
-                        const std::vector<double>& message, int n) {
+                        const std::vector<double>& message, int n, double reference_ms) {
   std::vector<int> dims(n);
-  for (int d = 0; d < n; ++d) dims[d] = static_cast<int>(message[2 + d]);
-  return time_alltoalls(dog, o, dims, message[2 + n + dog.rank()]);
+  double max_delay = 0;
+  for (int d = 0; d < n; ++d) {
+    dims[d] = static_cast<int>(message[2 + d]);
+    max_delay = std::max(max_delay, message[2 + n + d]);
+  }
+  return time_alltoalls(dog, o, dims, message[2 + n + dog.rank()], max_delay, reference_ms,
+                        static_cast<int64_t>(message[1]));
+}
+
+std::vector<double> as_doubles(const RankTiming& t) {
+  return {t.fwd_ms, t.bwd_ms, t.raw_fwd_ms, t.raw_bwd_ms, t.probe_ms, t.ratio_mad};
 }
 
 }  // namespace
 
-void measure_alltoalls(const Watchdog& dog, const AllToAllTiming& o, int n, int64_t index,
-                       const std::vector<double>& dim_sums, const std::vector<double>& delays_ms,
-                       std::vector<double>& fwd, std::vector<double>& bwd,
-                       const std::function<void(int64_t)>& before_timing) {
+std::vector<RankTiming> measure_alltoalls(const Watchdog& dog, const AllToAllTiming& o, int n,
+                                          int64_t index, const std::vector<double>& dim_sums,
+                                          const std::vector<double>& delays_ms,
+                                          double reference_ms,
+                                          const std::function<void(int64_t)>& before_timing) {
   std::vector<double> message = control_message(kMeasure, index, dim_sums, delays_ms, n);
   dog.bcast(message.data(), static_cast<int>(message.size()), MPI_DOUBLE, "control broadcast");
   if (before_timing) before_timing(index);
-  const RankTiming mine = time_message(dog, o, message, n);
-  const double send[2] = {mine.fwd_ms, mine.bwd_ms};
-  std::vector<double> all(2 * static_cast<size_t>(n));
-  dog.gather(send, 2, MPI_DOUBLE, all.data(), "gathering timings");
-  fwd.assign(n, 0.0);
-  bwd.assign(n, 0.0);
+  const std::vector<double> mine = as_doubles(time_message(dog, o, message, n, reference_ms));
+  std::vector<double> all(kRankTimingFields * static_cast<size_t>(n));
+  dog.gather(mine.data(), kRankTimingFields, MPI_DOUBLE, all.data(), "gathering timings");
+  std::vector<RankTiming> out(n);
   for (int r = 0; r < n; ++r) {
-    fwd[r] = all[2 * r];
-    bwd[r] = all[2 * r + 1];
+    const double* v = all.data() + kRankTimingFields * r;
+    out[r] = {v[0], v[1], v[2], v[3], v[4], v[5]};
   }
+  return out;
 }
 
 bool serve_alltoalls(const Watchdog& control, const Watchdog& dog, const AllToAllTiming& o,
-                     int n, const std::function<void(int64_t)>& before_timing) {
+                     int n, double reference_ms,
+                     const std::function<void(int64_t)>& before_timing) {
   for (;;) {
     std::vector<double> message = control_message(kMeasure, 0, {}, {}, n);
     control.bcast(message.data(), static_cast<int>(message.size()), MPI_DOUBLE,
@@ -222,9 +318,8 @@ bool serve_alltoalls(const Watchdog& control, const Watchdog& dog, const AllToAl
     if (status == kDone) return true;
     if (status == kSetupError) return false;
     if (before_timing) before_timing(static_cast<int64_t>(message[1]));
-    const RankTiming mine = time_message(dog, o, message, n);
-    const double send[2] = {mine.fwd_ms, mine.bwd_ms};
-    dog.gather(send, 2, MPI_DOUBLE, nullptr, "gathering timings");
+    const std::vector<double> mine = as_doubles(time_message(dog, o, message, n, reference_ms));
+    dog.gather(mine.data(), kRankTimingFields, MPI_DOUBLE, nullptr, "gathering timings");
   }
 }
 

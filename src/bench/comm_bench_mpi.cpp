@@ -22,6 +22,7 @@
 #include "embshard/bench/alltoall_mpi.h"
 #include "embshard/bench/comm.h"
 #include "embshard/util/error.h"
+#include "embshard/util/file.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/record_file.h"
 
@@ -31,7 +32,7 @@ namespace {
 using nlohmann::json;
 using namespace mpi;
 
-AllToAllTiming timing(const CommBenchOptions& o) { return {o.batch, o.warmup, o.repeats}; }
+AllToAllTiming timing(const CommBenchOptions& o) { return {o.batch, o.warmup, o.repeats, o.seed}; }
 
 void inject_fault(const CommBenchOptions& o, Reporter& reporter, int rank, int64_t index) {
   if (o.fault == CommFault::kNone || rank != o.fault_rank || index != o.fault_sample) return;
@@ -41,11 +42,27 @@ void inject_fault(const CommBenchOptions& o, Reporter& reporter, int rank, int64
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
-// Rank 0: checks options, opens (or resumes) the file. Returns the next sample.
+// Rank 0: every rank's reference of an existing file (empty: none).
+std::vector<double> references_in(const std::string& path, int n) {
+  if (!file_exists(path)) return {};
+  json header;
+  RecordFile::read_all(path, &header, nullptr);
+  ES_CHECK(header.value("version", 0) >= 2 && header.contains("probe"),
+           "{}: a version {} file holds no reference exchange times (re-measure it with this "
+           "embshard)",
+           path, header.value("version", 0));
+  const auto ms = header["probe"].value("reference_ms", std::vector<double>{});
+  ES_CHECK(static_cast<int>(ms.size()) == n,
+           "{}: probe.reference_ms holds {} ranks' times, the run has {} ranks", path, ms.size(),
+           n);
+  return ms;
+}
+
+// Rank 0: opens (or resumes) the file. Returns the next sample.
 int64_t open_output(const CommBenchOptions& o, int n, const std::vector<std::string>& hosts,
-                    std::unique_ptr<RecordFile>& out, Reporter& reporter) {
-  check_comm_options(o, n);
-  out = std::make_unique<RecordFile>(o.out_path, comm_bench_header(o, n, hosts),
+                    const std::vector<double>& references, std::unique_ptr<RecordFile>& out,
+                    Reporter& reporter) {
+  out = std::make_unique<RecordFile>(o.out_path, comm_bench_header(o, n, hosts, references),
                                      comm_bench_must_match());
   if (out->dropped_bytes() > 0) {
     reporter.note(fmt::format("bench comm: dropped a torn last record ({} bytes) from {}",
@@ -62,20 +79,30 @@ int64_t open_output(const CommBenchOptions& o, int n, const std::vector<std::str
 
 // Rank 0's side of one sample: draw, measure on every rank, append.
 void drive_sample(const Watchdog& dog, const CommBenchOptions& o, int n, int64_t index,
-                  RecordFile& out, Progress& progress) {
+                  double reference_ms, RecordFile& out, Progress& progress) {
   const CommSample sample = draw_comm_sample(o, n, index);
-  std::vector<double> fwd, bwd;
-  measure_alltoalls(dog, timing(o), n, index,
-                    std::vector<double>(sample.dim_sums.begin(), sample.dim_sums.end()),
-                    sample.delays_ms, fwd, bwd,
-                    [&](int64_t i) { inject_fault(o, dog.reporter(), 0, i); });
+  const std::vector<RankTiming> t =
+      measure_alltoalls(dog, timing(o), n, index,
+                        std::vector<double>(sample.dim_sums.begin(), sample.dim_sums.end()),
+                        sample.delays_ms, reference_ms,
+                        [&](int64_t i) { inject_fault(o, dog.reporter(), 0, i); });
+  std::vector<double> fwd, bwd, raw_fwd, raw_bwd, probe, mad;
+  for (const RankTiming& r : t) {
+    fwd.push_back(r.fwd_ms), bwd.push_back(r.bwd_ms);
+    raw_fwd.push_back(r.raw_fwd_ms), raw_bwd.push_back(r.raw_bwd_ms);
+    probe.push_back(r.probe_ms), mad.push_back(r.ratio_mad);
+  }
   out.append({{"sample", index},
               {"dim_sums", sample.dim_sums},
               {"num_tables", sample.num_tables},
               {"move_share", sample.move_share},
               {"delays_ms", sample.delays_ms},
               {"fwd_ms", fwd},
-              {"bwd_ms", bwd}});
+              {"bwd_ms", bwd},
+              {"raw_fwd_ms", raw_fwd},
+              {"raw_bwd_ms", raw_bwd},
+              {"probe_ms", probe},
+              {"ratio_mad", mad}});
   progress.update(static_cast<uint64_t>(index + 1),
                   fmt::format("last max fwd {:.2f} ms, max bwd {:.2f} ms",
                               *std::max_element(fwd.begin(), fwd.end()),
@@ -84,12 +111,27 @@ void drive_sample(const Watchdog& dog, const CommBenchOptions& o, int n, int64_t
 
 int64_t run_root(const Watchdog& dog, const CommBenchOptions& o, int n) {
   const std::vector<std::string> hosts = gather_hosts(dog, n);
+  std::vector<double> references;
+  try {
+    check_comm_options(o, n);
+    references = references_in(o.out_path, n);
+  } catch (...) {
+    // Let the other ranks leave cleanly before reporting the error.
+    stop_serving(dog, kSetupError, n);
+    throw;
+  }
+  stop_serving(dog, kMeasure, n);  // the options and the file are good: go on
+  if (references.empty()) {
+    dog.reporter().note(fmt::format("bench comm: timing the reference exchange ({} runs)",
+                                    o.reference_runs));
+  }
+  const double reference_ms = shared_exchange_reference(dog, timing(o), n, o.reference_runs, references);
   std::unique_ptr<RecordFile> out;
   int64_t next = 0;
   try {
-    next = open_output(o, n, hosts, out, dog.reporter());
+    next = open_output(o, n, hosts, references, out, dog.reporter());
   } catch (...) {
-    // Let the other ranks leave cleanly before reporting the error.
+    // The others wait for a control message: a clean stop, then the report.
     stop_serving(dog, kSetupError, n);
     throw;
   }
@@ -97,7 +139,7 @@ int64_t run_root(const Watchdog& dog, const CommBenchOptions& o, int n) {
     Progress progress(dog.reporter(), "bench comm",
                       static_cast<uint64_t>(std::max(next, o.samples)),
                       static_cast<uint64_t>(next));
-    for (; next < o.samples; ++next) drive_sample(dog, o, n, next, *out, progress);
+    for (; next < o.samples; ++next) drive_sample(dog, o, n, next, reference_ms, *out, progress);
     progress.finish();
   } catch (const std::exception& e) {
     // The peers wait in a collective: only an abort ends them promptly.
@@ -111,8 +153,14 @@ int64_t run_root(const Watchdog& dog, const CommBenchOptions& o, int n) {
 // (rank 0 reports it).
 bool run_follower(const Watchdog& dog, const CommBenchOptions& o, int n) {
   gather_hosts(dog, n);
+  // Rank 0's verdict on the options and the file.
+  std::vector<double> verdict = control_message(kMeasure, 0, {}, {}, n);
+  dog.bcast(verdict.data(), static_cast<int>(verdict.size()), MPI_DOUBLE, "control broadcast");
+  if (static_cast<int>(verdict[0]) == kSetupError) return false;
+  std::vector<double> unused;
+  const double reference_ms = shared_exchange_reference(dog, timing(o), n, o.reference_runs, unused);
   try {
-    return serve_alltoalls(dog, dog, timing(o), n,
+    return serve_alltoalls(dog, dog, timing(o), n, reference_ms,
                            [&](int64_t i) { inject_fault(o, dog.reporter(), dog.rank(), i); });
   } catch (const std::exception& e) {
     abort_run(dog.reporter(), dog.tool(), dog.rank(), fmt::format("error: {}", e.what()));

@@ -8,7 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "embshard/bench/comm.h"
+#include "embshard/bench/alltoall.h"
+#include "embshard/cost/cost_data.h"
 #include "embshard/util/error.h"
+#include "embshard/util/statistics.h"
 #include "embshard/util/machine.h"
 #include "embshard/util/random.h"
 #include "embshard/util/record_file.h"
@@ -68,6 +71,8 @@ CommSample draw_comm_sample(const CommBenchOptions& o, int num_devices, int64_t 
 }
 
 void check_comm_options(const CommBenchOptions& o, int num_devices) {
+  ES_CHECK(o.reference_runs >= 1, "bench comm: --reference-runs is {}, must be >= 1",
+           o.reference_runs);
   ES_CHECK(num_devices >= 1, "bench comm: {} MPI ranks, need at least 1", num_devices);
   ES_CHECK(o.samples >= 0, "bench comm: --samples is {}, must be >= 0", o.samples);
   ES_CHECK(o.batch >= num_devices && o.batch % num_devices == 0 && o.batch / num_devices <= INT_MAX,
@@ -99,39 +104,37 @@ void check_comm_options(const CommBenchOptions& o, int num_devices) {
 }
 
 nlohmann::json comm_bench_header(const CommBenchOptions& o, int num_devices,
-                                 const std::vector<std::string>& rank_hosts) {
+                                 const std::vector<std::string>& rank_hosts,
+                                 const std::vector<double>& reference_ms) {
   nlohmann::json machine = machine_info();
   machine["rank_hosts"] = rank_hosts;
-  return {{"format", "embshard-comm-costs"},
-          {"version", 1},
+  return {{"format", kCommFormat},
+          {"version", kCostDataVersion},
           {"embshard_version", EMBSHARD_VERSION},
           {"machine", machine},
           {"num_devices", num_devices},
-          {"batch", o.batch},
+          {"batch_size", o.batch},
           {"seed", o.seed},
           {"dims", o.dims},
           {"tables_per_device", o.tables_per_device},
           {"max_delay_ms", o.max_delay_ms},
           {"warmup", o.warmup},
           {"repeats", o.repeats},
-          {"dtype", "float32"}};
+          {"dtype", "float32"},
+          // Every rank's quiet time of the reference exchange (alltoall.h).
+          {"probe", {{"exchange_dim", kReferenceExchangeDim}, {"reference_ms", reference_ms}}}};
 }
 
 const std::vector<std::string>& comm_bench_must_match() {
   static const std::vector<std::string> fields = {
-      "format", "version",           "machine",      "num_devices", "batch",  "seed",
+      "format", "version",           "machine",      "num_devices", "batch_size",  "seed",
       "dims",   "tables_per_device", "max_delay_ms", "warmup",      "repeats"};
   return fields;
 }
 
 namespace {
 
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
+double median_of(const std::vector<double>& values) { return values.empty() ? 0 : median(values); }
 
 std::string min_max(const nlohmann::json& values, const char* format) {
   const auto v = values.get<std::vector<double>>();
@@ -169,7 +172,7 @@ std::string comm_records_table(const std::string& path, int64_t show) {
                      "warm-up){}\n{}median over samples of the slowest rank: fwd {:.3f} ms, bwd "
                      "{:.3f} ms\n",
                      records.size(), path, header.value("num_devices", 0),
-                     header.value("batch", 0), header.value("repeats", 0),
+                     header.value("batch_size", 0), header.value("repeats", 0),
                      header.value("warmup", 0),
                      first > 0 ? fmt::format("; the last {}:", records.size() - first) : ":",
                      table.render(), median_of(max_fwd), median_of(max_bwd));

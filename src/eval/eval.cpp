@@ -72,8 +72,8 @@ bool launched_with_several_ranks() {
 }
 
 std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
-                           std::shared_ptr<const CommModel> comm,
-                           const std::string& comm_source) {
+                           std::shared_ptr<const CommModel> comm, const std::string& comm_source,
+                           const json& comm_probe) {
   ES_CHECK(!o.algos.empty(), "eval: --algos is empty");
   ES_CHECK(o.devices >= 1, "eval: --devices is {}, must be at least 1", o.devices);
   for (const std::string& a : o.algos) create_planner(a, o.planner);  // unknown names fail now
@@ -116,7 +116,8 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
                     {"comm", comm_source},
                     {"probe", reference_probe_json()},
                     {"probe_reference",
-                     probe_reference_json(measured->probe_reference(), reference_options)}};
+                     probe_reference_json(measured->probe_reference(), reference_options)},
+                    {"comm_probe", comm_probe}};
   RecordFile out(o.out_path, header,
                  {"format", "version", "machine", "tasks", "pool", "devices", "algos",
                   "cost_model", "model_dir", "threads", "comm"});

@@ -10,6 +10,8 @@
 #include "embshard/bench/alltoall_mpi.h"
 #include "embshard/eval/eval.h"
 #include "embshard/util/error.h"
+#include "embshard/util/file.h"
+#include "embshard/util/record_file.h"
 #include "embshard/util/reporter.h"
 
 namespace embshard {
@@ -18,8 +20,8 @@ namespace {
 // Each comm_ms call is one measurement on every rank.
 class MpiCommModel : public CommModel {
  public:
-  MpiCommModel(const mpi::Watchdog& dog, AllToAllTiming timing, int ranks)
-      : dog_(dog), timing_(timing), ranks_(ranks) {}
+  MpiCommModel(const mpi::Watchdog& dog, AllToAllTiming timing, int ranks, double reference_ms)
+      : dog_(dog), timing_(timing), ranks_(ranks), reference_ms_(reference_ms) {}
   std::string name() const override { return fmt::format("MPI all-to-all, {} ranks", ranks_); }
   void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
                std::span<double> fwd_ms, std::span<double> bwd_ms) const override {
@@ -29,20 +31,37 @@ class MpiCommModel : public CommModel {
       ES_CHECK(d >= 0 && d == std::floor(d) && d < std::numeric_limits<int>::max(),
                "eval: dim sum {} is not a whole number of columns", d);
     }
-    std::vector<double> fwd, bwd;
-    mpi::measure_alltoalls(dog_, timing_, ranks_, measurements_++,
-                           std::vector<double>(dim_sums.begin(), dim_sums.end()),
-                           std::vector<double>(delays_ms.begin(), delays_ms.end()), fwd, bwd);
-    std::copy(fwd.begin(), fwd.end(), fwd_ms.begin());
-    std::copy(bwd.begin(), bwd.end(), bwd_ms.begin());
+    const std::vector<mpi::RankTiming> t = mpi::measure_alltoalls(
+        dog_, timing_, ranks_, measurements_++,
+        std::vector<double>(dim_sums.begin(), dim_sums.end()),
+        std::vector<double>(delays_ms.begin(), delays_ms.end()), reference_ms_);
+    for (int d = 0; d < ranks_; ++d) fwd_ms[d] = t[d].fwd_ms, bwd_ms[d] = t[d].bwd_ms;
   }
 
  private:
   const mpi::Watchdog& dog_;
   AllToAllTiming timing_;
   int ranks_;
+  double reference_ms_;  // rank 0's quiet time of the reference exchange
   mutable int64_t measurements_ = 0;
 };
+
+// Runs of the reference exchange its quiet time is taken from.
+constexpr int kReferenceRuns = 200;
+
+// Every rank's reference exchange time recorded in an evaluation file that a
+// run resumes (empty: none yet).
+std::vector<double> comm_references_in(const std::string& path, int n) {
+  if (!file_exists(path)) return {};
+  nlohmann::json header;
+  RecordFile::read_all(path, &header, nullptr);
+  const auto ms = header.value("comm_probe", nlohmann::json::object())
+                      .value("reference_ms", std::vector<double>{});
+  ES_CHECK(ms.empty() || static_cast<int>(ms.size()) == n,
+           "{}: comm_probe.reference_ms holds {} ranks' times, the run has {} ranks", path,
+           ms.size(), n);
+  return ms;
+}
 
 }  // namespace
 
@@ -71,13 +90,17 @@ MpiEvalResult run_eval_mpi(const EvalOptions& options, Reporter& reporter) {
     timing.warmup = static_cast<int>(setup[2]);
     timing.repeats = static_cast<int>(setup[3]);
     try {
-      mpi::serve_alltoalls(control, dog, timing, n);
+      std::vector<double> unused;
+      const double reference_ms =
+          mpi::shared_exchange_reference(dog, timing, n, kReferenceRuns, unused);
+      mpi::serve_alltoalls(control, dog, timing, n, reference_ms);
     } catch (const std::exception& e) {
       mpi::abort_run(reporter, "eval", session.rank(), fmt::format("error: {}", e.what()));
     }
     return result;
   }
   result.root = true;
+  std::vector<double> references;  // every rank's reference exchange time
   try {
     ES_CHECK(o.devices == n, "eval: --devices is {} but mpirun started {} ranks (one per device)",
              o.devices, n);
@@ -86,6 +109,7 @@ MpiEvalResult run_eval_mpi(const EvalOptions& options, Reporter& reporter) {
     timing.batch = load_workload(pool_dir).batch_size;
     timing.warmup = o.comm_warmup;
     timing.repeats = o.comm_repeats;
+    references = comm_references_in(o.out_path, n);
     ES_CHECK(o.comm_warmup >= 0 && o.comm_repeats >= 1 && o.comm_timeout_s > 0,
              "eval: --comm-warmup {}, --comm-repeats {}, --comm-timeout-s {}: need >= 0, >= 1 "
              "and > 0",
@@ -104,10 +128,15 @@ MpiEvalResult run_eval_mpi(const EvalOptions& options, Reporter& reporter) {
   setup[3] = timing.repeats;
   dog.bcast(setup, 4, MPI_DOUBLE, "setup broadcast");
   try {
+    const double reference_ms =
+        mpi::shared_exchange_reference(dog, timing, n, kReferenceRuns, references);
     result.comm_source = fmt::format("measured: MPI all-to-all over {} ranks on {}", n,
                                      fmt::join(hosts, ","));
-    result.records =
-        run_eval(o, reporter, std::make_shared<MpiCommModel>(dog, timing, n), result.comm_source);
+    const nlohmann::json comm_probe = {{"exchange_dim", kReferenceExchangeDim},
+                                       {"reference_ms", references}};
+    result.records = run_eval(o, reporter,
+                              std::make_shared<MpiCommModel>(dog, timing, n, reference_ms),
+                              result.comm_source, comm_probe);
   } catch (...) {
     // The other ranks wait for a control message: let them leave, then report.
     mpi::stop_serving(dog, mpi::kSetupError, n);

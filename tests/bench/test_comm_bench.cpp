@@ -92,9 +92,10 @@ TEST(CommBench, BadOptionsNameTheFlag) {
 
 TEST(CommBench, HeaderHoldsTheIdentity) {
   CommBenchOptions o;
-  const json h = comm_bench_header(o, 4, {"a", "a", "b", "b"});
+  const json h = comm_bench_header(o, 4, {"a", "a", "b", "b"}, {0.1, 0.2, 0.3, 0.4});
   EXPECT_EQ(h["format"], "embshard-comm-costs");
-  EXPECT_EQ(h["version"], 1);
+  EXPECT_EQ(h["version"], 2);
+  EXPECT_EQ(h["probe"]["reference_ms"].size(), 4u);
   EXPECT_EQ(h["num_devices"], 4);
   EXPECT_EQ(h["machine"]["rank_hosts"].size(), 4u);
   for (const std::string& field : comm_bench_must_match()) EXPECT_TRUE(h.contains(field)) << field;
@@ -146,7 +147,7 @@ TEST(CommBench, FourRanksMeasureResumeAndDropATornLine) {
   expect_clean_records(RecordFile::read_all(out, &header, nullptr), 5, 4);
   EXPECT_EQ(header["format"], "embshard-comm-costs");
   EXPECT_EQ(header["num_devices"], 4);
-  EXPECT_EQ(header["batch"], 512);
+  EXPECT_EQ(header["batch_size"], 512);
   EXPECT_EQ(header["machine"]["rank_hosts"].size(), 4u);
   const std::string first = slurp(out);
 

@@ -54,6 +54,9 @@ void add_bench_comm_command(CLI::App& bench) {
   cmd->add_option("--warmup", o.warmup, "Untimed runs per sample")->capture_default_str();
   cmd->add_option("--repeats", o.repeats, "Timed runs per sample (median per rank)")
       ->capture_default_str();
+  cmd->add_option("--reference-runs", o.reference_runs,
+                  "Runs of the reference exchange its quiet time is taken from (new files)")
+      ->capture_default_str();
   cmd->add_option("--timeout-s", o.timeout_s,
                   "Abort when any collective takes longer (a rank died or hangs)")
       ->capture_default_str();

@@ -10,13 +10,22 @@
 
 namespace embshard {
 
-// How the all-to-alls of one placement are timed: the median of `repeats`
-// runs after `warmup` runs, `batch` rows in all (batch / N per rank).
+// How the all-to-alls of one placement are timed: `warmup` untimed runs, then
+// `repeats` rounds of the placement's exchanges interleaved (in a random
+// order every rank draws alike from `seed`) with `repeats` rounds of a fixed
+// reference exchange (kReferenceExchangeDim columns on every rank); `batch`
+// rows in all (batch / N per rank). Each rank normalizes its own figures by
+// the ratio to the reference exchange and its quiet time (bench/interleaved.h).
 struct AllToAllTiming {
   int64_t batch = 4096;
   int warmup = 3;
   int repeats = 10;
+  uint64_t seed = 0;
 };
+constexpr int kReferenceExchangeDim = 64;
+// A forward's transfer (its time less the wait for the last device's delay)
+// is at least this: the drift factor needs a positive figure.
+constexpr double kMinExchangeMs = 0.001;
 
 // What device `device` moves in one all-to-all of pooled fp32 embeddings:
 // it sends batch / N rows of its dim sum to each of the N - 1 others, and

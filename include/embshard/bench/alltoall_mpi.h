@@ -55,12 +55,18 @@ class Session {
 class Watchdog {
  public:
   Watchdog(std::string tool, int rank, double timeout_s, Reporter& reporter)
-      : tool_(std::move(tool)), rank_(rank), timeout_s_(timeout_s), reporter_(&reporter) {}
+      : tool_(std::move(tool)),
+        rank_(rank),
+        timeout_s_(timeout_s),
+        reporter_(&reporter),
+        oversubscribed_(host_oversubscribed()) {}
 
   void check(int rc, const char* what) const;
   // Spins (yielding) while the wait is short, so that timings stay precise,
   // then polls every 0.2 ms: a long wait is a straggler, a dead peer, or rank
-  // 0 busy between measurements, and oversubscribed ranks need the core.
+  // 0 busy between measurements. On an oversubscribed host (more ranks than
+  // cores) it never spins: an idle rank yields the core to the ones that
+  // move data.
   void wait(MPI_Request& request, const char* what) const;
   void barrier(const char* what) const;
   void bcast(void* data, int count, MPI_Datatype type, const char* what) const;
@@ -71,12 +77,15 @@ class Watchdog {
   Watchdog with_timeout(double timeout_s) const {
     return Watchdog(tool_, rank_, timeout_s, *reporter_);
   }
+  // More ranks on this host than hardware threads (Open MPI's local size).
+  static bool host_oversubscribed();
 
  private:
   std::string tool_;
   int rank_;
   double timeout_s_;
   Reporter* reporter_;
+  bool oversubscribed_;
 };
 
 // [status, index, dim sums (N), delays in ms (N)]; doubles hold the integers
@@ -84,32 +93,58 @@ class Watchdog {
 std::vector<double> control_message(int status, int64_t index, const std::vector<double>& dim_sums,
                                     const std::vector<double>& delays_ms, int n);
 
+// One rank's figures for one placement. Normalized: forward = its wait for
+// the last device's delay + the transfer scaled by the drift factor
+// (normalized / raw, from the interleaving against the reference exchange);
+// backward = the raw backward scaled likewise. Raw: medians of its own runs.
 struct RankTiming {
-  double fwd_ms = 0, bwd_ms = 0;
+  double fwd_ms = 0, bwd_ms = 0;          // normalized
+  double raw_fwd_ms = 0, raw_bwd_ms = 0;  // medians
+  double probe_ms = 0;                    // the reference exchange's median
+  double ratio_mad = 0;                   // dispersion of the ratios
 };
+constexpr int kRankTimingFields = 6;  // gathered as doubles, in the order above
+
+// The reference exchange's quiet time on every rank: `runs` collective runs,
+// each rank's 15th percentile (bench/interleaved.h explains why a low
+// quantile). Every rank gets its own; rank 0 gets all in `all`.
+double estimate_exchange_reference(const Watchdog& dog, const AllToAllTiming& o, int n, int runs,
+                                   std::vector<double>* all);
+
+// The same, or the times an earlier run recorded: rank 0 passes them in `all`
+// (one per rank; empty: measure now, and `all` gets them) and every rank
+// returns its own. Collective.
+double shared_exchange_reference(const Watchdog& dog, const AllToAllTiming& o, int n, int runs,
+                                 std::vector<double>& all);
 
 // This rank's forward all-to-all of pooled embeddings (from the end of its
 // delay until its all-to-all completes, so waiting for stragglers counts) and
-// backward all-to-all of their gradients (after a barrier), medians of
-// o.repeats runs after o.warmup; o.batch rows in all, batch / N per rank.
+// backward all-to-all of their gradients (after a barrier), interleaved with
+// the reference exchange (AllToAllTiming) and normalized by `reference_ms`,
+// this rank's quiet time of it; `max_delay_ms` is the largest delay of any
+// rank. `index` seeds the order (alike on every rank).
 RankTiming time_alltoalls(const Watchdog& dog, const AllToAllTiming& o,
-                          const std::vector<int>& dim_sums, double delay_ms);
+                          const std::vector<int>& dim_sums, double delay_ms, double max_delay_ms,
+                          double reference_ms, int64_t index);
 
 // Rank 0: broadcasts one placement (kMeasure, `index`, dim sums, delays), times
 // its own all-to-alls with every other rank (serve_alltoalls), and gathers
-// every rank's timings into fwd[r], bwd[r]. `before_timing` runs on rank 0
+// every rank's timings (one RankTiming per rank). `reference_ms` is this
+// rank's quiet time of the reference exchange. `before_timing` runs on rank 0
 // between the broadcast and the timing (a test hook).
-void measure_alltoalls(const Watchdog& dog, const AllToAllTiming& o, int n, int64_t index,
-                       const std::vector<double>& dim_sums, const std::vector<double>& delays_ms,
-                       std::vector<double>& fwd, std::vector<double>& bwd,
-                       const std::function<void(int64_t)>& before_timing = {});
+std::vector<RankTiming> measure_alltoalls(const Watchdog& dog, const AllToAllTiming& o, int n,
+                                          int64_t index, const std::vector<double>& dim_sums,
+                                          const std::vector<double>& delays_ms,
+                                          double reference_ms,
+                                          const std::function<void(int64_t)>& before_timing = {});
 
 // Ranks > 0: take part in rank 0's measure_alltoalls until it broadcasts
 // kDone (returns true) or kSetupError (false). `control` waits for each
 // control message (rank 0 may be busy for long between measurements);
 // `before_timing(index)` runs before each timing (a test hook).
 bool serve_alltoalls(const Watchdog& control, const Watchdog& dog, const AllToAllTiming& o,
-                     int n, const std::function<void(int64_t)>& before_timing = {});
+                     int n, double reference_ms,
+                     const std::function<void(int64_t)>& before_timing = {});
 
 // Rank 0: tells the serving ranks to stop (kDone or kSetupError).
 void stop_serving(const Watchdog& dog, int status, int n);

@@ -6,7 +6,9 @@
 // finishes late). Every rank times the forward all-to-all of pooled embeddings
 // (from the end of its own delay until its all-to-all completes, so waiting
 // for stragglers counts) and the backward all-to-all of their gradients (after
-// a barrier, no delay); the median of `repeats` runs after `warmup` runs.
+// a barrier, no delay): `repeats` runs after `warmup` runs, interleaved with as
+// many runs of a fixed reference exchange, and normalized by each rank's quiet
+// time of it (bench/alltoall.h); records keep raw and normalized figures.
 //
 // The sample drawing, option checks and header are pure and live in the core
 // library; run_comm_bench (the MPI part) lives in the embshard_mpi library.
@@ -37,6 +39,7 @@ struct CommBenchOptions {
   std::vector<int> tables_per_device = {1, 15};
   int warmup = 3;
   int repeats = 10;
+  int reference_runs = 200;  // of the reference exchange, for its quiet time (new files)
   double timeout_s = 60;  // every collective must complete within this
   int64_t show = 12;      // records printed at the end
   // Hidden test hooks: rank `fault_rank` exits or hangs at sample `fault_sample`.
@@ -71,7 +74,8 @@ void check_comm_options(const CommBenchOptions& options, int num_devices);
 // The header line: format, versions, machine (rank 0's, plus every rank's
 // hostname), N and the options that shape the records.
 nlohmann::json comm_bench_header(const CommBenchOptions& options, int num_devices,
-                                 const std::vector<std::string>& rank_hosts);
+                                 const std::vector<std::string>& rank_hosts,
+                                 const std::vector<double>& reference_ms);
 
 // The header fields a resumed run must match.
 const std::vector<std::string>& comm_bench_must_match();

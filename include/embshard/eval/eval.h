@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "embshard/cost/cost_model.h"
 #include "embshard/search/planner.h"
@@ -75,10 +75,12 @@ constexpr const char* kModelCommSource = "cost model (one process: no all-to-all
 // Runs (resuming) and returns every record of the output file. Compute is
 // measured on the executor; communication comes from `comm` (the cost model
 // under test when null), named `comm_source` in the header, which a resumed
-// run must match. Progress goes to `reporter`.
+// run must match, and `comm_probe` (the measured comm's reference exchange
+// times) is recorded there. Progress goes to `reporter`.
 std::vector<nlohmann::json> run_eval(const EvalOptions& options, Reporter& reporter,
                                      std::shared_ptr<const CommModel> comm = nullptr,
-                                     const std::string& comm_source = kModelCommSource);
+                                     const std::string& comm_source = kModelCommSource,
+                                     const nlohmann::json& comm_probe = nullptr);
 
 // True when this process was started by mpirun (or another launcher) with
 // more than one rank.
