@@ -21,6 +21,7 @@ void add_calibrate_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_validate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_diff_command(CLI::App& app);
 void add_tasks_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 

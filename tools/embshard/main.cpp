@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   embshard::cli::add_train_command(app);
   embshard::cli::add_validate_command(app);
   embshard::cli::add_plan_command(app);
+  embshard::cli::add_diff_command(app);
   embshard::cli::add_tasks_command(app);
   embshard::cli::add_eval_command(app);
   try {
