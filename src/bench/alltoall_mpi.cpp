@@ -251,7 +251,10 @@ RankTiming time_alltoalls(const Watchdog& dog, const AllToAllTiming& o,
   io.target_relative_half_width = 1e9;
   io.seed = item_seed(o.seed, static_cast<uint64_t>(index));
   io.max_ratio = 1e6;
-  io.probe_drift_bound = 10;
+  // A reference exchange of microseconds on an idle host takes milliseconds
+  // when ranks outnumber cores and the scheduler decides; so does the work,
+  // and the ratio holds. Only an absurd drift is an error here.
+  io.probe_drift_bound = 1e4;
   io.label = fmt::format("{}: rank {}: placement {}", dog.tool(), dog.rank(), index);
   fwd_ms.clear(), bwd_ms.clear(), transfer_ms.clear();
   const InterleavedResult r = measure_interleaved(
