@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates a neural cost model set end to end on this machine:
-#   synth pool -> bench compute -> (a second, never-seen pool) -> bench comm at
-#   several device counts -> train -> validate on the never-seen pool.
+#   synth pools (both published profiles, several batches) -> bench compute on
+#   each (normalized against one reference probe) -> never-seen pools (other
+#   seeds) -> bench comm at several device counts and batches -> train one
+#   model over all of it -> validate on every never-seen pool.
 # Usage: scripts/pretrain.sh OUT_DIR      (sizes below; override any by env var)
 # Every step resumes: rerun the same command after an interruption.
 set -euo pipefail
@@ -9,62 +11,101 @@ set -euo pipefail
 OUT=${1:?usage: scripts/pretrain.sh OUT_DIR}
 EMBSHARD=${EMBSHARD:-build/embshard}
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
+EXECUTOR=${EXECUTOR:-cpu}             # cpu | cuda
+THREADS=${THREADS:-1}                 # executor threads (a "device")
 
-# The workload pool and the compute measurements.
-PROFILE=${PROFILE:-2021}
-TABLES=${TABLES:-60}              # pool tables
-BATCH=${BATCH:-2048}              # batch size of compute and comm (one model, one batch)
+# Training pools: one per (profile, batch); the model takes the batch as an input.
+PROFILES=${PROFILES:-"2021 2022"}
+BATCHES=${BATCHES:-"1024 2048 4096 8192"}
+TABLES=${TABLES:-120}                 # tables per pool
+SAMPLES=${SAMPLES:-500}               # shards measured per pool
 SEED=${SEED:-1}
-COMPUTE_SAMPLES=${COMPUTE_SAMPLES:-800}
-MAX_TABLES=${MAX_TABLES:-15}      # tables per shard: 1..MAX_TABLES
-DIMS=${DIMS:-4,8,16,32,64,128}
-MEM_CAP=${MEM_CAP:-134217728}     # weight bytes per shard (filled per shard: larger is slower to collect)
+MAX_TABLES=${MAX_TABLES:-15}          # tables per shard: 1..MAX_TABLES
+DIMS=${DIMS:-4,8,16,32,64,128,256}
+MEM_CAP=${MEM_CAP:-128MiB}            # weights per shard at most
 WARMUP=${WARMUP:-2}
-REPEATS=${REPEATS:-7}
-THREADS=${THREADS:-1}             # executor threads (a "device")
-# Tables never seen in training: another pool from another seed.
-UNSEEN_TABLES=${UNSEEN_TABLES:-20}
-UNSEEN_SAMPLES=${UNSEEN_SAMPLES:-150}
-# Communication: one file per device count, all served by one model.
+MIN_ROUNDS=${MIN_ROUNDS:-8}           # interleaved rounds (shard + reference probe) per shard
+MAX_ROUNDS=${MAX_ROUNDS:-40}
+TARGET_CI=${TARGET_CI:-0.03}
+REFERENCE_WINDOW_S=${REFERENCE_WINDOW_S:-20}
+# Never-seen tables: pools from other seeds, the model's tests.
+UNSEEN_BATCHES=${UNSEEN_BATCHES:-"2048 4096"}
+UNSEEN_TABLES=${UNSEEN_TABLES:-40}
+UNSEEN_SAMPLES=${UNSEEN_SAMPLES:-100}
+# Communication: one file per (device count, batch), all served by one model.
 COMM_DEVICES=${COMM_DEVICES:-"2 4 8"}
-COMM_SAMPLES=${COMM_SAMPLES:-200}
-COMM_REPEATS=${COMM_REPEATS:-5}
+COMM_BATCHES=${COMM_BATCHES:-"2048 4096"}
+COMM_SAMPLES=${COMM_SAMPLES:-150}
+COMM_REPEATS=${COMM_REPEATS:-6}
 COMM_MAX_DELAY_MS=${COMM_MAX_DELAY_MS:-5}
 # Training.
 TRAIN_SEED=${TRAIN_SEED:-0}
-HOLDOUT_TABLES=${HOLDOUT_TABLES:-0.05}  # few: records mixing held-out tables are unused; the unseen pool is the main unseen test
+HOLDOUT_TABLES=${HOLDOUT_TABLES:-0.05}
 EPOCHS=${EPOCHS:-400}
 
-mkdir -p "$OUT/data"
 DATA=$OUT/data
+mkdir -p "$DATA"
 run() { echo "+ $*" >&2; "$@"; }
 
-[ -f "$DATA/pool/tables.json" ] ||
-  run "$EMBSHARD" synth --profile "$PROFILE" --tables "$TABLES" --batch "$BATCH" --seed "$SEED" \
-    -o "$DATA/pool"
-[ -f "$DATA/unseen_pool/tables.json" ] ||
-  run "$EMBSHARD" synth --profile "$PROFILE" --tables "$UNSEEN_TABLES" --batch "$BATCH" \
-    --seed $((SEED + 1000)) -o "$DATA/unseen_pool"
-
+# The first compute file measures the reference probe; every other file takes
+# its reference, so that all of them share one scale.
+REFERENCE_FILE=""
 bench_compute() {  # workload samples out seed
-  run "$EMBSHARD" bench compute --workload "$1" --samples "$2" --out "$3" --seed "$4" \
-    --max-tables "$MAX_TABLES" --dims "$DIMS" --mem-cap "$MEM_CAP" --warmup "$WARMUP" \
-    --repeats "$REPEATS" --threads "$THREADS" --show 0
+  local ref=()
+  if [ -n "$REFERENCE_FILE" ]; then ref=(--reference-from "$REFERENCE_FILE"); fi
+  run "$EMBSHARD" bench compute --workload "$1" --samples "$2" -o "$3" --seed "$4" \
+    --executor "$EXECUTOR" --threads "$THREADS" --max-tables "$MAX_TABLES" --dims "$DIMS" \
+    --mem-cap "$MEM_CAP" --warmup "$WARMUP" --min-rounds "$MIN_ROUNDS" \
+    --max-rounds "$MAX_ROUNDS" --target-ci "$TARGET_CI" \
+    --reference-window-s "$REFERENCE_WINDOW_S" "${ref[@]}" --show 0
+  [ -n "$REFERENCE_FILE" ] || REFERENCE_FILE=$3
 }
-bench_compute "$DATA/pool" "$COMPUTE_SAMPLES" "$DATA/compute.jsonl" "$SEED"
-bench_compute "$DATA/unseen_pool" "$UNSEEN_SAMPLES" "$DATA/compute_unseen.jsonl" $((SEED + 1000))
+
+synth() {  # profile tables batch seed dir
+  [ -f "$5/tables.json" ] ||
+    run "$EMBSHARD" synth --profile "$1" --tables "$2" --batch "$3" --seed "$4" -o "$5"
+}
+
+COMPUTE_ARGS=()
+i=0
+for profile in $PROFILES; do
+  for batch in $BATCHES; do
+    i=$((i + 1))
+    pool=$DATA/pool_${profile}_b$batch
+    synth "$profile" "$TABLES" "$batch" $((SEED * 100 + i)) "$pool"
+    bench_compute "$pool" "$SAMPLES" "$DATA/compute_${profile}_b$batch.jsonl" $((SEED * 100 + i))
+    COMPUTE_ARGS+=(--compute "$DATA/compute_${profile}_b$batch.jsonl")
+  done
+done
+
+UNSEEN_ARGS=()
+for profile in $PROFILES; do
+  for batch in $UNSEEN_BATCHES; do
+    i=$((i + 1))
+    pool=$DATA/unseen_${profile}_b$batch
+    synth "$profile" "$UNSEEN_TABLES" "$batch" $((SEED * 100 + 1000 + i)) "$pool"
+    bench_compute "$pool" "$UNSEEN_SAMPLES" "$DATA/unseen_${profile}_b$batch.jsonl" \
+      $((SEED * 100 + 1000 + i))
+    UNSEEN_ARGS+=(--unseen-compute "$DATA/unseen_${profile}_b$batch.jsonl")
+  done
+done
 
 COMM_ARGS=()
 for n in $COMM_DEVICES; do
-  run $MPIRUN -np "$n" "$EMBSHARD" bench comm --samples "$COMM_SAMPLES" --batch "$BATCH" \
-    --seed "$SEED" --repeats "$COMM_REPEATS" --max-delay-ms "$COMM_MAX_DELAY_MS" --show 0 \
-    --out "$DATA/comm_n$n.jsonl"
-  COMM_ARGS+=(--comm "$DATA/comm_n$n.jsonl")
+  for batch in $COMM_BATCHES; do
+    run $MPIRUN -np "$n" "$EMBSHARD" bench comm --samples "$COMM_SAMPLES" --batch "$batch" \
+      --seed "$SEED" --repeats "$COMM_REPEATS" --max-delay-ms "$COMM_MAX_DELAY_MS" --show 0 \
+      -o "$DATA/comm_n${n}_b$batch.jsonl"
+    COMM_ARGS+=(--comm "$DATA/comm_n${n}_b$batch.jsonl")
+  done
 done
 
-run "$EMBSHARD" train --compute "$DATA/compute.jsonl" "${COMM_ARGS[@]}" \
-  --unseen-compute "$DATA/compute_unseen.jsonl" --out "$OUT/model" --seed "$TRAIN_SEED" \
-  --holdout-tables "$HOLDOUT_TABLES" --epochs "$EPOCHS"
-run "$EMBSHARD" validate --model "$OUT/model" --data "$DATA/compute_unseen.jsonl"
+run "$EMBSHARD" train "${COMPUTE_ARGS[@]}" "${COMM_ARGS[@]}" "${UNSEEN_ARGS[@]}" \
+  -o "$OUT/model" --seed "$TRAIN_SEED" --holdout-tables "$HOLDOUT_TABLES" --epochs "$EPOCHS"
+for profile in $PROFILES; do
+  for batch in $UNSEEN_BATCHES; do
+    run "$EMBSHARD" validate --model "$OUT/model" --data "$DATA/unseen_${profile}_b$batch.jsonl"
+  done
+done
 run "$EMBSHARD" bench cost-model --model "$OUT/model"
 echo "model set in $OUT/model (report: $OUT/model/report.md)"

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -37,15 +38,35 @@ PlanTask make_eval_task(const Workload& pool, const EvalTask& t, int devices) {
                    device_capacities(devices, t.mem_cap_bytes, {}), {});
 }
 
-// `truth`: compute measured on the executor, communication measured or modelled.
+// "neuroshard+verify" -> "neuroshard"; "" when `name` has no verification.
+std::string verified_base(const std::string& name) {
+  const size_t at = name.size() >= kVerifySuffix.size()
+                        ? name.size() - kVerifySuffix.size()
+                        : std::string::npos;
+  return at != std::string::npos && name.compare(at, std::string::npos, kVerifySuffix) == 0
+             ? name.substr(0, at)
+             : "";
+}
+
+// `truth`: compute measured on the executor, communication measured or
+// modelled; `selection`: the same measurements with their own cache, for the
+// verified algorithms' choice (so that the chosen plan's reported cost is a
+// measurement of its own, not the minimum of those it was chosen by).
 json eval_one(const PlanTask& task, const EvalOptions& o, const CostModel& model,
-              const CostModel& truth) {
+              const CostModel& truth, const CostModel* selection) {
   ShardCosts measured_costs(task, truth);
   json algos = json::object();
   for (const std::string& name : o.algos) {
     PlanResult r;
     try {
-      r = plan_task(task, name, o.planner, model);
+      const std::string base = verified_base(name);
+      if (base.empty()) {
+        r = plan_task(task, name, o.planner, model);
+      } else {
+        auto planner = create_planner(base, o.planner);
+        r = make_verified_plan(*planner, task, model, *selection, o.verify_candidates);
+        r.algorithm = name;
+      }
     } catch (const Error& e) {
       // A heuristic can fail to pack a feasible task; that is a result too.
       algos[name] = {{"error", e.what()}};
@@ -59,6 +80,11 @@ json eval_one(const PlanTask& task, const EvalOptions& o, const CostModel& model
                    {"shards", r.plan.shards.size()}};
   }
   return algos;
+}
+
+// The heuristics the search is compared with: not neuroshard, not a verified algorithm.
+bool is_baseline(const std::string& name) {
+  return name != "neuroshard" && verified_base(name).empty();
 }
 
 }  // namespace
@@ -76,7 +102,14 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
                            const json& comm_probe) {
   ES_CHECK(!o.algos.empty(), "eval: --algos is empty");
   ES_CHECK(o.devices >= 1, "eval: --devices is {}, must be at least 1", o.devices);
-  for (const std::string& a : o.algos) create_planner(a, o.planner);  // unknown names fail now
+  bool verified = false;
+  for (const std::string& a : o.algos) {  // unknown names fail now
+    const std::string base = verified_base(a);
+    create_planner(base.empty() ? a : base, o.planner);
+    verified = verified || !base.empty();
+  }
+  ES_CHECK(!verified || o.verify_candidates >= 1, "eval: --verify-candidates is {}, must be >= 1",
+           o.verify_candidates);
   std::string pool_dir;
   const std::vector<EvalTask> tasks = load_tasks(o.tasks_path, &pool_dir);
   const Workload pool = load_workload(pool_dir);
@@ -99,6 +132,13 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   }
   const CostModel truth{measured, comm ? comm : model.comm,
                         "measured compute; comm: " + comm_source};
+  std::optional<CostModel> selection;
+  if (verified) {
+    const auto chooser = make_measured_compute_model(mo);
+    chooser->set_probe_reference(measured->probe_reference());
+    selection = CostModel{chooser, truth.comm, "measured compute (for the choice); comm: " +
+                                                   comm_source};
+  }
   ProbeReferenceOptions reference_options;
   reference_options.min_window_ms = 1e3 * o.reference_window_s;
   const json header{{"format", "embshard-eval"},
@@ -136,7 +176,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     }
     out.append({{"task", i},
                 {"tables", task.num_tables()},
-                {"algos", eval_one(task, o, model, truth)}});
+                {"algos", eval_one(task, o, model, truth, selection ? &*selection : nullptr)}});
     progress.update(i + 1);
   }
   progress.finish();
@@ -187,7 +227,7 @@ EvalSummary summarize_eval(const std::vector<json>& records,
     s.mean_predicted_ms /= n;
     s.mean_gap_to_bound /= n;
     s.prediction_mape_pct /= n;
-    if (s.name != "neuroshard") best_baseline = std::min(best_baseline, s.mean_measured_ms);
+    if (is_baseline(s.name)) best_baseline = std::min(best_baseline, s.mean_measured_ms);
   }
   for (AlgoSummary& s : summary) {
     s.ratio_to_best_baseline = std::isfinite(best_baseline) ? s.mean_measured_ms / best_baseline : 0;
@@ -243,7 +283,7 @@ std::string eval_svg(const EvalSummary& result, int devices) {
       kW, height, tasks, devices);
   double y = kTop;
   for (const AlgoSummary& s : summary) {
-    const bool ours = s.name == "neuroshard";
+    const bool ours = !is_baseline(s.name);
     svg += fmt::format(
         "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n<rect x=\"{}\" y=\"{}\" "
         "width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>\n<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{}\" "

@@ -58,9 +58,31 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
   // JSON objects are unordered (and written sorted): the task's order too.
   j["table_order"] = nlohmann::json::array();
   for (const TableSpec& s : task.tables) j["table_order"].push_back(s.name);
+  j["predicted"] = prediction_json(task, r.predicted);
+  j["predicted"]["lower_bound_ms"] = r.bound.total_ms();
+  j["predicted"]["gap"] = r.gap();
+  j["predicted"]["search_s"] = r.search_s;
+  if (r.verification) {
+    const Verification& v = *r.verification;
+    j["measured"] = prediction_json(task, v.candidates[v.chosen].measured);
+    nlohmann::json candidates = nlohmann::json::array();
+    for (const VerifiedCandidate& c : v.candidates) {
+      candidates.push_back({{"predicted_ms", c.predicted.cost_ms},
+                            {"measured_ms", c.measured.cost_ms},
+                            {"shards", c.plan.shards.size()}});
+    }
+    j["verification"] = {{"truth", v.truth},
+                         {"chosen", v.chosen},
+                         {"verify_s", v.verify_s},
+                         {"candidates", candidates}};
+  }
+  return j;
+}
+
+nlohmann::json prediction_json(const PlanTask& task, const PlanPrediction& p) {
   nlohmann::json devices = nlohmann::json::array();
   for (int d = 0; d < task.num_devices(); ++d) {
-    const DeviceCosts& c = r.predicted.devices[d];
+    const DeviceCosts& c = p.devices[d];
     devices.push_back({{"memory_bytes", c.memory_bytes},
                        {"memory_fraction",
                         static_cast<double>(c.memory_bytes) / task.device_mem_bytes[d]},
@@ -71,14 +93,29 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
                        {"num_shards", c.num_shards},
                        {"dim_sum", c.dim_sum}});
   }
-  j["predicted"] = {{"cost_ms", r.predicted.cost_ms},
-                    {"critical_device", r.predicted.critical_device},
-                    {"imbalance", r.predicted.imbalance},
-                    {"lower_bound_ms", r.bound.total_ms()},
-                    {"gap", r.gap()},
-                    {"search_s", r.search_s},
-                    {"devices", devices}};
-  return j;
+  return {{"cost_ms", p.cost_ms},
+          {"critical_device", p.critical_device},
+          {"imbalance", p.imbalance},
+          {"devices", devices}};
+}
+
+std::string verification_report(const Verification& v) {
+  TextTable table({"candidate", "predicted ms", "measured ms", "measured / predicted", "shards"});
+  for (size_t i = 0; i < v.candidates.size(); ++i) {
+    const VerifiedCandidate& c = v.candidates[i];
+    table.add_row({fmt::format("{}{}", i, static_cast<int>(i) == v.chosen ? " (chosen)" : ""),
+                   fmt::format("{:.3f}", c.predicted.cost_ms),
+                   fmt::format("{:.3f}", c.measured.cost_ms),
+                   fmt::format("{:.3f}", c.measured.cost_ms / c.predicted.cost_ms),
+                   std::to_string(c.plan.shards.size())});
+  }
+  const double first = v.candidates.front().measured.cost_ms;
+  const double chosen = v.candidates[v.chosen].measured.cost_ms;
+  return fmt::format("verification: the search's {} best plans, measured ({}), in {:.1f} s\n{}"
+                     "chosen: candidate {}, {:.3f} ms measured, {:.1f}% below the search's own "
+                     "pick\n",
+                     v.candidates.size(), v.truth, v.verify_s, table.render(), v.chosen, chosen,
+                     100 * (first - chosen) / first);
 }
 
 namespace {
@@ -134,7 +171,63 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
                     "monotone, or fusing costs more than running apart; docs/plan.md)"
                   : "",
       r.search_s);
+  if (r.verification) out += verification_report(*r.verification);
   return out;
+}
+
+}  // namespace embshard
+
+namespace embshard {
+
+nlohmann::json iteration_trace(const PlanTask& task, const PlanPrediction& p,
+                               const std::string& label) {
+  // The forward all-to-all of device d waits for the last device to finish
+  // (comm models: wait = max delay - own delay, delay = compute + backward
+  // all-to-all over the fastest device's); what is left is the transfer.
+  const size_t n = p.devices.size();
+  double fastest = 1e300;
+  for (const DeviceCosts& c : p.devices) fastest = std::min(fastest, c.compute_ms + c.bwd_comm_ms);
+  double max_delay = 0;
+  for (const DeviceCosts& c : p.devices) {
+    max_delay = std::max(max_delay, c.compute_ms + c.bwd_comm_ms - fastest);
+  }
+  nlohmann::json events = nlohmann::json::array();
+  const auto slice = [&](size_t d, const char* name, const char* category, double start_ms,
+                         double ms) {
+    if (ms <= 0) return;
+    events.push_back({{"name", name},
+                      {"cat", category},
+                      {"ph", "X"},
+                      {"pid", 0},
+                      {"tid", d},
+                      {"ts", 1e3 * start_ms},  // microseconds
+                      {"dur", 1e3 * ms}});
+  };
+  for (size_t d = 0; d < n; ++d) {
+    const DeviceCosts& c = p.devices[d];
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 0},
+                      {"tid", d},
+                      {"args", {{"name", fmt::format("device {}{}", d,
+                                                     static_cast<int>(d) == p.critical_device
+                                                         ? " (critical)"
+                                                         : "")}}}});
+    const double delay = c.compute_ms + c.bwd_comm_ms - fastest;
+    const double wait = std::min(c.fwd_comm_ms, std::max(0.0, max_delay - delay));
+    slice(d, "fused embedding compute (fwd + bwd + update)", "compute", 0, c.compute_ms);
+    slice(d, "wait for the last device", "wait", c.compute_ms, wait);
+    slice(d, "forward all-to-all", "comm", c.compute_ms + wait, c.fwd_comm_ms - wait);
+    slice(d, "backward all-to-all", "comm", c.compute_ms + c.fwd_comm_ms, c.bwd_comm_ms);
+  }
+  return {{"traceEvents", events},
+          {"displayTimeUnit", "ms"},
+          {"otherData",
+           {{"what", label},
+            {"tables", task.num_tables()},
+            {"devices", task.num_devices()},
+            {"batch_size", task.batch_size},
+            {"cost_ms", p.cost_ms}}}};
 }
 
 }  // namespace embshard

@@ -52,7 +52,10 @@ class NeuroShardPlanner : public Planner {
     ES_CHECK(o.threads >= 0, "threads is {}, must be at least 0 (0: one per hardware thread)", o.threads);
   }
   std::string name() const override { return "neuroshard"; }
-  Plan plan(const PlanTask& task, ShardCosts& costs) override;
+  Plan plan(const PlanTask& task, ShardCosts& costs) override {
+    return plan_candidates(task, costs, 1).front();
+  }
+  std::vector<Plan> plan_candidates(const PlanTask& task, ShardCosts& costs, int count) override;
 
  private:
   std::vector<size_t> candidates(const PlanTask& task, const BeamState& s) const;
@@ -142,7 +145,22 @@ void rate_children(std::vector<BeamState>& children, size_t beam_width,
   if (error) std::rethrow_exception(error);
 }
 
-Plan NeuroShardPlanner::plan(const PlanTask& task, ShardCosts& costs) {
+// Keeps the `count` cheapest distinct states seen (distinct piece sets give
+// distinct plans), cheapest first; ties keep the earlier state.
+void remember(std::vector<BeamState>& best, const BeamState& s, size_t count) {
+  if (!std::isfinite(s.cost_ms)) return;
+  for (const BeamState& b : best) {
+    if (b.signature == s.signature) return;
+  }
+  const auto at = std::upper_bound(best.begin(), best.end(), s.cost_ms,
+                                   [](double c, const BeamState& b) { return c < b.cost_ms; });
+  best.insert(at, s);
+  if (best.size() > count) best.pop_back();
+}
+
+std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, ShardCosts& costs,
+                                                     int count) {
+  ES_CHECK(count >= 1, "neuroshard: asked for {} candidate plans, need at least 1", count);
   // One grid search (and cost cache) per thread; the model is only read.
   const unsigned threads =
       options_.threads > 0 ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -155,7 +173,8 @@ Plan NeuroShardPlanner::plan(const PlanTask& task, ShardCosts& costs) {
   sort_pieces(task, start.pieces);
   start.signature = signature(start.pieces);
   start.cost_ms = grids[0]->run(start.pieces, start.device_of);
-  BeamState best = start;
+  std::vector<BeamState> best;
+  remember(best, start, count);
   std::vector<BeamState> beam{start}, children;
   std::unordered_set<uint64_t> seen{start.signature};
   for (int step = 0; step < options_.max_steps; ++step) {
@@ -171,13 +190,13 @@ Plan NeuroShardPlanner::plan(const PlanTask& task, ShardCosts& costs) {
     std::stable_sort(children.begin(), children.end(), [](const BeamState& a, const BeamState& b) {
       return a.cost_ms < b.cost_ms;
     });
+    for (const BeamState& c : children) remember(best, c, count);
     if (children.size() > static_cast<size_t>(options_.beam_width)) {
       children.resize(options_.beam_width);
     }
     beam.swap(children);
-    if (beam[0].cost_ms < best.cost_ms) best = beam[0];
   }
-  if (!std::isfinite(best.cost_ms)) {
+  if (best.empty()) {
     // Every greedy run ran out of memory somewhere: name the biggest piece.
     const auto big = std::max_element(start.pieces.begin(), start.pieces.end(),
                                       [](const Piece& a, const Piece& b) {
@@ -190,7 +209,9 @@ Plan NeuroShardPlanner::plan(const PlanTask& task, ShardCosts& costs) {
              "of {} bytes on {} devices; the biggest piece is table '{}' ({} bytes)",
              total, have, task.num_devices(), task.tables[big->table].name, big->mem_bytes);
   }
-  return search::plan_from_pieces(task, best.pieces, best.device_of);
+  std::vector<Plan> plans;
+  for (const BeamState& s : best) plans.push_back(search::plan_from_pieces(task, s.pieces, s.device_of));
+  return plans;
 }
 
 }  // namespace

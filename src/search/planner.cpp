@@ -53,20 +53,53 @@ LowerBound lower_bound(const PlanTask& task, ShardCosts& costs) {
 }
 
 PlanResult make_plan(Planner& planner, const PlanTask& task, const CostModel& model) {
+  return make_verified_plan(planner, task, model, model, 0);
+}
+
+PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const CostModel& model,
+                              const CostModel& truth, int candidates) {
+  ES_CHECK(candidates >= 0, "verification: {} candidates, need at least 0", candidates);
   PlanResult r;
   r.algorithm = planner.name();
   r.cost_model = model.name;
   ShardCosts costs(task, model);
   const auto start = std::chrono::steady_clock::now();
-  r.plan = planner.plan(task, costs);
+  std::vector<Plan> plans = candidates > 0 ? planner.plan_candidates(task, costs, candidates)
+                                           : std::vector<Plan>{planner.plan(task, costs)};
   r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  try {
-    validate_plan(task, r.plan);
-  } catch (const Error& e) {
-    ES_THROW("planner {} produced an invalid plan: {}", planner.name(), e.what());
+  for (const Plan& plan : plans) {
+    try {
+      validate_plan(task, plan);
+    } catch (const Error& e) {
+      ES_THROW("planner {} produced an invalid plan: {}", planner.name(), e.what());
+    }
   }
-  r.predicted = predict_plan(task, r.plan, costs);
+  if (candidates == 0) {
+    r.plan = std::move(plans.front());
+    r.predicted = predict_plan(task, r.plan, costs);
+    r.bound = lower_bound(task, costs);
+    return r;
+  }
   r.bound = lower_bound(task, costs);
+  const auto verify_start = std::chrono::steady_clock::now();
+  Verification v;
+  v.truth = truth.name;
+  ShardCosts measured(task, truth);
+  for (Plan& plan : plans) {
+    VerifiedCandidate c;
+    c.predicted = predict_plan(task, plan, costs);
+    c.measured = predict_plan(task, plan, measured);
+    c.plan = std::move(plan);
+    if (!v.candidates.empty() && c.measured.cost_ms < v.candidates[v.chosen].measured.cost_ms) {
+      v.chosen = static_cast<int>(v.candidates.size());
+    }
+    v.candidates.push_back(std::move(c));
+  }
+  v.verify_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - verify_start).count();
+  r.plan = v.candidates[v.chosen].plan;
+  r.predicted = v.candidates[v.chosen].predicted;
+  r.verification = std::move(v);
   return r;
 }
 

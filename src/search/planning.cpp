@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "embshard/cost/measured_model.h"
 #include "embshard/util/error.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/units.h"
@@ -30,7 +31,25 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   reporter.note(fmt::format("plan: {} tables from {}; {} devices; {} against the {} cost model",
                             out.task.num_tables(), r.workload.source, out.task.num_devices(),
                             r.algo, model.name));
-  out.result = make_plan(*planner, out.task, model);
+  if (r.verify == 0) {
+    out.result = make_plan(*planner, out.task, model);
+    return out;
+  }
+  ES_CHECK(r.verify >= 1, "--verify is {}, must be at least 1", r.verify);
+  ES_CHECK(!r.workload.dir.empty() && r.workload.trace_file.has_value(),
+           "--verify measures plans with the workload's traces: give a workload directory with "
+           "a trace ({} has none)",
+           r.workload.source);
+  CostModelOptions truth_options = model_options;
+  truth_options.workload_dir = r.workload.dir;
+  truth_options.executor = r.executor;
+  truth_options.reference_window_s = r.reference_window_s;
+  reporter.note(fmt::format("plan: verifying the {} best plans on the executor ({} s of reference "
+                            "probe first)",
+                            r.verify, r.reference_window_s));
+  const CostModel truth{make_measured_compute_model(truth_options), model.comm,
+                        "measured compute (" + r.executor + "); comm: " + model.name};
+  out.result = make_verified_plan(*planner, out.task, model, truth, r.verify);
   return out;
 }
 

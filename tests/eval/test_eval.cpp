@@ -75,7 +75,8 @@ TEST(Eval, RunsResumesAndSummarises) {
   save_tasks(tasks_path, pool_dir, generate_tasks(load_workload(pool_dir), g));
   EvalOptions o;
   o.tasks_path = tasks_path;
-  o.algos = {"size_greedy", "neuroshard"};
+  o.algos = {"size_greedy", "neuroshard", "neuroshard+verify"};
+  o.verify_candidates = 2;
   o.devices = 2;
   o.cost_model = "analytic";  // the shipped calibration
   o.out_path = dir.file("eval.jsonl");
@@ -86,7 +87,7 @@ TEST(Eval, RunsResumesAndSummarises) {
   EXPECT_EQ(reporter.events().back().done, 3u);
   ASSERT_EQ(records.size(), 3u);
   for (const json& r : records) {
-    for (const char* a : {"size_greedy", "neuroshard"}) {
+    for (const char* a : {"size_greedy", "neuroshard", "neuroshard+verify"}) {
       EXPECT_GT(r["algos"][a]["measured_ms"].get<double>(), 0) << a;
       EXPECT_GT(r["algos"][a]["predicted_ms"].get<double>(), 0) << a;
       EXPECT_LE(r["algos"][a]["bound_ms"].get<double>(),
@@ -96,12 +97,14 @@ TEST(Eval, RunsResumesAndSummarises) {
   }
   EXPECT_EQ(run_eval(o, silent_reporter()).size(), 3u);  // resumed: nothing new to do
   const EvalSummary summary = summarize_eval(records, o.algos);
-  ASSERT_EQ(summary.algos.size(), 2u);
+  ASSERT_EQ(summary.algos.size(), 3u);
   EXPECT_EQ(summary.tasks, 3);
   EXPECT_EQ(summary.left_out, 0);
   EXPECT_EQ(summary.algos[0].name, "size_greedy");
   EXPECT_DOUBLE_EQ(summary.algos[0].ratio_to_best_baseline, 1.0);  // the only baseline
-  EXPECT_GE(summary.algos[0].tasks_won + summary.algos[1].tasks_won, 3);
+  EXPECT_GE(summary.algos[0].tasks_won + summary.algos[1].tasks_won +
+                summary.algos[2].tasks_won,
+            3);
   const json j = eval_summary_json(summary, "model");
   for (const char* key : {"mean_measured_ms", "mean_predicted_ms", "tasks_won", "mean_gap_to_bound"}) {
     EXPECT_TRUE(j["algorithms"]["neuroshard"].contains(key)) << key;

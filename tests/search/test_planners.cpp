@@ -5,6 +5,11 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "embshard/plan/report.h"
 #include "embshard/search/planner.h"
 #include "embshard/util/error.h"
 #include "search/task_util.h"
@@ -203,6 +208,92 @@ TEST(Planners, NeuroShardPredictionMatchesSearchAndOptionsMatter) {
   const double plain = run("neuroshard", task, narrow).predicted.cost_ms;
   const double full = run("neuroshard", task).predicted.cost_ms;
   EXPECT_LE(full, plain * (1 + 1e-9));
+}
+
+}  // namespace
+}  // namespace embshard
+
+namespace embshard {
+namespace {
+
+// A truth that disagrees with the toy model: device compute doubled for
+// every device but the first, so a measured ranking differs from the
+// predicted one.
+class SkewedCompute : public ComputeModel {
+ public:
+  explicit SkewedCompute(ComputeModel& inner) : inner_(inner) {}
+  std::string name() const override { return "skewed"; }
+  int64_t batch_size() const override { return inner_.batch_size(); }
+  int add_table(const TableFeatures& t) override { return inner_.add_table(t); }
+  double compute_ms(std::span<const int> ids) const override {
+    double ms = inner_.compute_ms(ids);
+    for (int id : ids) ms += 0.01 * (id % 7);
+    return ms;
+  }
+
+ private:
+  ComputeModel& inner_;
+};
+
+TEST(Verification, CandidatesAreDistinctBestFirstAndTheMeasuredFastestIsChosen) {
+  const PlanTask task = testing::random_task(30, 4, 1.3, 11);
+  testing::ToyCostModel model;
+  auto planner = create_planner("neuroshard", {});
+  ShardCosts costs(task, model);
+  const std::vector<Plan> plans = planner->plan_candidates(task, costs, 5);
+  ASSERT_GE(plans.size(), 2u);
+  ASSERT_LE(plans.size(), 5u);
+  std::vector<double> predicted;
+  for (const Plan& p : plans) {
+    validate_plan(task, p);
+    predicted.push_back(predict_plan(task, p, costs).cost_ms);
+  }
+  EXPECT_TRUE(std::is_sorted(predicted.begin(), predicted.end()));
+  for (size_t i = 1; i < plans.size(); ++i) {
+    EXPECT_NE(plans[i].shards.size() == plans[0].shards.size() &&
+                  std::equal(plans[i].shards.begin(), plans[i].shards.end(),
+                             plans[0].shards.begin(),
+                             [](const Shard& a, const Shard& b) {
+                               return a.table == b.table && a.cols == b.cols && a.device == b.device;
+                             }),
+              true)
+        << "candidate " << i << " repeats the first";
+  }
+  // The first candidate is the plan the search returns alone.
+  const PlanResult plain = make_plan(*planner, task, model);
+  EXPECT_DOUBLE_EQ(plain.predicted.cost_ms, predicted.front());
+
+  const CostModel truth{std::make_shared<SkewedCompute>(*model.compute), model.model.comm, "skewed"};
+  const PlanResult v = make_verified_plan(*planner, task, model, truth, 5);
+  ASSERT_TRUE(v.verification.has_value());
+  const Verification& ver = *v.verification;
+  EXPECT_EQ(ver.candidates.size(), plans.size());
+  for (const VerifiedCandidate& c : ver.candidates) {
+    EXPECT_GE(c.measured.cost_ms, ver.candidates[ver.chosen].measured.cost_ms);
+  }
+  EXPECT_DOUBLE_EQ(v.predicted.cost_ms, ver.candidates[ver.chosen].predicted.cost_ms);
+  // A heuristic has one plan: verification measures it alone.
+  auto greedy = create_planner("size_greedy", {});
+  const PlanResult g = make_verified_plan(*greedy, task, model, truth, 5);
+  EXPECT_EQ(g.verification->candidates.size(), 1u);
+  EXPECT_THROW(make_verified_plan(*planner, task, model, truth, -1), Error);
+}
+
+TEST(Verification, TraceHasATrackPerDeviceAndEndsAtTheCost) {
+  const PlanTask task = testing::random_task(12, 3, 1.3, 5);
+  testing::ToyCostModel model;
+  const PlanResult r = run("neuroshard", task);
+  const nlohmann::json trace = iteration_trace(task, r.predicted, "predicted");
+  std::set<int> tracks;
+  double end_ms = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    tracks.insert(e["tid"].get<int>());
+    EXPECT_GT(e["dur"].get<double>(), 0);
+    end_ms = std::max(end_ms, (e["ts"].get<double>() + e["dur"].get<double>()) / 1e3);
+  }
+  EXPECT_EQ(tracks.size(), 3u);
+  EXPECT_NEAR(end_ms, r.predicted.cost_ms, 1e-9 * r.predicted.cost_ms);
 }
 
 }  // namespace

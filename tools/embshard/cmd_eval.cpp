@@ -60,7 +60,9 @@ void add_eval_command(CLI::App& app) {
   CLI::App* eval = app.add_subcommand(
       "eval", "Plan every task with every algorithm and measure the plans on the executor");
   eval->add_option("--tasks", o.tasks_path, "Task file (embshard tasks)")->required();
-  eval->add_option("--algos", o.algos, "Algorithms: " + one_of(planner_names()))
+  eval->add_option("--algos", o.algos,
+                   "Algorithms: " + one_of(planner_names()) + ", each also as NAME" +
+                       kVerifySuffix + " (its best plans measured, the fastest kept)")
       ->delimiter(',')
       ->capture_default_str();
   CLI::Option* devices =
@@ -83,6 +85,9 @@ void add_eval_command(CLI::App& app) {
       ->capture_default_str();
   eval->add_option("--comm-timeout-s", o.comm_timeout_s,
                    "Under mpirun: a collective not done by then ends the job")
+      ->capture_default_str();
+  eval->add_option("--verify-candidates", o.verify_candidates,
+                   "Plans measured by the +verify algorithms")
       ->capture_default_str();
   eval->add_option("--reference-window-s", o.reference_window_s,
                    "Seconds of reference-probe runs the measured compute is normalized to")

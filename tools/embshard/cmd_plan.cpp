@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "embshard/kernel/executor.h"
 #include "embshard/plan/report.h"
 #include "embshard/search/planning.h"
 #include "embshard/util/error.h"
@@ -20,7 +21,7 @@ struct PlanArgs {
   PlanRequest request;
   std::string workload_dir, tables_file, profile = "2021";
   std::vector<std::string> pins;
-  std::string out, svg;
+  std::string out, svg, trace;
   bool verbose = false;
 };
 
@@ -57,11 +58,22 @@ void run_plan(PlanArgs& a) {
   for (const std::string& pin : a.pins) r.constraints.pins.push_back(parse_pin(pin));
   if (!a.out.empty()) check_writable(a.out, "--out");
   if (!a.svg.empty()) check_writable(a.svg, "--svg");
+  if (!a.trace.empty()) check_writable(a.trace, "--trace");
   r.workload = read_tables(a);
   const PlanOutcome p = plan_workload(r, stderr_reporter());
   // Everything is computed before anything is written: no partial outputs.
   const std::string json = plan_to_json(p.task, p.result).dump(1) + "\n";
   const std::string svg = a.svg.empty() ? "" : plan_svg(p.task, p.result);
+  const PlanResult& res = p.result;
+  const std::string trace =
+      a.trace.empty()
+          ? ""
+          : (res.verification
+                 ? iteration_trace(p.task, res.verification->candidates[res.verification->chosen].measured,
+                                   "measured: " + res.verification->truth)
+                 : iteration_trace(p.task, res.predicted, "predicted: " + res.cost_model))
+                    .dump(1) +
+                "\n";
   fmt::print("{}", plan_report(p.task, p.result, a.verbose));
   if (!a.out.empty()) {
     write_file_atomic(a.out, json);
@@ -70,6 +82,10 @@ void run_plan(PlanArgs& a) {
   if (!a.svg.empty()) {
     write_file_atomic(a.svg, svg);
     fmt::print("wrote {}\n", a.svg);
+  }
+  if (!a.trace.empty()) {
+    write_file_atomic(a.trace, trace);
+    fmt::print("wrote {} (open in ui.perfetto.dev or chrome://tracing)\n", a.trace);
   }
 }
 
@@ -108,8 +124,20 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", p.threads, "neuroshard search threads (0: one per hardware "
                   "thread; the plan is the same for any count)")->capture_default_str();
+  cmd->add_option("--verify", r.verify,
+                  "Measure the search's N best distinct plans on the executor (a workload with "
+                  "traces) and return the measured fastest")
+      ->capture_default_str();
+  cmd->add_option("--executor", r.executor, "With --verify: where plans run: " +
+                  one_of(executor_names()))->capture_default_str();
+  cmd->add_option("--reference-window-s", r.reference_window_s,
+                  "With --verify: seconds of reference-probe runs measurements are normalized to")
+      ->capture_default_str();
   cmd->add_option("-o,--out", a->out, "Write the plan JSON here");
   cmd->add_option("--svg", a->svg, "Write an SVG picture of the plan here");
+  cmd->add_option("--trace", a->trace,
+                  "Write the iteration per device as a Chrome/Perfetto trace (measured with "
+                  "--verify, else predicted)");
   cmd->add_flag("--verbose", a->verbose, "Also print one row per table");
   cmd->callback([a] { run_plan(*a); });
 }

@@ -66,7 +66,13 @@ struct EvalOptions {
   // Seconds of reference-probe runs the measured compute's quiet time comes
   // from (once per output file; a resumed run keeps the file's).
   double reference_window_s = 20;
+  // "<planner>+verify" algorithms: the planner's best candidates measured,
+  // the measured fastest kept.
+  int verify_candidates = 4;
 };
+
+// The suffix that makes an algorithm of a planner plus a verification step.
+inline const std::string kVerifySuffix = "+verify";
 
 // Where the communication of the measured cost came from, as records and
 // summaries name it.
@@ -104,7 +110,7 @@ struct AlgoSummary {
   double mean_measured_ms = 0, mean_predicted_ms = 0;
   // Mean measured cost / the best baseline's mean measured cost (a ratio of
   // means over the same tasks; the best baseline is the algorithm other than
-  // neuroshard with the lowest mean).
+  // neuroshard and the +verify ones with the lowest mean).
   double ratio_to_best_baseline = 0;
   int tasks_won = 0;                  // lowest measured cost (ties count for each)
   double mean_gap_to_bound = 0;       // mean of predicted / bound - 1 (the bound is the model's)

@@ -26,7 +26,19 @@ namespace embshard {
 constexpr const char* kPlanFormat = "embshard-plan";
 constexpr int kPlanVersion = 1;
 
+// With a verification: also "measured" (the chosen plan's measured figures,
+// shaped like "predicted") and "verification" (every candidate's predicted
+// and measured cost, the chosen one, what measured them).
 nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& result);
+nlohmann::json prediction_json(const PlanTask& task, const PlanPrediction& prediction);
+std::string verification_report(const Verification& verification);
+
+// A plan's iteration as a Chrome / Perfetto trace (chrome://tracing,
+// ui.perfetto.dev): one track per device with its fused compute, its wait for
+// the last device and the transfer of the forward all-to-all, and the
+// backward all-to-all, from `costs` (predicted or measured; `label` says which).
+nlohmann::json iteration_trace(const PlanTask& task, const PlanPrediction& costs,
+                               const std::string& label);
 
 // The terminal report: one row per device and the summary lines; with
 // `per_table`, one row per table as well.

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "embshard/plan/plan.h"
 #include "embshard/plan/predict.h"
@@ -30,6 +32,20 @@ struct LowerBound {
   double total_ms() const { return std::max(piece_ms + comm_ms, work_ms + mean_comm_ms); }
 };
 
+// A verification step: the search's best few distinct plans, each predicted
+// by the cost model and measured for real (`truth`: measured compute, and
+// communication measured or modelled), and the measured fastest chosen.
+struct VerifiedCandidate {
+  Plan plan;
+  PlanPrediction predicted, measured;
+};
+struct Verification {
+  std::vector<VerifiedCandidate> candidates;  // the search's order: best predicted first
+  int chosen = 0;                             // the measured fastest
+  std::string truth;                          // what measured them
+  double verify_s = 0;
+};
+
 struct PlanResult {
   std::string algorithm;
   std::string cost_model;
@@ -37,6 +53,7 @@ struct PlanResult {
   PlanPrediction predicted;
   LowerBound bound;
   double search_s = 0;
+  std::optional<Verification> verification;  // plan = the chosen candidate's
   double gap() const {  // (cost - bound) / bound
     const double lb = bound.total_ms();
     return lb > 0 ? (predicted.cost_ms - lb) / lb : 0.0;

@@ -43,6 +43,13 @@ class Planner {
   // A plan that keeps every memory cap and constraint, or Error naming why
   // there is none. `costs` registers the task's pieces with the cost model.
   virtual Plan plan(const PlanTask& task, ShardCosts& costs) = 0;
+  // Up to `count` distinct plans the search rates best, best first (the first
+  // is plan()'s): what a verification step measures. A planner that finds
+  // one plan returns it alone.
+  virtual std::vector<Plan> plan_candidates(const PlanTask& task, ShardCosts& costs, int count) {
+    (void)count;
+    return {plan(task, costs)};
+  }
 };
 
 // Valid names: random, size_greedy, dim_greedy, lookup_greedy,
@@ -63,5 +70,10 @@ LowerBound lower_bound(const PlanTask& task, ShardCosts& costs);
 
 // Runs the planner, validates its plan (Error if it is invalid) and predicts.
 PlanResult make_plan(Planner& planner, const PlanTask& task, const CostModel& model);
+// The same with a verification step: the planner's best `candidates` distinct
+// plans, each validated, predicted with `model` and measured with `truth`;
+// the measured fastest is the result's plan (docs/plan.md, Verification).
+PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const CostModel& model,
+                              const CostModel& truth, int candidates);
 
 }  // namespace embshard

@@ -30,6 +30,12 @@ struct PlanRequest {
   PlannerOptions planner;
   std::string cost_model = "neural";  // "neural" falls back to "analytic" without models
   CostModelOptions model;             // batch_size 0: the workload's
+  // Verification: measure this many of the search's best distinct plans on
+  // the executor (the workload's traces; communication from the cost model)
+  // and return the measured fastest. 0: off. Needs a workload with a trace.
+  int verify = 0;
+  std::string executor = "cpu";
+  double reference_window_s = 20;  // the measured compute's probe reference
 };
 
 struct PlanOutcome {
