@@ -9,12 +9,15 @@
 
 #include "embshard/util/error.h"
 
-// Throws embshard::Error naming the CUDA call and its error when it fails.
-#define ES_CUDA_CHECK(call)                                                      \
-  do {                                                                           \
-    const cudaError_t es_cuda_error_ = (call);                                   \
-    ES_CHECK(es_cuda_error_ == cudaSuccess, "{} failed: {} ({})", #call,         \
-             cudaGetErrorString(es_cuda_error_), cudaGetErrorName(es_cuda_error_)); \
+// Throws embshard::Error naming the CUDA call and its error when it fails,
+// after clearing the runtime's last error so that a later launch check
+// (cudaGetLastError) does not report this one again.
+#define ES_CUDA_CHECK(call)                                                          \
+  do {                                                                               \
+    const cudaError_t es_cuda_error_ = (call);                                       \
+    if (es_cuda_error_ != cudaSuccess) cudaGetLastError();                           \
+    ES_CHECK(es_cuda_error_ == cudaSuccess, "{} failed: {} ({})", #call,             \
+             cudaGetErrorString(es_cuda_error_), cudaGetErrorName(es_cuda_error_));     \
   } while (0)
 
 namespace embshard::cuda_detail {
@@ -26,6 +29,7 @@ class DeviceBuffer {
   DeviceBuffer(size_t bytes, const char* what) : bytes_(bytes) {
     if (bytes == 0) return;
     const cudaError_t err = cudaMalloc(&data_, bytes);
+    if (err != cudaSuccess) cudaGetLastError();  // not sticky: clear it
     ES_CHECK(err == cudaSuccess, "cudaMalloc of {} bytes for {} failed: {} ({})", bytes, what,
              cudaGetErrorString(err), cudaGetErrorName(err));
   }

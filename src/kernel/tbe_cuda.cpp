@@ -234,13 +234,15 @@ CudaTbe::CudaTbe(const FusedBatch& fb, const OptimizerConfig& optimizer, int dev
   const Status lookups = forward_args.ok() ? check_lookups(fb) : Status{};
   im.forward_status = forward_args.ok() ? lookups : forward_args;
   im.backward_status = backward_args.ok() ? lookups : backward_args;
-  if (!forward_args.ok()) return;  // shapes or pointers unusable: upload nothing
+  // Unusable shapes or pointers, or a batch too large: upload nothing. (Bad
+  // index values are uploaded; no kernel ever reads them.)
+  if (!forward_args.ok() || lookups.code == Status::Code::kInvalidArgument) return;
   im.batch.batch_size = fb.batch_size;
   im.batch.total_dim = fb.total_dim();
   im.batch.mean = fb.pooling == PoolingMode::kMean;
   im.upload_tables(fb);
   im.upload_lookups(fb);
-  const int64_t outputs = output_size();
+  const int64_t outputs = fb.batch_size * fb.total_dim();  // output_size() is 0 until uploaded
   im.output = im.guarded(outputs, "output");
   im.fill(im.output.as<float>(), outputs, kUnwrittenValue);
   im.grad_output = DeviceBuffer(outputs * sizeof(float), "grad_output");

@@ -24,7 +24,6 @@ constexpr int kBlockThreads = 256;
 constexpr int kWarpsPerBlock = kBlockThreads / kWarpSize;
 constexpr int kMaxDim = 1024;
 constexpr int kLinearizeLanes = 8;  // lanes per bag when building the sort keys
-constexpr int kUpdateBlocksPerSm = 6;  // 6 x 32 KiB of shared gradient rows per SM
 constexpr unsigned kFullMask = 0xffffffffu;
 
 // ---- float / float4 arithmetic, so each kernel body is written once ----
@@ -206,6 +205,14 @@ __device__ void update_row(const DeviceBatch& b, const DeviceTable& table, int64
   const int vectors = table.dim / kWidth;
   const int lanes = table.lanes, group = lane / lanes, sub = lane % lanes;
   const int groups = kWarpSize / lanes;
+  // Reads that do not depend on the gradient go first, so that the row's
+  // momentum, weights and gradient rows are in flight together rather than
+  // one DRAM latency after another. (Only this warp touches this row.)
+  const float momentum = params.row_wise_adagrad ? table.momentum[row] : 0.0f;
+  V* w = reinterpret_cast<V*>(table.weights) + row * vectors;
+  V w_lane;  // vector `lane` of the row: all of it when the row has <= 32 vectors
+  set_zero(w_lane);
+  if (lane < vectors) w_lane = w[lane];
   float sum_sq = 0.0f;
   for (int v0 = 0; v0 < vectors; v0 += lanes) {  // uniform across the warp
     const int v = v0 + sub;
@@ -232,14 +239,13 @@ __device__ void update_row(const DeviceBatch& b, const DeviceTable& table, int64
     for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
       sum_sq += __shfl_xor_sync(kFullMask, sum_sq, offset);
     }
-    const float m = table.momentum[row] + sum_sq / static_cast<float>(table.dim);
+    const float m = momentum + sum_sq / static_cast<float>(table.dim);
     step = params.learning_rate / (sqrtf(m) + params.eps);
     if (lane == 0) table.momentum[row] = m;
   }
-  V* w = reinterpret_cast<V*>(table.weights) + row * vectors;
   const V* g = reinterpret_cast<const V*>(grad);
   for (int v = lane; v < vectors; v += kWarpSize) {
-    V x = w[v];
+    V x = v == lane ? w_lane : w[v];
     axpy(-step, g[v], x);
     w[v] = x;
   }
@@ -316,8 +322,13 @@ cudaError_t backward_update(const DeviceBatch& b, const BackwardScratch& s,
   err = cub::DeviceSelect::If(s.temp, bytes, thrust::counting_iterator<int32_t>(0), s.run_starts,
                               s.num_runs, n, IsRunHead<Key>{keys_out}, stream);
   if (err != cudaSuccess) return err;
-  // At most one warp per lookup; beyond the resident blocks, warps loop.
-  const int64_t max_blocks = int64_t{num_sms} * kUpdateBlocksPerSm;
+  // At most one warp per lookup, and no more blocks than fit at once (the
+  // rest would run after the first wave, doubling the tail): warps loop.
+  int blocks_per_sm = 0;
+  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, update_kernel<Key>,
+                                                      kBlockThreads, 0);
+  if (err != cudaSuccess) return err;
+  const int64_t max_blocks = int64_t{num_sms} * (blocks_per_sm > 0 ? blocks_per_sm : 1);
   const int64_t needed = (b.lookups + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const int64_t grid = needed < max_blocks ? needed : max_blocks;
   update_kernel<Key><<<grid, kBlockThreads, 0, stream>>>(b, keys_out, s.values_out, s.run_starts,
