@@ -107,12 +107,13 @@ ComputeRecord parse_compute(const json& r) {
   return rec;
 }
 
-CommRecord parse_comm(const json& r, int num_devices) {
+CommRecord parse_comm(const json& r, int num_devices, bool raw) {
   CommRecord rec;
   rec.dim_sums = r.at("dim_sums").get<std::vector<double>>();
   rec.delays_ms = r.at("delays_ms").get<std::vector<double>>();
-  rec.fwd_ms = r.at("fwd_ms").get<std::vector<double>>();
-  rec.bwd_ms = r.at("bwd_ms").get<std::vector<double>>();
+  const bool has_raw = raw && r.contains("raw_fwd_ms");
+  rec.fwd_ms = r.at(has_raw ? "raw_fwd_ms" : "fwd_ms").get<std::vector<double>>();
+  rec.bwd_ms = r.at(has_raw ? "raw_bwd_ms" : "bwd_ms").get<std::vector<double>>();
   const size_t n = static_cast<size_t>(num_devices);
   if (rec.dim_sums.size() != n || rec.delays_ms.size() != n || rec.fwd_ms.size() != n ||
       rec.bwd_ms.size() != n) {
@@ -181,7 +182,11 @@ ComputeData load_compute_data(const std::string& path, const LoadOptions& option
   data.max_batch_size = data.batch_size;
   ES_CHECK(data.batch_size > 0, "{}: header batch_size is {}", path, data.batch_size);
   data.records = parse_all<ComputeRecord>(path, lines, options, parse_compute);
-  for (ComputeRecord& r : data.records) r.batch = data.batch_size;
+  for (ComputeRecord& r : data.records) {
+    r.batch = data.batch_size;
+    if (options.raw) r.ms = r.raw_ms;
+  }
+  if (options.raw) data.normalized = false;
   data.problems = std::move(lines.problems);
   ES_CHECK(!data.records.empty(), "{}: no valid records", path);
   return data;
@@ -201,7 +206,10 @@ CommData load_comm_data(const std::string& path, const LoadOptions& options) {
            data.num_devices);
   const int n = data.num_devices;
   data.records = parse_all<CommRecord>(path, lines, options,
-                                       [n](const json& r) { return parse_comm(r, n); });
+                                       [n, &options](const json& r) {
+                                         return parse_comm(r, n, options.raw);
+                                       });
+  if (options.raw) data.normalized = false;
   data.problems = std::move(lines.problems);
   ES_CHECK(!data.records.empty(), "{}: no valid records", path);
   return data;
@@ -236,9 +244,7 @@ ComputeData merge_compute_data(std::vector<ComputeData> files) {
 }
 
 std::string ground_truth_label(bool normalized) {
-  return normalized ? "normalized (version 2)"
-                    : "raw (version 1: not normalized; re-measure with this embshard's bench "
-                      "compute / bench comm)";
+  return normalized ? "normalized against the reference probe (version 2)" : "raw medians";
 }
 
 void report_problems(const std::string& path, const std::vector<DataProblem>& problems,

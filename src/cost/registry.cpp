@@ -16,10 +16,20 @@
 namespace embshard {
 namespace {
 
-// Empty paths mean the shipped models.
+// Empty paths mean the shipped models. A model set directory (neural/ and,
+// where one device cannot measure an all-to-all, comm.json) stands for its
+// networks and its comm constants.
 CostModelOptions with_defaults(const CostModelOptions& options) {
   CostModelOptions o = options;
   if (o.model_dir.empty()) o.model_dir = shipped_models_dir() + "/neural";
+  const std::filesystem::path set(o.model_dir);
+  if (!std::filesystem::exists(set / kManifestFile) &&
+      std::filesystem::exists(set / "neural" / kManifestFile)) {
+    if (o.calibration.empty() && std::filesystem::exists(set / "comm.json")) {
+      o.calibration = (set / "comm.json").string();
+    }
+    o.model_dir = (set / "neural").string();
+  }
   if (o.calibration.empty()) o.calibration = shipped_models_dir() + "/analytic.json";
   ES_CHECK(o.batch_size >= 0, "cost model: batch size {} is negative", o.batch_size);
   return o;
@@ -29,6 +39,7 @@ CostModelOptions with_defaults(const CostModelOptions& options) {
 // communication networks were trained on, when a calibration is at hand.
 std::optional<Calibration> optional_calibration(const std::string& path) {
   if (path.empty() || !std::filesystem::exists(path)) return std::nullopt;
+  if (std::filesystem::path(path).filename() == "comm.json") return load_comm_constants(path);
   return load_calibration(path);
 }
 
@@ -80,10 +91,7 @@ std::shared_ptr<const CommModel> create_comm_model(const std::string& name,
   if (name == "analytic") {
     return make_analytic_comm_model(load_calibration(o.calibration), o.batch_size);
   }
-  if (name == "neural") {
-    return std::make_shared<NeuralCommModel>(load_prepared_neural_model(o.model_dir), o.batch_size,
-                                             optional_calibration(o.calibration));
-  }
+  if (name == "neural") return create_cost_model("neural", o).comm;
   ES_THROW("unknown communication model '{}': valid names are {}", name,
            fmt::join(comm_model_names(), ", "));
 }

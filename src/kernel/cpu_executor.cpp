@@ -8,7 +8,7 @@
 #include "embshard/kernel/executor.h"
 #include "embshard/util/error.h"
 #include "embshard/util/huge_buffer.h"
-#include "embshard/util/random.h"
+#include "kernel/executor_common.h"
 
 namespace embshard {
 namespace {
@@ -17,20 +17,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-// Small, varied values, never denormal. A 64 KiB pattern of hashed values is
-// copied over the buffer: gigabytes of weights fill at memcpy speed.
-void fill_pattern(float* values, size_t count, uint64_t seed) {
-  constexpr size_t kPattern = 16384;
-  std::vector<float> pattern(kPattern);
-  for (size_t i = 0; i < kPattern; ++i) {
-    const uint64_t h = splitmix64(seed * kPattern + i);
-    pattern[i] = static_cast<float>(static_cast<int>(h % 2001) - 1000) * 1e-4f;
-  }
-  for (size_t begin = 0; begin < count; begin += kPattern) {
-    std::copy_n(pattern.begin(), std::min(kPattern, count - begin), values + begin);
-  }
 }
 
 class CpuShard : public PreparedShard {

@@ -66,6 +66,9 @@ void add_train_command(CLI::App& app) {
                   "bench compute file(s) of other table pools: never-seen-tables tests "
                   "(repeatable)");
   cmd->add_option("-o,--out", args->out_dir, "Model directory to write")->required();
+  cmd->add_flag("--raw", o.raw_ground_truth,
+                "Train on the records' raw medians, not their normalized figures (a dedicated "
+                "device, e.g. a GPU, where raw timings repeat better)");
   cmd->add_option("--seed", o.seed, "Seed of splits, initialisation and batch order")
       ->capture_default_str();
   cmd->add_option("--holdout-tables", o.holdout_tables, "Share of pool tables kept out of training")

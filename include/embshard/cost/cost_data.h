@@ -41,6 +41,10 @@ enum class RecordCheck { kStrict, kSkipBad };
 struct LoadOptions {
   RecordCheck check = RecordCheck::kSkipBad;
   double max_bad_share = 0.1;  // kSkipBad: more bad records than this is an Error
+  // Take "raw_ms" (the plain medians) as the ground truth even where the
+  // records hold normalized figures: on a device nothing else shares (a
+  // dedicated GPU) the raw medians repeat better than the ratio to a probe.
+  bool raw = false;
 };
 // From the header line's "format"; Error names the file if it is neither.
 CostDataKind detect_cost_data_kind(const std::string& path);
@@ -90,8 +94,7 @@ CommData load_comm_data(const std::string& path, const LoadOptions& options = {}
 // Several compute files as one set (records keep their file index and batch;
 // pool ids are per file). Error when they mix normalized and raw ground truth.
 ComputeData merge_compute_data(std::vector<ComputeData> files);
-// "normalized (version 2)" or "raw (version 1: not normalized; re-measure
-// with this embshard's bench compute / bench comm)", for reports.
+// "normalized (version 2)" or "raw medians", for reports.
 std::string ground_truth_label(bool normalized);
 
 // Tells `reporter` "<path>: skipped N bad record(s)" and the first few

@@ -123,4 +123,30 @@ Calibration load_calibration(const std::string& path) {
   return calibration_from_json(j, path);
 }
 
+Calibration load_comm_constants(const std::string& path) {
+  json j;
+  try {
+    j = json::parse(read_file(path));
+  } catch (const json::exception& e) {
+    ES_THROW("{}: not valid JSON: {}", path, e.what());
+  }
+  ES_CHECK(j.is_object() && j.value("format", "") == kCommConstantsFormat &&
+               j.value("version", 0) == 1,
+           "{}: not an {} version 1 file", path, kCommConstantsFormat);
+  Calibration c;
+  for (const auto& [field, target] :
+       {std::pair<const char*, double*>{"latency_us", &c.comm_latency_us}, {"gbps", &c.comm_gbps}}) {
+    ES_CHECK(j.contains(field) && j[field].is_number() && std::isfinite(j[field].get<double>()) &&
+                 j[field].get<double>() > 0,
+             "{}: field '{}' is {}, must be a positive number", path, field,
+             j.value(field, json()).dump());
+    *target = j[field].get<double>();
+  }
+  ES_CHECK(j.contains("source") && j["source"].is_string(),
+           "{}: field 'source' (where the constants come from) is missing", path);
+  c.comm_source = j["source"].get<std::string>();
+  c.machine_cpu.clear();
+  return c;
+}
+
 }  // namespace embshard

@@ -8,6 +8,7 @@
 
 #include <fmt/ranges.h>
 
+#include "embshard/cost/analytic/model.h"
 #include "embshard/cost/analytic/terms.h"
 #include "embshard/cost/neural/features.h"
 #include "embshard/util/error.h"
@@ -242,6 +243,16 @@ CostModel make_neural_cost_model(std::shared_ptr<const NeuralModel> model, int64
                                  std::optional<Calibration> outside_range) {
   CostModel m;
   auto compute = std::make_shared<NeuralComputeModel>(model, batch_size);
+  if (!model->has_comm && outside_range) {
+    // A compute-only set (one GPU measures no all-to-all): the analytic
+    // all-to-all with the set's constants, named with where they come from.
+    m.name = fmt::format("{}; comm: analytic, {:.0f} us + bytes / {:.0f} GB/s ({})",
+                         compute->name(), outside_range->comm_latency_us,
+                         outside_range->comm_gbps, outside_range->comm_source);
+    m.comm = make_analytic_comm_model(*outside_range, compute->batch_size());
+    m.compute = std::move(compute);
+    return m;
+  }
   auto comm = std::make_shared<NeuralCommModel>(model, batch_size, std::move(outside_range));
   std::vector<std::string> notes = compute->notes();
   for (const std::string& note : comm->notes()) {

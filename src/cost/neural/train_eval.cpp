@@ -60,13 +60,17 @@ void evaluate_trained_model(const TrainOptions& o, const ComputeData& compute,
   for (size_t f = 0; f < o.compute_paths.size(); ++f) {
     size_t records = 0;
     for (const ComputeRecord& r : compute.records) records += r.file == static_cast<int>(f);
-    const ComputeData head = load_compute_data(o.compute_paths[f]);  // its header
+    LoadOptions lo;
+    lo.raw = o.raw_ground_truth;
+    const ComputeData head = load_compute_data(o.compute_paths[f], lo);  // its header
     data["compute"].push_back(data_file_entry(o.compute_paths[f], head.header, records,
                                               head.problems.size()));
   }
   for (size_t f = 0; f < o.unseen_compute_paths.size(); ++f) {
     const std::string& path = o.unseen_compute_paths[f];
-    const ComputeData unseen = load_compute_data(path);
+    LoadOptions lo;
+    lo.raw = o.raw_ground_truth;
+    const ComputeData unseen = load_compute_data(path, lo);
     report_problems(path, unseen.problems,
                     o.reporter != nullptr ? *o.reporter : silent_reporter());
     ES_CHECK(unseen.normalized == compute.normalized,

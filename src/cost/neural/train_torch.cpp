@@ -289,7 +289,9 @@ TrainResult train_neural_model(const TrainOptions& o) {
   ES_CHECK(!o.compute_paths.empty(), "train: no compute data (--compute FILE)");
   std::vector<ComputeData> files;
   for (const std::string& path : o.compute_paths) {
-    files.push_back(load_compute_data(path));
+    LoadOptions lo;
+    lo.raw = o.raw_ground_truth;
+    files.push_back(load_compute_data(path, lo));
     report_problems(path, files.back().problems, reporter);
   }
   const ComputeData compute = merge_compute_data(std::move(files));
@@ -312,7 +314,9 @@ TrainResult train_neural_model(const TrainOptions& o) {
   CommSplit comm_split;
   if (!o.comm_paths.empty()) {
     for (const std::string& path : o.comm_paths) {
-      comm.push_back(load_comm_data(path));
+      LoadOptions lo;
+      lo.raw = o.raw_ground_truth;
+      comm.push_back(load_comm_data(path, lo));
       report_problems(path, comm.back().problems, reporter);
       ES_CHECK(comm.back().normalized == compute.normalized,
                "{} holds {} ground truth but the compute data {}: one model must not mix them",

@@ -68,4 +68,12 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& co
 void save_calibration(const Calibration& c, const std::string& path);  // atomic
 Calibration load_calibration(const std::string& path);
 
+// A model set's all-to-all constants where one device cannot measure an
+// all-to-all (a single GPU): {"format": "embshard-comm-constants",
+// "version": 1, "latency_us", "gbps", "source": why these numbers}. Read into
+// a Calibration whose comm fields alone are set (its compute fields are not
+// a calibration and must not be used). Errors name the file and field.
+constexpr const char* kCommConstantsFormat = "embshard-comm-constants";
+Calibration load_comm_constants(const std::string& path);
+
 }  // namespace embshard

@@ -23,6 +23,7 @@ struct TrainOptions {
   std::vector<std::string> comm_paths;  // bench comm files, any device counts and batches
   // optional: bench compute files of other tables, each an extra never-seen test
   std::vector<std::string> unseen_compute_paths;
+  bool raw_ground_truth = false;  // train on the records' raw medians (LoadOptions::raw)
   uint64_t seed = 0;
   double holdout_tables = 0.1;                 // share of the pool's tables kept out of training
   double val_share = 0.15, test_share = 0.15;  // of the records (per file)
