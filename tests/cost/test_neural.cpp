@@ -277,15 +277,23 @@ TEST(Registry, UnknownNameListsValidNames) {
 namespace embshard {
 namespace {
 
-// The shipped models at another batch than they were trained at: costs
-// scale linearly with the batch, and the name says so.
+// The shipped models past the largest batch they were trained at: costs
+// scale linearly with the batch, and the name says so; inside their range
+// the batch is an input of the networks, not a scale factor.
 TEST(NeuralCostModel, ScalesToAnotherBatch) {
-  CostModelOptions own, twice;
-  own.model_dir = twice.model_dir = shipped_models_dir() + "/neural";
+  const NeuralModel shipped = load_neural_model(shipped_models_dir() + "/neural");
+  ASSERT_GT(shipped.max_batch_size, shipped.batch_size);  // trained on several batches
+  CostModelOptions own, twice, inside;
+  own.model_dir = twice.model_dir = inside.model_dir = shipped_models_dir() + "/neural";
+  own.batch_size = shipped.max_batch_size;
+  twice.batch_size = 2 * shipped.max_batch_size;
+  inside.batch_size = shipped.max_batch_size / 2;
   const CostModel a = create_cost_model("neural", own);
-  twice.batch_size = 2 * a.compute->batch_size();
   const CostModel b = create_cost_model("neural", twice);
-  EXPECT_EQ(a.name.find("scaled"), std::string::npos) << a.name;
+  const CostModel half = create_cost_model("neural", inside);
+  EXPECT_EQ(half.compute->name().find("scaled"), std::string::npos) << half.name;
+  EXPECT_EQ(a.compute->name().find("scaled"), std::string::npos) << a.name;
+  EXPECT_NE(b.compute->name().find("scaled"), std::string::npos) << b.name;
   EXPECT_NE(b.name.find("scaled"), std::string::npos) << b.name;
   EXPECT_EQ(b.compute->batch_size(), 2 * a.compute->batch_size());
   TableFeatures t;
@@ -297,6 +305,11 @@ TEST(NeuralCostModel, ScalesToAnotherBatch) {
   const std::vector<int> ida{ia}, idb{ib};
   EXPECT_NEAR(b.compute->compute_ms(idb), 2 * a.compute->compute_ms(ida),
               1e-9 * a.compute->compute_ms(ida));
+  const int ih = half.compute->add_table(t);
+  const std::vector<int> idh{ih};
+  // Fewer lookups cost less, but not by a fixed factor the model assumed.
+  EXPECT_LT(half.compute->compute_ms(idh), a.compute->compute_ms(ida));
+  EXPECT_GT(std::abs(half.compute->compute_ms(idh) / a.compute->compute_ms(ida) - 0.5), 1e-3);
   const std::vector<double> dims{64, 128}, delays_a{0, 1}, delays_b{0, 2};
   std::vector<double> fa(2), ba(2), fb(2), bb(2);
   a.comm->comm_ms(dims, delays_a, fa, ba);

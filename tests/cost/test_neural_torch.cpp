@@ -71,8 +71,8 @@ TEST_F(NeuralTrain, LearnsTheKnownCostFunction) {
               test.mape_pct, test.kendall_tau, fwd.mape_pct, bwd.mape_pct);
   EXPECT_LT(fwd.mape_pct, 10.0);
   EXPECT_LT(bwd.mape_pct, 10.0);
-  EXPECT_GT(figures("comm_fwd_test_n2").count, 0);
-  EXPECT_GT(figures("comm_bwd_test_n4").count, 0);
+  EXPECT_GT(figures("comm_fwd_test_n2_b1024").count, 0);
+  EXPECT_GT(figures("comm_bwd_test_n4_b1024").count, 0);
   // Held-out tables: few records are made only of them, but the split exists.
   EXPECT_FALSE(result_->model.info["holdout_pool_tables"].empty());
 }

@@ -94,8 +94,9 @@ void evaluate_trained_model(const TrainOptions& o, const ComputeData& compute,
         if (item.first == static_cast<int>(f)) items.push_back(item);
       }
       const int n = comm[f].num_devices;
-      comm_comparisons(model, comm, items, fmt::format("_test_n{}", n),
-                       fmt::format(", test split, {} devices", n), cmp);
+      const int64_t b = comm[f].batch_size;
+      comm_comparisons(model, comm, items, fmt::format("_test_n{}_b{}", n, b),
+                       fmt::format(", test split, {} devices, batch {}", n, b), cmp);
     }
     json files = json::array();
     for (size_t f = 0; f < comm.size(); ++f) {
