@@ -22,6 +22,7 @@ struct ValidateArgs {
   std::string model_dir, data_path, plot_dir;
   bool json_output = false;
   bool ranking = false;  // the placement-ranking check (eval/ranking.h)
+  bool raw = false;
   std::string workload_dir;
   RankingOptions ranking_options;
 };
@@ -76,7 +77,7 @@ void run_validate(const ValidateArgs& args) {
   FileValidation v;
   if (!args.data_path.empty()) {
     v = validate_on_file(load_neural_model(args.model_dir), args.model_dir, args.data_path,
-                         stderr_reporter());
+                         stderr_reporter(), args.raw);
     out = v.figures;
     if (!args.plot_dir.empty()) {
       write_accuracy_report(args.plot_dir,
@@ -116,6 +117,7 @@ void add_validate_command(CLI::App& app) {
   cmd->add_option("--seed", r.seed, "Seed of the tasks and placements")->capture_default_str();
   cmd->add_flag("--json", args->json_output,
                 "Print JSON (mape_pct, p90_ape_pct, kendall_tau, count, ...)");
+  cmd->add_flag("--raw", args->raw, "Judge against the records' raw medians (a dedicated device)");
   cmd->add_option("--plot-dir", args->plot_dir, "Also write report.md/json and SVG plots here");
   cmd->callback([args] { run_validate(*args); });
 }

@@ -24,6 +24,12 @@ double output_to_ms(double y, double target_mean, double target_std, const char*
   return std::exp(log_ms);
 }
 
+double batch_factor(const NeuralModel& model, int64_t batch) {
+  if (model.batch_correction == 0) return 1.0;
+  return std::pow(static_cast<double>(batch) / static_cast<double>(model.batch_size),
+                  model.batch_correction);
+}
+
 BatchFit fit_batch(int64_t lo, int64_t hi, int64_t batch) {
   ES_CHECK(lo > 0 && hi >= lo && batch > 0, "neural cost model: batch {} for a model of batches "
            "{}-{}", batch, lo, hi);
@@ -50,7 +56,8 @@ double predict_compute_ms(const NeuralModel& model, std::span<const TableFeature
   for (float& v : sum) v = std::log(v);
   float y = 0;
   net.head.forward(sum.data(), &y);
-  return fit.scale * output_to_ms(y, net.target_mean, net.target_std, "compute");
+  return fit.scale * batch_factor(model, batch > 0 ? batch : model.batch_size) *
+         output_to_ms(y, net.target_mean, net.target_std, "compute");
 }
 
 double comm_wait_ms(std::span<const double> delays_ms, size_t device) {
@@ -196,8 +203,8 @@ double NeuralComputeModel::state_ms(std::span<const double> state) const {
   for (int i = 0; i < embed_; ++i) sum[i] = log_positive(sum[i]);
   float y = 0;
   model_->compute.head.forward(sum, &y);
-  return fit_.scale * output_to_ms(y, model_->compute.target_mean, model_->compute.target_std,
-                                   "compute");
+  return fit_.scale * batch_factor(*model_, batch_size_) *
+         output_to_ms(y, model_->compute.target_mean, model_->compute.target_std, "compute");
 }
 
 NeuralCommModel::NeuralCommModel(std::shared_ptr<const NeuralModel> model, int64_t batch_size,

@@ -202,6 +202,7 @@ void save_neural_model(const NeuralModel& m, const std::string& dir) {
   manifest["comm_batch_size"] = m.comm_batch_size;
   manifest["comm_max_batch_size"] = m.comm_max_batch_size;
   manifest["comm_max_delay_ms"] = m.comm_max_delay_ms;
+  manifest["batch_correction"] = m.batch_correction;
   manifest["networks"] = nets;
   write_file_atomic((std::filesystem::path(dir) / kManifestFile).string(), manifest.dump(2) + "\n");
 }
@@ -225,6 +226,9 @@ NeuralModel load_neural_model(const std::string& dir) {
     m.max_batch_size = manifest.at("max_batch_size").get<int64_t>();
     m.comm_batch_size = manifest.at("comm_batch_size").get<int64_t>();
     m.comm_max_batch_size = manifest.at("comm_max_batch_size").get<int64_t>();
+    m.batch_correction = manifest.value("batch_correction", 0.0);
+    ES_CHECK(std::isfinite(m.batch_correction) && std::abs(m.batch_correction) < 4,
+             "{}: batch_correction is {}, must be a number in (-4, 4)", path, m.batch_correction);
     const json& nets = manifest.at("networks");
     const json& c = nets.at("compute");
     check_names(c, compute_feature_names(), path, "compute");

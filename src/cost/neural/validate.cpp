@@ -13,8 +13,10 @@ namespace {
 using nlohmann::json;
 
 FileValidation validate_compute(const NeuralModel& model, const std::string& path,
-                                Reporter& reporter) {
-  const ComputeData data = load_compute_data(path);
+                                Reporter& reporter, bool raw) {
+  LoadOptions lo;
+  lo.raw = raw;
+  const ComputeData data = load_compute_data(path, lo);
   report_problems(path, data.problems, reporter);
   FileValidation v;
   v.kind = CostDataKind::kCompute;
@@ -26,13 +28,15 @@ FileValidation validate_compute(const NeuralModel& model, const std::string& pat
 }
 
 FileValidation validate_comm(const NeuralModel& model, const std::string& path,
-                             Reporter& reporter) {
+                             Reporter& reporter, bool raw) {
   ES_CHECK(model.has_comm,
            "{}: a comm file, but the model has no communication networks (it was trained "
            "without --comm)",
            path);
   std::vector<CommData> files;
-  files.push_back(load_comm_data(path));
+  LoadOptions lo;
+  lo.raw = raw;
+  files.push_back(load_comm_data(path, lo));
   const CommData& data = files.front();
   report_problems(path, data.problems, reporter);
   FileValidation v;
@@ -77,10 +81,10 @@ void comm_comparisons(const NeuralModel& model, const std::vector<CommData>& fil
 }
 
 FileValidation validate_on_file(const NeuralModel& model, const std::string& model_dir,
-                                const std::string& path, Reporter& reporter) {
+                                const std::string& path, Reporter& reporter, bool raw) {
   const CostDataKind kind = detect_cost_data_kind(path);
-  FileValidation v = kind == CostDataKind::kCompute ? validate_compute(model, path, reporter)
-                                                    : validate_comm(model, path, reporter);
+  FileValidation v = kind == CostDataKind::kCompute ? validate_compute(model, path, reporter, raw)
+                                                    : validate_comm(model, path, reporter, raw);
   // Top level: compute's figures, or for comm both directions pooled (every
   // device's fwd and bwd ms); per direction under "fwd" / "bwd".
   std::vector<double> predicted, measured;

@@ -41,6 +41,8 @@ struct BatchFit {
   double scale = 1.0;
 };
 BatchFit fit_batch(int64_t lo, int64_t hi, int64_t batch);
+// A fitted model's batch correction at `batch` (1 for a model not fitted).
+double batch_factor(const NeuralModel& model, int64_t batch);
 
 // Reference predictions at `batch` (0: the model's batch_size), no caching:
 // the slow, obvious path.

@@ -50,6 +50,9 @@ struct NeuralModel {
   // The largest straggler delay in the comm training data: the networks see
   // delays clipped to [0, this] (comm_network_delays).
   double comm_max_delay_ms = 0;
+  // A fitted model's correction for the batch (embshard fit): compute costs
+  // are multiplied by (batch / batch_size)^batch_correction. 0: none.
+  double batch_correction = 0;
   // Everything else the manifest says (data files, machine, options, accuracy).
   nlohmann::json info = nlohmann::json::object();
 };

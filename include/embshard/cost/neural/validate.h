@@ -38,7 +38,8 @@ struct FileValidation {
 // Every record of a `bench compute` or `bench comm` file (told apart by its
 // header) against the model. Error when the file's batch is not the model's
 // or a comm file meets a model without communication networks.
+// `raw`: judge against the records' raw medians (LoadOptions::raw).
 FileValidation validate_on_file(const NeuralModel& model, const std::string& model_dir,
-                                const std::string& path, Reporter& reporter);
+                                const std::string& path, Reporter& reporter, bool raw = false);
 
 }  // namespace embshard

@@ -1,0 +1,55 @@
+// Fitting a pre-trained neural model to another machine in minutes: a few
+// dozen shards measured there correct the compute network's output by a
+// plane in log space, log ms' = a + b log ms + c log(batch / b0) (a
+// per-machine scale, sensitivity to the shard's size, and to the batch),
+// folded into the network's output normalisation and batch correction, so
+// the fitted model is an ordinary model directory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "embshard/bench/compute.h"
+#include "embshard/cost/accuracy.h"
+#include "embshard/cost/neural/model_file.h"
+
+namespace embshard {
+
+class Reporter;
+
+struct FitOptions {
+  std::string model_dir;                 // the pre-trained model
+  std::vector<std::string> data_paths;   // bench compute files measured on the new machine
+  double fit_share = 0.6;                // records fitted on; the rest judge the fit
+  uint64_t seed = 0;                     // which records go where
+  bool raw = false;                      // the records' raw medians (LoadOptions::raw)
+};
+
+// What to measure on the new machine when no data is given: small pools of
+// every (profile, batch), `samples` shards spread over them (a correction
+// fitted at one batch does not carry to another), all against one probe
+// reference. Returns the bench compute files written under `dir`.
+struct FitMeasureOptions {
+  std::string dir;
+  std::vector<std::string> profiles = {"2021", "2022"};
+  std::vector<int64_t> batches = {1024, 2048, 4096, 8192};
+  int tables = 40;  // per pool
+  ComputeBenchOptions bench;  // samples (in all), executor, rounds, ...
+};
+std::vector<std::string> measure_fit_data(const FitMeasureOptions& options, Reporter& reporter);
+
+struct FitResult {
+  NeuralModel model;                     // the fitted model (save_neural_model)
+  double log_scale = 0, power = 1;       // a, b
+  double batch_power = 0;                // c: log ms' = a + b log ms + c log(batch / b0)
+  int fit_records = 0, test_records = 0;
+  AccuracyFigures before, after;         // on the test records, never fitted on
+};
+
+// Splits the records (seeded), fits a and b by least squares on the fit
+// share, judges before and after on the rest. Error with fewer than 10
+// records to fit on or 5 to judge.
+FitResult fit_neural_model(const FitOptions& options, Reporter& reporter);
+
+}  // namespace embshard

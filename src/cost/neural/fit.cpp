@@ -1,0 +1,169 @@
+// Fitting a pre-trained neural model to another machine.
+#include "embshard/cost/neural/fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "embshard/cost/cost_data.h"
+#include "embshard/cost/neural/model.h"
+#include "embshard/util/error.h"
+#include "embshard/util/machine.h"
+#include "embshard/util/reporter.h"
+#include "embshard/workload/synth.h"
+#include "embshard/workload/stats.h"
+
+#include <filesystem>
+
+namespace embshard {
+namespace {
+
+// Solves the 3x3 system m[.][0..2] x = m[.][3] by Gaussian elimination with
+// partial pivoting; false when it is (near) singular.
+bool solve3(double m[3][4], double x[3]) {
+  for (int c = 0; c < 3; ++c) {
+    int pivot = c;
+    for (int r = c + 1; r < 3; ++r) {
+      if (std::abs(m[r][c]) > std::abs(m[pivot][c])) pivot = r;
+    }
+    if (std::abs(m[pivot][c]) < 1e-9 * std::max(1.0, std::abs(m[0][0]))) return false;
+    for (int k = 0; k < 4; ++k) std::swap(m[c][k], m[pivot][k]);
+    for (int r = 0; r < 3; ++r) {
+      if (r == c) continue;
+      const double f = m[r][c] / m[c][c];
+      for (int k = c; k < 4; ++k) m[r][k] -= f * m[c][k];
+    }
+  }
+  for (int c = 0; c < 3; ++c) x[c] = m[c][3] / m[c][c];
+  return true;
+}
+
+}  // namespace
+
+FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
+  ES_CHECK(!o.data_paths.empty(), "fit: no measured data (--data FILE or --workload DIR)");
+  ES_CHECK(o.fit_share > 0 && o.fit_share < 1, "fit: --fit-share is {}, must be in (0, 1)",
+           o.fit_share);
+  FitResult r;
+  r.model = load_neural_model(o.model_dir);
+  std::vector<ComputeData> files;
+  LoadOptions lo;
+  lo.raw = o.raw;
+  for (const std::string& path : o.data_paths) {
+    files.push_back(load_compute_data(path, lo));
+    report_problems(path, files.back().problems, reporter);
+  }
+  const ComputeData data = merge_compute_data(std::move(files));
+  std::vector<double> predicted, measured;
+  for (const ComputeRecord& rec : data.records) {
+    predicted.push_back(predict_compute_ms(r.model, rec.tables, rec.batch));
+    measured.push_back(rec.ms);
+  }
+  std::vector<size_t> order(predicted.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(o.seed ^ 0xf17ULL);
+  std::shuffle(order.begin(), order.end(), rng);
+  const size_t n_fit = static_cast<size_t>(std::llround(o.fit_share * order.size()));
+  r.fit_records = static_cast<int>(n_fit);
+  r.test_records = static_cast<int>(order.size() - n_fit);
+  ES_CHECK(n_fit >= 10 && r.test_records >= 5,
+           "fit: {} records give {} to fit on and {} to judge the fit; need at least 10 and 5",
+           order.size(), n_fit, r.test_records);
+  // Least squares of log measured on log predicted and log batch over the fit
+  // records: a machine's speed relative to the training one differs with
+  // the batch (caches, bandwidth), which one scale cannot follow.
+  const auto z_of = [&](size_t i) {
+    return std::log(static_cast<double>(data.records[i].batch) / r.model.batch_size);
+  };
+  double m[3][4] = {};
+  for (size_t k = 0; k < n_fit; ++k) {
+    const size_t i = order[k];
+    const double v[3] = {1.0, std::log(predicted[i]), z_of(i)}, y = std::log(measured[i]);
+    for (int p = 0; p < 3; ++p) {
+      for (int q = 0; q < 3; ++q) m[p][q] += v[p] * v[q];
+      m[p][3] += v[p] * y;
+    }
+  }
+  double x[3] = {0, 1, 0};
+  // One batch, or one size of shard, leaves a column without information:
+  // fall back to fewer terms rather than fit noise.
+  if (!solve3(m, x)) {
+    const double n = m[0][0], sx = m[0][1], sxx = m[1][1], sy = m[0][3], sxy = m[1][3];
+    const double var = sxx / n - (sx / n) * (sx / n);
+    x[1] = var > 1e-6 ? (sxy / n - (sx / n) * (sy / n)) / var : 1.0;
+    x[2] = 0;
+    x[0] = sy / n - x[1] * sx / n;
+  }
+  r.power = std::clamp(x[1], 0.5, 2.0);
+  r.batch_power = std::clamp(x[2], -1.0, 1.0);
+  r.log_scale = x[0];
+  // log ms' = a + b (y std + mean) + c log(batch / b0): the first two fold
+  // into the output normalisation, the last is the model's batch correction.
+  ComputeNet& net = r.model.compute;
+  net.target_mean = r.log_scale + r.power * net.target_mean;
+  net.target_std = r.power * net.target_std;
+  r.model.batch_correction = r.batch_power;
+  std::vector<double> before_p, after_p, test_m;
+  for (size_t k = n_fit; k < order.size(); ++k) {
+    const size_t i = order[k];
+    before_p.push_back(predicted[i]);
+    after_p.push_back(predict_compute_ms(r.model, data.records[i].tables, data.records[i].batch));
+    test_m.push_back(measured[i]);
+  }
+  r.before = accuracy(before_p, test_m);
+  r.after = accuracy(after_p, test_m);
+  r.model.info["fitted"] = {{"from", o.model_dir},
+                            {"data", data.path},
+                            {"ground_truth", ground_truth_label(data.normalized)},
+                            {"machine", machine_info()},
+                            {"log_scale", r.log_scale},
+                            {"power", r.power},
+                            {"batch_power", r.batch_power},
+                            {"fit_records", r.fit_records},
+                            {"test_records", r.test_records},
+                            {"test_mape_before_pct", r.before.mape_pct},
+                            {"test_mape_after_pct", r.after.mape_pct}};
+  reporter.note(fmt::format("fit: log ms' = {:.4f} + {:.4f} log ms + {:.4f} log(batch / {}) over "
+                            "{} records; test MAPE {:.2f}% -> {:.2f}% ({} records)",
+                            r.log_scale, r.power, r.batch_power, r.model.batch_size,
+                            r.fit_records, r.before.mape_pct,
+                            r.after.mape_pct, r.test_records));
+  return r;
+}
+
+std::vector<std::string> measure_fit_data(const FitMeasureOptions& o, Reporter& reporter) {
+  const size_t pools = o.profiles.size() * o.batches.size();
+  ES_CHECK(pools >= 1 && o.bench.samples >= static_cast<int64_t>(pools),
+           "fit: {} shards cannot cover {} pools (profiles x batches)", o.bench.samples, pools);
+  std::vector<std::string> files;
+  uint64_t seed = o.bench.seed;
+  for (const std::string& profile : o.profiles) {
+    for (const int64_t batch : o.batches) {
+      ++seed;
+      const std::string name = fmt::format("{}_b{}", profile, batch);
+      const std::string pool = (std::filesystem::path(o.dir) / ("pool_" + name)).string();
+      if (!std::filesystem::exists(std::filesystem::path(pool) / kTablesFile)) {
+        SynthOptions so;
+        so.profile = profile;
+        so.num_tables = o.tables;
+        so.batch_size = batch;
+        so.seed = seed;
+        synthesize_workload(so, load_published_profile(profile), pool);
+      }
+      ComputeBenchOptions b = o.bench;
+      b.workload_dir = pool;
+      b.seed = seed;
+      b.samples = (o.bench.samples + static_cast<int64_t>(pools) - 1) / static_cast<int64_t>(pools);
+      b.out_path = (std::filesystem::path(o.dir) / ("fit_" + name + ".jsonl")).string();
+      if (!files.empty()) b.reference_from = files.front();  // one scale for all
+      run_compute_bench(b, reporter);
+      files.push_back(b.out_path);
+    }
+  }
+  return files;
+}
+
+}  // namespace embshard

@@ -1,0 +1,100 @@
+// embshard fit: a known distortion of the shipped model is recovered.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "cost/cost_test_util.h"
+#include "embshard/cost/neural/fit.h"
+#include "embshard/cost/neural/model.h"
+#include "embshard/util/error.h"
+#include "embshard/util/record_file.h"
+#include "embshard/util/reporter.h"
+#include "test_util.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+
+// "Another machine": 3x slower, 1.1 power of the shipped model's cost, and
+// (batch / 1024)^0.2 slower again at bigger batches.
+double other_machine_ms(const NeuralModel& m, const std::vector<TableFeatures>& t, int64_t batch) {
+  return 3.0 * std::pow(predict_compute_ms(m, t, batch), 1.1) *
+         std::pow(static_cast<double>(batch) / m.batch_size, 0.2);
+}
+
+void write_file(const std::string& path, const NeuralModel& m, int64_t batch, int samples,
+                uint64_t seed) {
+  const auto pool = testing::synth_pool(30, seed);
+  std::mt19937_64 rng(seed);
+  RecordFile out(path, testing::compute_header(batch), {});
+  for (int s = 0; s < samples; ++s) {
+    std::vector<TableFeatures> tables;
+    json records = json::array();
+    for (int i = 0; i < 1 + s % 6; ++i) {
+      const int id = static_cast<int>(rng() % pool.size());
+      const int dim = 8 << (rng() % 4);
+      tables.push_back({pool[id].rows, dim, pool[id].pooling, pool[id].row_reuse,
+                        pool[id].lookup_reuse});
+      records.push_back({{"table", id},
+                         {"rows", pool[id].rows},
+                         {"dim", dim},
+                         {"pooling_factor", pool[id].pooling},
+                         {"row_reuse_histogram", pool[id].row_reuse},
+                         {"lookup_reuse_histogram", pool[id].lookup_reuse}});
+    }
+    const double ms = other_machine_ms(m, tables, batch);
+    out.append({{"sample", s}, {"tables", records}, {"ms", ms}});
+  }
+}
+
+TEST(Fit, RecoversAKnownDistortionAndSavesIt) {
+  testing::ScratchDir dir("fit");
+  FitOptions o;
+  o.model_dir = shipped_models_dir() + "/neural";
+  const NeuralModel shipped = load_neural_model(o.model_dir);
+  write_file(dir.file("a.jsonl"), shipped, shipped.batch_size * 2, 40, 3);
+  write_file(dir.file("b.jsonl"), shipped, shipped.max_batch_size, 40, 4);
+  o.data_paths = {dir.file("a.jsonl"), dir.file("b.jsonl")};
+  const FitResult r = fit_neural_model(o, silent_reporter());
+  EXPECT_NEAR(r.power, 1.1, 1e-3);
+  EXPECT_NEAR(r.batch_power, 0.2, 1e-3);
+  EXPECT_GT(r.before.mape_pct, 50);
+  EXPECT_LT(r.after.mape_pct, 0.1);
+  EXPECT_EQ(r.fit_records + r.test_records, 80);
+  // The fitted model is an ordinary model directory that predicts the same.
+  save_neural_model(r.model, dir.file("fitted"));
+  const NeuralModel back = load_neural_model(dir.file("fitted"));
+  EXPECT_DOUBLE_EQ(back.batch_correction, r.model.batch_correction);
+  EXPECT_EQ(back.info["fitted"]["from"], o.model_dir);
+  const auto pool = testing::synth_pool(3, 9);
+  const std::vector<TableFeatures> t = {
+      {pool[0].rows, 32, pool[0].pooling, pool[0].row_reuse, pool[0].lookup_reuse}};
+  const int64_t batch = shipped.max_batch_size;
+  EXPECT_NEAR(predict_compute_ms(back, t, batch), other_machine_ms(shipped, t, batch),
+              1e-3 * other_machine_ms(shipped, t, batch));
+  NeuralComputeModel fast(prepared_neural_model(back), batch);
+  const int id = fast.add_table(t[0]);
+  EXPECT_NEAR(fast.compute_ms(std::vector<int>{id}), predict_compute_ms(back, t, batch),
+              1e-4 * predict_compute_ms(back, t, batch));
+}
+
+TEST(Fit, TooFewRecordsIsAnError) {
+  testing::ScratchDir dir("fit_few");
+  FitOptions o;
+  o.model_dir = shipped_models_dir() + "/neural";
+  write_file(dir.file("a.jsonl"), load_neural_model(o.model_dir), 2048, 12, 5);
+  o.data_paths = {dir.file("a.jsonl")};
+  try {
+    fit_neural_model(o, silent_reporter());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at least 10"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace embshard

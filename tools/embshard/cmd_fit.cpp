@@ -1,0 +1,90 @@
+// embshard fit: a pre-trained neural model fitted to this machine from a few
+// dozen shards measured here (or given as bench compute files).
+#include <chrono>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "embshard/bench/compute.h"
+#include "embshard/cost/neural/fit.h"
+#include "embshard/kernel/executor.h"
+#include "embshard/util/error.h"
+#include "embshard/util/reporter.h"
+#include "options.h"
+
+namespace embshard::cli {
+namespace {
+
+struct FitArgs {
+  FitOptions fit;
+  FitMeasureOptions measure;
+  std::string out_dir;
+};
+
+void run_fit(FitArgs& a) {
+  const auto start = std::chrono::steady_clock::now();
+  std::filesystem::create_directories(a.out_dir);
+  if (a.fit.data_paths.empty()) {
+    a.measure.dir = (std::filesystem::path(a.out_dir) / "fit_data").string();
+    std::filesystem::create_directories(a.measure.dir);
+    a.fit.data_paths = measure_fit_data(a.measure, stderr_reporter());
+  }
+  const FitResult r = fit_neural_model(a.fit, stderr_reporter());
+  save_neural_model(r.model, a.out_dir);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fmt::print("fitted {} to this machine: log ms' = {:.4f} + {:.4f} log ms ({} records fitted)\n"
+             "on {} records it never saw: MAPE {:.2f}% -> {:.2f}%, p90 APE {:.2f}% -> {:.2f}%, "
+             "Kendall tau {:.3f} -> {:.3f}\nwrote {} in {:.0f} s\n",
+             a.fit.model_dir, r.log_scale, r.power, r.fit_records, r.test_records,
+             r.before.mape_pct, r.after.mape_pct, r.before.p90_ape_pct, r.after.p90_ape_pct,
+             r.before.kendall_tau, r.after.kendall_tau, a.out_dir, seconds);
+}
+
+}  // namespace
+
+void add_fit_command(CLI::App& app) {
+  auto a = std::make_shared<FitArgs>();
+  ComputeBenchOptions& b = a->measure.bench;
+  b.samples = 64;
+  b.max_tables = 15;
+  b.mem_cap_bytes = int64_t{128} << 20;
+  b.warmup = 2;
+  b.min_rounds = 8;
+  b.max_rounds = 24;
+  b.target_relative_half_width = 0.03;
+  b.reference_window_s = 10;
+  CLI::App* cmd = app.add_subcommand(
+      "fit", "Fit a pre-trained neural model to this machine from a few dozen measured shards");
+  cmd->add_option("--model", a->fit.model_dir, "The pre-trained model directory")->required();
+  cmd->add_option("-o,--out", a->out_dir, "Fitted model directory to write")->required();
+  cmd->add_option("--data", a->fit.data_paths,
+                  "Bench compute files already measured here (default: measure now)");
+  cmd->add_option("--samples", b.samples,
+                  "Shards to measure, spread over small pools of every profile and batch")
+      ->capture_default_str();
+  cmd->add_option("--profiles", a->measure.profiles, "Profiles of the pools")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--batches", a->measure.batches, "Batches of the pools")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--executor", b.executor, "Where shards run: " + one_of(executor_names()))
+      ->capture_default_str();
+  cmd->add_option("--threads", b.threads, "Executor threads")->capture_default_str();
+  cmd->add_option("--seed", b.seed, "Seed of the shards drawn")->capture_default_str();
+  cmd->add_option("--reference-window-s", b.reference_window_s,
+                  "Seconds of reference-probe runs (normalization)")
+      ->capture_default_str();
+  cmd->add_option("--fit-share", a->fit.fit_share, "Share of the records fitted on; the rest "
+                  "judge the fit")->capture_default_str();
+  cmd->add_flag("--raw", a->fit.raw, "Fit the raw medians (a dedicated device, e.g. a GPU)");
+  cmd->callback([a] {
+    a->fit.seed = a->measure.bench.seed;
+    run_fit(*a);
+  });
+}
+
+}  // namespace embshard::cli
