@@ -5,6 +5,11 @@
 #   seeds) -> bench comm at several device counts and batches -> train one
 #   model over all of it -> validate on every never-seen pool.
 # Usage: scripts/pretrain.sh OUT_DIR      (sizes below; override any by env var)
+# On a GPU (a build with -DEMBSHARD_CUDA=ON; one GPU times no all-to-all):
+#   EXECUTOR=cuda RAW=1 COMM_DEVICES= BATCHES="4096 16384 65536" UNSEEN_BATCHES=16384 \
+#     MEM_CAP=2GiB REFERENCE_WINDOW_S=3 scripts/pretrain.sh OUT
+#   then a model set: mkdir SET; cp -r OUT/model SET/neural; cp models/h100/comm.json SET/
+#   (edit its constants for your interconnect) and plan with --model SET.
 # Every step resumes: rerun the same command after an interruption.
 set -euo pipefail
 
@@ -38,7 +43,9 @@ COMM_BATCHES=${COMM_BATCHES:-"2048 4096"}
 COMM_SAMPLES=${COMM_SAMPLES:-150}
 COMM_REPEATS=${COMM_REPEATS:-6}
 COMM_MAX_DELAY_MS=${COMM_MAX_DELAY_MS:-5}
-# Training.
+# Training. RAW=1 trains on the raw medians (a dedicated device such as a GPU,
+# where they repeat better than the ratio to the probe: docs/cost_models.md).
+RAW=${RAW:-0}
 TRAIN_SEED=${TRAIN_SEED:-0}
 HOLDOUT_TABLES=${HOLDOUT_TABLES:-0.05}
 EPOCHS=${EPOCHS:-400}
@@ -100,11 +107,14 @@ for n in $COMM_DEVICES; do
   done
 done
 
-run "$EMBSHARD" train "${COMPUTE_ARGS[@]}" "${COMM_ARGS[@]}" "${UNSEEN_ARGS[@]}" \
+RAW_ARGS=()
+if [ "$RAW" = 1 ]; then RAW_ARGS=(--raw); fi
+run "$EMBSHARD" train "${COMPUTE_ARGS[@]}" "${COMM_ARGS[@]}" "${UNSEEN_ARGS[@]}" "${RAW_ARGS[@]}" \
   -o "$OUT/model" --seed "$TRAIN_SEED" --holdout-tables "$HOLDOUT_TABLES" --epochs "$EPOCHS"
 for profile in $PROFILES; do
   for batch in $UNSEEN_BATCHES; do
-    run "$EMBSHARD" validate --model "$OUT/model" --data "$DATA/unseen_${profile}_b$batch.jsonl"
+    run "$EMBSHARD" validate --model "$OUT/model" --data "$DATA/unseen_${profile}_b$batch.jsonl" \
+      "${RAW_ARGS[@]}"
   done
 done
 run "$EMBSHARD" bench cost-model --model "$OUT/model"

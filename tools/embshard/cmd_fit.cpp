@@ -35,10 +35,12 @@ void run_fit(FitArgs& a) {
   save_neural_model(r.model, a.out_dir);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  fmt::print("fitted {} to this machine: log ms' = {:.4f} + {:.4f} log ms ({} records fitted)\n"
+  fmt::print("fitted {} to this machine: log ms' = {:.4f} + {:.4f} log ms + {:.4f} log(batch / "
+             "{}) ({} records fitted)\n"
              "on {} records it never saw: MAPE {:.2f}% -> {:.2f}%, p90 APE {:.2f}% -> {:.2f}%, "
              "Kendall tau {:.3f} -> {:.3f}\nwrote {} in {:.0f} s\n",
-             a.fit.model_dir, r.log_scale, r.power, r.fit_records, r.test_records,
+             a.fit.model_dir, r.log_scale, r.power, r.batch_power, r.model.batch_size,
+             r.fit_records, r.test_records,
              r.before.mape_pct, r.after.mape_pct, r.before.p90_ape_pct, r.after.p90_ape_pct,
              r.before.kendall_tau, r.after.kendall_tau, a.out_dir, seconds);
 }
