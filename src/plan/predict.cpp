@@ -89,6 +89,11 @@ PlanPrediction predict_plan(const PlanTask& task, const Plan& plan, ShardCosts& 
     ++c.num_shards;
     // Replicas need no all-to-all: each device pools its own samples.
     if (!s.replica) c.dim_sum += s.cols;
+    const TableSpec& spec = task.tables[s.table];
+    const double share = s.replica ? 1.0 / task.num_devices()
+                                   : static_cast<double>(s.rows) / static_cast<double>(spec.rows);
+    c.input_bytes += spec.pooling_factor * share * static_cast<double>(task.batch_size) * 8.0;
+    if (!s.replica) c.output_bytes += static_cast<double>(task.batch_size) * s.cols * 4.0;
     ids[s.device].push_back(costs.shard_id(s));
   }
   for (int d = 0; d < task.num_devices(); ++d) {

@@ -2,6 +2,8 @@
 #include "embshard/plan/report.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -79,6 +81,55 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
   return j;
 }
 
+Imbalance imbalance_of(const std::vector<double>& values) {
+  Imbalance m;
+  const double n = static_cast<double>(values.size());
+  double sum = 0, lo = 1e300, hi = 0;
+  for (double v : values) sum += v, lo = std::min(lo, v), hi = std::max(hi, v);
+  if (values.empty() || sum <= 0) return m;
+  m.max_over_mean = hi / (sum / n);
+  m.max_over_min = lo > 0 ? hi / lo : std::numeric_limits<double>::infinity();
+  for (double v : values) {
+    const double share = v / sum;
+    m.total_variation += 0.5 * std::abs(share - 1 / n);
+    if (share > 0) m.kl_divergence += share * std::log(share * n);
+  }
+  return m;
+}
+
+namespace {
+
+nlohmann::json imbalance_json(const Imbalance& m) {
+  return {{"max_over_mean", m.max_over_mean},
+          {"max_over_min", std::isfinite(m.max_over_min) ? nlohmann::json(m.max_over_min) : nlohmann::json(nullptr)},
+          {"total_variation", m.total_variation},
+          {"kl_divergence", m.kl_divergence}};
+}
+
+std::vector<double> totals(const PlanPrediction& p) {
+  std::vector<double> v;
+  for (const DeviceCosts& c : p.devices) v.push_back(c.total_ms());
+  return v;
+}
+
+std::vector<double> memories(const PlanPrediction& p) {
+  std::vector<double> v;
+  for (const DeviceCosts& c : p.devices) v.push_back(static_cast<double>(c.memory_bytes));
+  return v;
+}
+
+std::string imbalance_lines(const PlanPrediction& p) {
+  const Imbalance t = imbalance_of(totals(p)), m = imbalance_of(memories(p));
+  const auto line = [](const char* what, const Imbalance& x) {
+    return fmt::format("{} imbalance: max/mean {:.3f}, max/min {:.3f}, total variation {:.4f}, "
+                       "KL divergence {:.4f}\n",
+                       what, x.max_over_mean, x.max_over_min, x.total_variation, x.kl_divergence);
+  };
+  return line("time", t) + line("memory", m);
+}
+
+}  // namespace
+
 nlohmann::json prediction_json(const PlanTask& task, const PlanPrediction& p) {
   nlohmann::json devices = nlohmann::json::array();
   for (int d = 0; d < task.num_devices(); ++d) {
@@ -91,11 +142,15 @@ nlohmann::json prediction_json(const PlanTask& task, const PlanPrediction& p) {
                        {"bwd_comm_ms", c.bwd_comm_ms},
                        {"total_ms", c.total_ms()},
                        {"num_shards", c.num_shards},
-                       {"dim_sum", c.dim_sum}});
+                       {"dim_sum", c.dim_sum},
+                       {"input_bytes", c.input_bytes},
+                       {"output_bytes", c.output_bytes}});
   }
   return {{"cost_ms", p.cost_ms},
           {"critical_device", p.critical_device},
           {"imbalance", p.imbalance},
+          {"imbalance_ms", imbalance_json(imbalance_of(totals(p)))},
+          {"imbalance_memory", imbalance_json(imbalance_of(memories(p)))},
           {"devices", devices}};
 }
 
@@ -146,7 +201,7 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
   std::string out;
   if (per_table) add_table_rows(task, r, out);
   TextTable table({"device", "memory GB", "memory %", "compute ms", "fwd comm ms", "bwd comm ms",
-                   "total ms", "shards", "dim sum"});
+                   "total ms", "shards", "dim sum", "input MB", "output MB"});
   for (int d = 0; d < task.num_devices(); ++d) {
     const DeviceCosts& c = r.predicted.devices[d];
     table.add_row({fmt::format("{}{}", d, d == r.predicted.critical_device ? " *" : ""),
@@ -154,7 +209,9 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
                    fmt::format("{:.1f}", 100.0 * c.memory_bytes / task.device_mem_bytes[d]),
                    fmt::format("{:.3f}", c.compute_ms), fmt::format("{:.3f}", c.fwd_comm_ms),
                    fmt::format("{:.3f}", c.bwd_comm_ms), fmt::format("{:.3f}", c.total_ms()),
-                   std::to_string(c.num_shards), fmt::format("{:.0f}", c.dim_sum)});
+                   std::to_string(c.num_shards), fmt::format("{:.0f}", c.dim_sum),
+                   fmt::format("{:.2f}", c.input_bytes / 1e6),
+                   fmt::format("{:.2f}", c.output_bytes / 1e6)});
   }
   out += table.render();
   out += fmt::format(
@@ -163,6 +220,7 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
       "device total)\n"
       "lower bound {:.3f} ms (largest piece {:.3f} + comm {:.3f}; fused work / devices {:.3f} + "
       "mean comm {:.3f}); gap {:.1f}%{}\n"
+      "{}"
       "search time {:.3f} s\n",
       r.algorithm, r.cost_model, task.num_tables(), task.num_devices(), task.batch_size,
       r.predicted.cost_ms, r.predicted.critical_device, r.predicted.imbalance, r.bound.total_ms(),
@@ -170,7 +228,7 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
       r.gap() < 0 ? " (negative: the cost model breaks the bound's assumptions here: it is not "
                     "monotone, or fusing costs more than running apart; docs/plan.md)"
                   : "",
-      r.search_s);
+      imbalance_lines(r.predicted), r.search_s);
   if (r.verification) out += verification_report(*r.verification);
   return out;
 }

@@ -2,6 +2,7 @@
 // plan command's handling of bad input.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -155,6 +156,40 @@ TEST(PlanJson, HasTorchRecShapeAndPredictions) {
   const std::string report = plan_report(task, r, true);
   EXPECT_NE(report.find("gap"), std::string::npos);
   EXPECT_NE(report.find("critical device"), std::string::npos);
+  EXPECT_NE(report.find("input MB"), std::string::npos);
+  EXPECT_NE(report.find("time imbalance: max/mean"), std::string::npos);
+  double input = 0, output = 0;
+  for (const auto& d : p["devices"]) {
+    input += d["input_bytes"].get<double>();
+    output += d["output_bytes"].get<double>();
+  }
+  // Every column piece receives all its rows' lookup indices (8 bytes each);
+  // every table's pooled columns leave one device (4 bytes per sample and column).
+  double lookups = 0, cols = 0;
+  for (const Shard& s : r.plan.shards) lookups += task.tables[s.table].pooling_factor;
+  for (const TableSpec& t : task.tables) cols += t.dim;
+  EXPECT_NEAR(input, lookups * task.batch_size * 8.0, 1e-6 * input);
+  EXPECT_NEAR(output, cols * task.batch_size * 4.0, 1e-6 * output);
+  EXPECT_NEAR(p["imbalance_ms"]["max_over_mean"].get<double>(), p["imbalance"].get<double>(), 1e-9);
+}
+
+TEST(Imbalance, MeasuresOfAnUnevenSpread) {
+  const Imbalance even = imbalance_of({2, 2, 2, 2});
+  EXPECT_DOUBLE_EQ(even.max_over_mean, 1.0);
+  EXPECT_DOUBLE_EQ(even.max_over_min, 1.0);
+  EXPECT_NEAR(even.total_variation, 0.0, 1e-12);
+  EXPECT_NEAR(even.kl_divergence, 0.0, 1e-12);
+  const Imbalance one = imbalance_of({4, 0, 0, 0});  // all on one device
+  EXPECT_DOUBLE_EQ(one.max_over_mean, 4.0);
+  EXPECT_TRUE(std::isinf(one.max_over_min));
+  EXPECT_NEAR(one.total_variation, 0.75, 1e-12);
+  EXPECT_NEAR(one.kl_divergence, std::log(4.0), 1e-12);
+  const Imbalance two = imbalance_of({3, 1});
+  EXPECT_DOUBLE_EQ(two.max_over_mean, 1.5);
+  EXPECT_DOUBLE_EQ(two.max_over_min, 3.0);
+  EXPECT_NEAR(two.total_variation, 0.25, 1e-12);
+  EXPECT_NEAR(two.kl_divergence, 0.75 * std::log(1.5) + 0.25 * std::log(0.5), 1e-12);
+  EXPECT_DOUBLE_EQ(imbalance_of({}).max_over_mean, 1.0);  // nothing to spread
 }
 
 class PlanCli : public ::testing::Test {

@@ -59,6 +59,10 @@ struct DeviceCosts {
   double bwd_comm_ms = 0;
   double dim_sum = 0;
   int num_shards = 0;
+  // What TorchRec's stats table shows per rank: the lookup indices the
+  // device's shards receive (8 bytes each) and the pooled embeddings it sends
+  // forward (global batch x its dim sum x 4 bytes), per iteration.
+  double input_bytes = 0, output_bytes = 0;
   double total_ms() const { return compute_ms + fwd_comm_ms + bwd_comm_ms; }
 };
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -32,6 +33,15 @@ constexpr int kPlanVersion = 1;
 nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& result);
 nlohmann::json prediction_json(const PlanTask& task, const PlanPrediction& prediction);
 std::string verification_report(const Verification& verification);
+
+// How unevenly a quantity (device totals, memory) is spread: what TorchRec's
+// planner prints as its imbalance statistics.
+struct Imbalance {
+  double max_over_mean = 1, max_over_min = 1;
+  double total_variation = 0;  // of the shares against an even spread (0: even)
+  double kl_divergence = 0;    // of the shares from an even spread, in nats
+};
+Imbalance imbalance_of(const std::vector<double>& values);
 
 // A plan's iteration as a Chrome / Perfetto trace (chrome://tracing,
 // ui.perfetto.dev): one track per device with its fused compute, its wait for
