@@ -11,6 +11,7 @@
 #include "embshard/cost/measured_model.h"
 #include "embshard/cost/neural/model.h"
 #include "embshard/util/error.h"
+#include "embshard/util/machine.h"
 #include "embshard/util/reporter.h"
 
 namespace embshard {
@@ -107,11 +108,47 @@ CostModel create_cost_model(const std::string& name, const CostModelOptions& opt
   }
   if (name == "measured") {
     // One process cannot run an all-to-all: the analytic formula stands in.
-    return {make_measured_compute_model(o), create_comm_model("analytic", o),
-            "measured (compute: executor; comm: analytic)"};
+    const Calibration calibration = load_calibration(o.calibration);
+    auto compute = make_measured_compute_model(o);
+    ModelSource source;
+    source.hardware = fmt::format("{} on {}, measured now", o.executor, cpu_model());
+    if (o.executor == "cpu") source.host_cpu = cpu_model();
+    source.min_batch = source.max_batch = compute->batch_size();
+    source.comm = analytic_comm_source(calibration);
+    return {compute, make_analytic_comm_model(calibration, compute->batch_size()),
+            "measured (compute: executor; comm: analytic)", source};
   }
   ES_THROW("unknown cost model '{}': valid names are {}", name,
            fmt::join(cost_model_names(), ", "));
+}
+
+std::vector<std::string> extrapolations(const ModelSource& s, int64_t batch_size,
+                                        int num_devices) {
+  std::vector<std::string> out;
+  if (s.min_batch > 0 && (batch_size < s.min_batch || batch_size > s.max_batch)) {
+    out.push_back(s.min_batch == s.max_batch
+                      ? fmt::format("batch {} is not the measured {}", batch_size, s.min_batch)
+                      : fmt::format("batch {} is outside the measured {}-{}", batch_size,
+                                    s.min_batch, s.max_batch));
+  }
+  if (s.min_devices > 0 && (num_devices < s.min_devices || num_devices > s.max_devices)) {
+    out.push_back(fmt::format("{} devices: the all-to-alls were measured on {}-{}", num_devices,
+                              s.min_devices, s.max_devices));
+  }
+  if (!s.host_cpu.empty() && s.host_cpu != cpu_model()) {
+    out.push_back(fmt::format("measured on {}, not this machine ({})", s.host_cpu, cpu_model()));
+  }
+  return out;
+}
+
+std::string describe(const ModelSource& s) {
+  std::string batches = "at an unknown batch";
+  if (s.min_batch > 0) {
+    batches = s.min_batch == s.max_batch ? fmt::format("at batch {}", s.min_batch)
+                                         : fmt::format("at batches {}-{}", s.min_batch, s.max_batch);
+  }
+  return fmt::format("compute: {} {}; comm: {}", s.hardware.empty() ? "unknown" : s.hardware,
+                     batches, s.comm.empty() ? "unknown" : s.comm);
 }
 
 CostModel open_cost_model(const std::string& name, const CostModelOptions& options,

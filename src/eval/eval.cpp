@@ -13,10 +13,11 @@
 #include "embshard/bench/shard_timer.h"
 #include "embshard/cost/cost_model.h"
 #include "embshard/cost/measured_model.h"
-#include "embshard/util/file.h"
 #include "embshard/plan/predict.h"
+#include "embshard/plan/report.h"
 #include "embshard/search/planning.h"
 #include "embshard/util/error.h"
+#include "embshard/util/file.h"
 #include "embshard/util/machine.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/record_file.h"
@@ -48,11 +49,15 @@ std::string verified_base(const std::string& name) {
              : "";
 }
 
+std::string trace_path(const std::string& dir, size_t task, const std::string& algo) {
+  return (std::filesystem::path(dir) / fmt::format("task{}_{}.json", task, algo)).string();
+}
+
 // `truth`: compute measured on the executor, communication measured or
 // modelled; `selection`: the same measurements with their own cache, for the
 // verified algorithms' choice (so that the chosen plan's reported cost is a
 // measurement of its own, not the minimum of those it was chosen by).
-json eval_one(const PlanTask& task, const EvalOptions& o, const CostModel& model,
+json eval_one(const PlanTask& task, size_t index, const EvalOptions& o, const CostModel& model,
               const CostModel& truth, const CostModel* selection) {
   ShardCosts measured_costs(task, truth);
   json algos = json::object();
@@ -72,7 +77,13 @@ json eval_one(const PlanTask& task, const EvalOptions& o, const CostModel& model
       algos[name] = {{"error", e.what()}};
       continue;
     }
-    const double measured_ms = predict_plan(task, r.plan, measured_costs).cost_ms;
+    const PlanPrediction measured = predict_plan(task, r.plan, measured_costs);
+    const double measured_ms = measured.cost_ms;
+    if (!o.trace_dir.empty()) {
+      const std::string label = fmt::format("task {}, {}: {}", index, name, truth.name);
+      write_file_atomic(trace_path(o.trace_dir, index, name),
+                        iteration_trace(task, measured, label).dump(1) + "\n");
+    }
     algos[name] = {{"predicted_ms", r.predicted.cost_ms},
                    {"measured_ms", measured_ms},
                    {"bound_ms", r.bound.total_ms()},
@@ -110,6 +121,10 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   }
   ES_CHECK(!verified || o.verify_candidates >= 1, "eval: --verify-candidates is {}, must be >= 1",
            o.verify_candidates);
+  if (!o.trace_dir.empty()) {
+    std::filesystem::create_directories(o.trace_dir);
+    check_writable(trace_path(o.trace_dir, 0, o.algos.front()), "--trace-dir");
+  }
   std::string pool_dir;
   const std::vector<EvalTask> tasks = load_tasks(o.tasks_path, &pool_dir);
   const Workload pool = load_workload(pool_dir);
@@ -176,7 +191,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     }
     out.append({{"task", i},
                 {"tables", task.num_tables()},
-                {"algos", eval_one(task, o, model, truth, selection ? &*selection : nullptr)}});
+                {"algos", eval_one(task, i, o, model, truth, selection ? &*selection : nullptr)}});
     progress.update(i + 1);
   }
   progress.finish();

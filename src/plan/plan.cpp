@@ -87,12 +87,28 @@ std::vector<int64_t> device_capacities(int count, int64_t each_bytes,
   return std::vector<int64_t>(count, each_bytes);
 }
 
+void check_table_sizes(const std::vector<TableSpec>& tables) {
+  for (const TableSpec& s : tables) {
+    ES_CHECK(s.rows > 0 && s.dim > 0, "table '{}' has {} rows and dim {}, both must be positive",
+             s.name, s.rows, s.dim);
+    ES_CHECK(s.rows <= kMaxRows,
+             "table '{}' has {} rows, past the {} (2^40) embshard plans for: check the units",
+             s.name, s.rows, kMaxRows);
+    ES_CHECK(s.dim <= kMaxDim, "table '{}' has dim {}, past the {} embshard plans for", s.name,
+             s.dim, kMaxDim);
+  }
+}
+
 PlanTask make_task(std::vector<TableSpec> tables, int64_t batch_size,
                    std::vector<int64_t> device_mem_bytes, const TaskConstraints& constraints,
                    MemoryModel memory) {
   ES_CHECK(!device_mem_bytes.empty(), "a task needs at least one device, got 0");
   ES_CHECK(!tables.empty(), "a task needs at least one table, got 0");
   ES_CHECK(batch_size > 0, "batch size is {}, must be positive", batch_size);
+  ES_CHECK(batch_size <= kMaxBatch, "batch size {} is past the {} embshard plans for", batch_size,
+           kMaxBatch);
+  ES_CHECK(device_mem_bytes.size() <= static_cast<size_t>(kMaxDevices),
+           "{} devices is past the {} embshard plans for", device_mem_bytes.size(), kMaxDevices);
   PlanTask task;
   task.tables = std::move(tables);
   task.batch_size = batch_size;
@@ -101,12 +117,11 @@ PlanTask make_task(std::vector<TableSpec> tables, int64_t batch_size,
   task.split = constraints.split;
   task.pinned_device.assign(task.tables.size(), -1);
   task.no_split.assign(task.tables.size(), 0);
+  check_table_sizes(task.tables);
   std::unordered_map<std::string, int> index;
   for (int t = 0; t < task.num_tables(); ++t) {
-    const TableSpec& s = task.tables[t];
-    ES_CHECK(s.rows > 0 && s.dim > 0, "table '{}' has {} rows and dim {}, both must be positive",
-             s.name, s.rows, s.dim);
-    ES_CHECK(index.emplace(s.name, t).second, "table name '{}' appears twice", s.name);
+    ES_CHECK(index.emplace(task.tables[t].name, t).second, "table name '{}' appears twice",
+             task.tables[t].name);
   }
   auto find = [&](const std::string& name, const char* what) {
     const auto it = index.find(name);

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "embshard/util/text_table.h"
@@ -60,10 +61,30 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
   // JSON objects are unordered (and written sorted): the task's order too.
   j["table_order"] = nlohmann::json::array();
   for (const TableSpec& s : task.tables) j["table_order"].push_back(s.name);
+  const ModelSource& m = r.model_source;
+  j["cost_model_source"] = {
+      {"compute", m.hardware},
+      {"batches", m.min_batch > 0 ? nlohmann::json({m.min_batch, m.max_batch}) : nlohmann::json()},
+      {"comm", m.comm},
+      {"comm_devices",
+       m.min_devices > 0 ? nlohmann::json({m.min_devices, m.max_devices}) : nlohmann::json()},
+      {"extrapolated", r.extrapolated}};
   j["predicted"] = prediction_json(task, r.predicted);
   j["predicted"]["lower_bound_ms"] = r.bound.total_ms();
   j["predicted"]["gap"] = r.gap();
   j["predicted"]["search_s"] = r.search_s;
+  if (!r.explanation.empty()) {
+    nlohmann::json why = nlohmann::json::array();
+    for (const Decision& d : r.explanation) {
+      why.push_back({{"table", task.tables[d.table].name},
+                     {"decision", d.decision},
+                     {"cost_ms", d.cost_ms},
+                     {"alternative", d.alternative.empty() ? nlohmann::json() : nlohmann::json(d.alternative)},
+                     {"alternative_ms", d.alternative.empty() ? nlohmann::json() : nlohmann::json(d.alternative_ms)},
+                     {"saving", d.saving()}});
+    }
+    j["explanation"] = why;
+  }
   if (r.verification) {
     const Verification& v = *r.verification;
     j["measured"] = prediction_json(task, v.candidates[v.chosen].measured);
@@ -216,6 +237,8 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
   out += table.render();
   out += fmt::format(
       "plan {} with cost model {}: {} tables on {} devices, batch {}\n"
+      "cost model measured on: {}\n"
+      "{}\n"
       "predicted cost {:.3f} ms (critical device {}, marked *); imbalance {:.3f} (max / mean "
       "device total)\n"
       "lower bound {:.3f} ms (largest piece {:.3f} + comm {:.3f}; fused work / devices {:.3f} + "
@@ -223,6 +246,10 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
       "{}"
       "search time {:.3f} s\n",
       r.algorithm, r.cost_model, task.num_tables(), task.num_devices(), task.batch_size,
+      describe(r.model_source),
+      r.extrapolated.empty()
+          ? std::string("extrapolated: no (this batch and device count were measured)")
+          : fmt::format("extrapolated: {}", fmt::join(r.extrapolated, "; ")),
       r.predicted.cost_ms, r.predicted.critical_device, r.predicted.imbalance, r.bound.total_ms(),
       r.bound.piece_ms, r.bound.comm_ms, r.bound.work_ms, r.bound.mean_comm_ms, 100.0 * r.gap(),
       r.gap() < 0 ? " (negative: the cost model breaks the bound's assumptions here: it is not "
@@ -230,6 +257,7 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
                   : "",
       imbalance_lines(r.predicted), r.search_s);
   if (r.verification) out += verification_report(*r.verification);
+  if (!r.explanation.empty()) out += explain_report(task, r.explanation);
   return out;
 }
 

@@ -62,6 +62,8 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
   PlanResult r;
   r.algorithm = planner.name();
   r.cost_model = model.name;
+  r.model_source = model.source;
+  r.extrapolated = extrapolations(model.source, task.batch_size, task.num_devices());
   ShardCosts costs(task, model);
   const auto start = std::chrono::steady_clock::now();
   std::vector<Plan> plans = candidates > 0 ? planner.plan_candidates(task, costs, candidates)

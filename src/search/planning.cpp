@@ -9,9 +9,23 @@
 #include "embshard/util/units.h"
 
 namespace embshard {
+namespace {
+
+// Explained against the model the search used (a verified plan too: the
+// alternatives are predictions, not measurements).
+void explain(const PlanRequest& r, const CostModel& model, PlanOutcome& out) {
+  if (!r.explain) return;
+  ShardCosts costs(out.task, model);
+  out.result.explanation = explain_plan(out.task, out.result.plan, costs);
+}
+
+}  // namespace
 
 PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   ES_CHECK(r.devices > 0, "--devices is {}, must be at least 1", r.devices);
+  ES_CHECK(r.devices <= kMaxDevices, "--devices is {}, past the {} embshard plans for",
+           r.devices, kMaxDevices);
+  check_table_sizes(r.workload.tables);
   // Fail on a bad name before any work.
   auto planner = create_planner(r.algo, r.planner);
   int64_t each = r.mem_per_device_bytes;
@@ -33,6 +47,7 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
                             r.algo, model.name));
   if (r.verify == 0) {
     out.result = make_plan(*planner, out.task, model);
+    explain(r, model, out);
     return out;
   }
   ES_CHECK(r.verify >= 1, "--verify is {}, must be at least 1", r.verify);
@@ -50,6 +65,7 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   const CostModel truth{make_measured_compute_model(truth_options), model.comm,
                         "measured compute (" + r.executor + "); comm: " + model.name};
   out.result = make_verified_plan(*planner, out.task, model, truth, r.verify);
+  explain(r, model, out);
   return out;
 }
 

@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "embshard/eval/eval.h"
@@ -81,11 +83,28 @@ TEST(Eval, RunsResumesAndSummarises) {
   o.cost_model = "analytic";  // the shipped calibration
   o.out_path = dir.file("eval.jsonl");
   o.reference_window_s = 0.3;
+  o.trace_dir = dir.file("traces");
   CaptureReporter reporter;
   const auto records = run_eval(o, reporter);
   ASSERT_FALSE(reporter.events().empty());
   EXPECT_EQ(reporter.events().back().done, 3u);
   ASSERT_EQ(records.size(), 3u);
+  // One trace per task and algorithm, one track per device, ending at the
+  // measured cost.
+  for (int t = 0; t < 3; ++t) {
+    for (const char* a : {"size_greedy", "neuroshard+verify"}) {
+      const json trace = json::parse(slurp(dir.file(fmt::format("traces/task{}_{}.json", t, a))));
+      std::set<int> tracks;
+      double end_us = 0;
+      for (const json& e : trace["traceEvents"]) {
+        tracks.insert(e["tid"].get<int>());
+        if (e["ph"] == "X") end_us = std::max(end_us, e["ts"].get<double>() + e["dur"].get<double>());
+      }
+      EXPECT_EQ(tracks.size(), 2u) << t << " " << a;
+      EXPECT_NEAR(end_us / 1e3, records[t]["algos"][a]["measured_ms"].get<double>(),
+                  1e-6 * end_us) << t << " " << a;
+    }
+  }
   for (const json& r : records) {
     for (const char* a : {"size_greedy", "neuroshard", "neuroshard+verify"}) {
       EXPECT_GT(r["algos"][a]["measured_ms"].get<double>(), 0) << a;

@@ -211,11 +211,15 @@ TEST_F(PlanCli, PlansATableSpecFile) {
   const auto r = testing::run_cli("plan --tables " + dir_.file("tables.json") +
                                   " --devices 2 --mem-per-device 1000000000 --cost-model analytic "
                                   "--out " + dir_.file("plan.json") + " --svg " +
-                                  dir_.file("plan.svg") + " --verbose");
+                                  dir_.file("plan.svg") + " --verbose --explain");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("lower bound"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cost model measured on: compute: cpu"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("why: each table's decision"), std::string::npos) << r.output;
   const auto j = nlohmann::json::parse(read_file(dir_.file("plan.json")));
   EXPECT_EQ(j["tables"].size(), 3u);
+  EXPECT_EQ(j["explanation"].size(), 3u);
+  EXPECT_TRUE(j["cost_model_source"]["extrapolated"].is_array());
   EXPECT_TRUE(file_exists(dir_.file("plan.svg")));
 }
 

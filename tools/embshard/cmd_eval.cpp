@@ -73,6 +73,10 @@ void add_eval_command(CLI::App& app) {
   eval->add_option("--model", o.model_dir, "Neural model directory (default: models/neural)");
   eval->add_option("-o,--out", o.out_path, "Records, one per task (JSON lines; resumable)")
       ->required();
+  eval->add_option("--trace-dir", o.trace_dir,
+                   "Write each measured plan's iteration (per device: compute, waits, forward "
+                   "and backward all-to-all) as a Chrome/Perfetto trace here, "
+                   "task<i>_<algorithm>.json");
   eval->add_option("--threads", o.threads, "Executor threads per device")->capture_default_str();
   eval->add_option("--seed", o.planner.seed, "Seed of the random planner")->capture_default_str();
   eval->add_option("--plan-threads", o.planner.threads,

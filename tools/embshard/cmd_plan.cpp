@@ -139,6 +139,9 @@ void add_plan_command(CLI::App& app) {
                   "Write the iteration per device as a Chrome/Perfetto trace (measured with "
                   "--verify, else predicted)");
   cmd->add_flag("--verbose", a->verbose, "Also print one row per table");
+  cmd->add_flag("--explain", r.explain,
+                "Say why: each table's decision (whole, split, replicated; where) against its "
+                "best single alternative, both predicted as whole plans");
   cmd->callback([a] { run_plan(*a); });
 }
 

@@ -18,11 +18,30 @@ namespace embshard {
 
 class Reporter;
 
+// What a cost model's figures were measured on, so that a plan can say so and
+// say when it is extrapolated (another batch, device count or machine).
+struct ModelSource {
+  std::string hardware;   // "cpu (1 thread) on AMD EPYC", "cuda (NVIDIA H100 80GB HBM3)"
+  std::string host_cpu;   // the CPU a cpu executor ran on; "" for other executors
+  int64_t min_batch = 0, max_batch = 0;  // the batches measured (0: unknown)
+  std::string comm;       // where the communication figures come from
+  int min_devices = 0, max_devices = 0;  // device counts the all-to-alls ran on (0: none)
+};
+
 struct CostModel {
   std::shared_ptr<ComputeModel> compute;
   std::shared_ptr<const CommModel> comm;
   std::string name;  // for reports: which models, and any caveat (scaled batch, ...)
+  ModelSource source;
 };
+
+// One line per way a task at `batch_size` on `num_devices` leaves what
+// `source` measured: another batch, another device count, another CPU than
+// this machine's. Empty: the figures are interpolated.
+std::vector<std::string> extrapolations(const ModelSource& source, int64_t batch_size,
+                                        int num_devices);
+// "cpu (1 thread) on AMD EPYC at batches 1024-8192; comm: ...".
+std::string describe(const ModelSource& source);
 
 // Where the pre-trained models shipped with the repository live:
 // <dir>/neural (the neural model set) and <dir>/analytic.json (a calibration).

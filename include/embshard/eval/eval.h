@@ -69,6 +69,9 @@ struct EvalOptions {
   // "<planner>+verify" algorithms: the planner's best candidates measured,
   // the measured fastest kept.
   int verify_candidates = 4;
+  // Where to write each measured plan's iteration as a Chrome / Perfetto
+  // trace, task<i>_<algorithm>.json ("": none).
+  std::string trace_dir;
 };
 
 // The suffix that makes an algorithm of a planner plus a verification step.

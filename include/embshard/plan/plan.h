@@ -16,6 +16,13 @@
 
 namespace embshard {
 
+// Past these a task is a typo, not a model (a table of 1e15 rows, 100,000
+// devices): make_task refuses it before any search, naming the value.
+constexpr int kMaxDevices = 65536;
+constexpr int64_t kMaxRows = int64_t{1} << 40;  // 1.1e12
+constexpr int kMaxDim = 65536;
+constexpr int64_t kMaxBatch = int64_t{1} << 31;
+
 // What a shard costs in device memory. The executor's default optimizer is
 // row-wise Adagrad: one fp32 accumulator per row per shard, on top of the
 // fp32 weights. Counting it avoids the under-estimated memory (and OOM) that
@@ -70,6 +77,10 @@ struct TaskConstraints {
   std::vector<std::string> no_split;
   SplitRule split;
 };
+
+// Error naming the table whose rows or dim are not positive or past the
+// limits above (make_task calls it; so does planning, before any sizing).
+void check_table_sizes(const std::vector<TableSpec>& tables);
 
 // Resolves the constraints (unknown table names and out-of-range devices are
 // errors) and checks that the task is feasible piece by piece: Error names the

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "embshard/plan/explain.h"
 #include "embshard/plan/plan.h"
 #include "embshard/plan/predict.h"
 
@@ -49,11 +50,14 @@ struct Verification {
 struct PlanResult {
   std::string algorithm;
   std::string cost_model;
+  ModelSource model_source;               // what the cost model was measured on
+  std::vector<std::string> extrapolated;  // how this task leaves it (empty: it does not)
   Plan plan;
   PlanPrediction predicted;
   LowerBound bound;
   double search_s = 0;
   std::optional<Verification> verification;  // plan = the chosen candidate's
+  std::vector<Decision> explanation;          // with --explain: why, table by table
   double gap() const {  // (cost - bound) / bound
     const double lb = bound.total_ms();
     return lb > 0 ? (predicted.cost_ms - lb) / lb : 0.0;

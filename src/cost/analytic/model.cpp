@@ -1,6 +1,7 @@
 // The analytic cost model: calibrated bandwidths and overheads, no training data.
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include <fmt/format.h>
@@ -92,9 +93,21 @@ std::shared_ptr<const CommModel> make_analytic_comm_model(const Calibration& c,
   return std::make_shared<AnalyticCommModel>(c, batch_size > 0 ? batch_size : c.batch_size);
 }
 
+std::string analytic_comm_source(const Calibration& c) {
+  if (c.comm_source == "default") return "analytic, default constants (not measured)";
+  return fmt::format("analytic, {:.0f} us + bytes / {:.1f} GB/s from {}", c.comm_latency_us,
+                     c.comm_gbps, std::filesystem::path(c.comm_source).filename().string());
+}
+
 CostModel make_analytic_cost_model(const Calibration& c, int64_t batch_size) {
+  ModelSource source;
+  source.hardware = fmt::format("cpu ({} thread{}) on {}, analytic terms fitted", c.threads,
+                                c.threads == 1 ? "" : "s", c.machine_cpu);
+  source.host_cpu = c.machine_cpu;
+  source.min_batch = source.max_batch = c.batch_size;
+  source.comm = analytic_comm_source(c);
   return {make_analytic_compute_model(c, batch_size), make_analytic_comm_model(c, batch_size),
-          "analytic"};
+          "analytic", source};
 }
 
 }  // namespace embshard

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <tuple>
 
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "embshard/cost/analytic/model.h"
 #include "embshard/cost/analytic/terms.h"
@@ -246,9 +248,51 @@ void NeuralCommModel::comm_ms(std::span<const double> dim_sums, std::span<const 
   predict_comm_ms(*model_, dim_sums, delays_ms, fwd_ms, bwd_ms, batch_size_);
 }
 
+namespace {
+
+// What the manifest says the training data was measured on: the executor and
+// CPU of the first compute file (a model set is measured on one machine).
+ModelSource neural_source(const NeuralModel& model, const std::optional<Calibration>& constants) {
+  ModelSource s;
+  s.min_batch = model.batch_size;
+  s.max_batch = model.max_batch_size;
+  std::string executor = "unknown executor", cpu = "an unknown CPU";
+  const nlohmann::json* files = nullptr;
+  if (auto d = model.info.find("data"); d != model.info.end() && d->is_object()) {
+    if (auto c = d->find("compute"); c != d->end() && c->is_array() && !c->empty()) files = &*c;
+  }
+  if (files != nullptr && (*files)[0].is_object()) {
+    // Data measured before headers named the executor ran on the CPU.
+    const nlohmann::json& file = (*files)[0];
+    executor = file.contains("executor") && file["executor"].is_string()
+                   ? file["executor"].get<std::string>()
+                   : "cpu";
+    if (file.contains("machine") && file["machine"].is_object() &&
+        file["machine"].contains("cpu") && file["machine"]["cpu"].is_string()) {
+      cpu = file["machine"]["cpu"].get<std::string>();
+    }
+  }
+  const bool on_cpu = executor.rfind("cpu", 0) == 0;
+  s.hardware = on_cpu ? fmt::format("{} on {}", executor, cpu) : executor;
+  if (on_cpu) s.host_cpu = cpu;
+  if (model.has_comm) {
+    std::tie(s.min_devices, s.max_devices) = comm_device_range(model);
+    s.comm = fmt::format("neural, all-to-alls measured on {} ranks at batches {}-{}",
+                         s.min_devices > 0 ? fmt::format("{}-{}", s.min_devices, s.max_devices)
+                                           : std::string("unrecorded numbers of"),
+                         model.comm_batch_size, model.comm_max_batch_size);
+  } else {
+    s.comm = constants ? analytic_comm_source(*constants) : "none";
+  }
+  return s;
+}
+
+}  // namespace
+
 CostModel make_neural_cost_model(std::shared_ptr<const NeuralModel> model, int64_t batch_size,
                                  std::optional<Calibration> outside_range) {
   CostModel m;
+  m.source = neural_source(*model, outside_range);
   auto compute = std::make_shared<NeuralComputeModel>(model, batch_size);
   if (!model->has_comm && outside_range) {
     // A compute-only set (one GPU measures no all-to-all): the analytic

@@ -22,6 +22,7 @@ json data_file_entry(const std::string& path, const json& header, size_t records
           {"records", records},
           {"skipped_bad_records", bad},
           {"machine", header.value("machine", json())},
+          {"executor", header.value("executor", json())},
           {"batch",
            header.contains("batch_size") ? header["batch_size"] : header.value("batch", json())},
           {"threads", header.value("threads", json())},

@@ -17,5 +17,7 @@ std::shared_ptr<ComputeModel> make_analytic_compute_model(const Calibration& c,
 std::shared_ptr<const CommModel> make_analytic_comm_model(const Calibration& c,
                                                           int64_t batch_size);
 CostModel make_analytic_cost_model(const Calibration& c, int64_t batch_size);
+// Where a calibration's all-to-all constants come from, for ModelSource::comm.
+std::string analytic_comm_source(const Calibration& c);
 
 }  // namespace embshard
