@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev
   libopenmpi-dev openmpi-bin
+  python3 python3-torch
 )
 
 missing=()
