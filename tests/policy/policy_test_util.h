@@ -3,6 +3,10 @@
 // a table goes matters.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
 #include <random>
 #include <string>
 
@@ -20,7 +24,7 @@ inline std::string write_policy_pool(const ScratchDir& dir, int tables, uint64_t
   w.source = "policy test pool";
   for (int t = 0; t < tables; ++t) {
     TableSpec s;
-    s.name = "p" + std::to_string(t);
+    s.name = fmt::format("p{}", t);
     s.rows = static_cast<int64_t>(std::pow(10.0, log_rows(rng)));
     s.dim = 16;
     s.pooling_factor = pooling(rng);
@@ -31,7 +35,7 @@ inline std::string write_policy_pool(const ScratchDir& dir, int tables, uint64_t
     s.lookup_reuse[3] = 1 - s.lookup_reuse[0];
     w.tables.push_back(s);
   }
-  const std::string path = (dir.path() / ("pool" + std::to_string(seed))).string();
+  const std::string path = (dir.path() / fmt::format("pool{}", seed)).string();
   std::filesystem::create_directories(path);
   save_workload_specs(w, path);
   return path;
