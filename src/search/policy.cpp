@@ -332,6 +332,10 @@ Episode run_episode(const PolicyNets& nets, const PlanTask& task, const EpisodeI
                "{}: no device has room for table '{}' ({} bytes; the most free memory left on a "
                "device is {} bytes): the policy packs tables whole, in its own order",
                name, task.tables[t].name, task.table_bytes(t), state.free_bytes(most));
+      if (!ep.overflow) {
+        ep.stuck_table = t;
+        ep.stuck_most_free_bytes = state.free_bytes(most);
+      }
       ep.overflow = true;
       std::fill(mask.begin(), mask.end(), 1);
     }

@@ -109,6 +109,10 @@ struct Episode {
   std::vector<float> device_feats;  // record: [steps x devices x device features]
   std::vector<uint8_t> mask;        // record: [steps x devices]
   bool overflow = false;
+  // The first table no device had room for (allow_overflow), and the most
+  // free memory left on a device then.
+  int stuck_table = -1;
+  int64_t stuck_most_free_bytes = 0;
   double log_prob = 0;  // sum over steps of log pi(action | state)
 };
 
