@@ -263,6 +263,8 @@ PolicyTrainer::PolicyTrainer(const PolicyTrainOptions& o)
            "train-policy: --iterations {} / --updates {} / --tasks-per-update {} / --episodes {}: "
            "need >= 1, >= 0, >= 1, >= 2",
            o.iterations, o.updates, o.tasks_per_update, o.episodes);
+  ES_CHECK(o.reward == "overall" || o.reward == "device_max",
+           "train-policy: --reward is '{}', expected overall or device_max", o.reward);
   ES_CHECK(o.kind == PolicyKind::kAutoShard || o.measured_plans >= 1,
            "train-policy: --measured-plans is {}, DreamShard needs at least 1", o.measured_plans);
   for (const std::string& dir : o.pool_dirs) {
@@ -297,7 +299,8 @@ json PolicyTrainer::fingerprint() const {
           {"measured_plans", o_.measured_plans}, {"cost_epochs", o_.cost_epochs},
           {"updates", o_.updates}, {"tasks_per_update", o_.tasks_per_update},
           {"episodes", o_.episodes}, {"lr", o_.lr}, {"cost_lr", o_.cost_lr},
-          {"entropy", o_.entropy}, {"validation_tasks", o_.validation_tasks},
+          {"entropy", o_.entropy}, {"reward", o_.reward},
+          {"validation_tasks", o_.validation_tasks},
           {"truth", o_.truth}, {"hidden", o_.hidden}, {"embed", o_.embed}, {"seed", o_.seed}};
 }
 
@@ -374,8 +377,9 @@ double PolicyTrainer::reinforce(int iteration) {
         rolls[e].ep = run_episode(nets_, tasks[k], in, c, eo);
         double r;
         if (o_.kind == PolicyKind::kDreamShard) {
-          r = -predict_with_cost_net(nets_, in, rolls[e].ep.device_of, o_.devices).overall_ms /
-              in.ref_ms;
+          const CostNetPrediction p =
+              predict_with_cost_net(nets_, in, rolls[e].ep.device_of, o_.devices);
+          r = -(o_.reward == "device_max" ? p.device_max_ms : p.overall_ms) / in.ref_ms;
           if (rolls[e].ep.overflow) r *= 2;
         } else {
           const PlanPrediction p = predict_plan(

@@ -86,6 +86,10 @@ void add_train_policy_command(CLI::App& app) {
   cmd->add_option("--lr", o.lr, "Policy learning rate (Adam)")->capture_default_str();
   cmd->add_option("--cost-lr", o.cost_lr, "Cost-network learning rate")->capture_default_str();
   cmd->add_option("--entropy", o.entropy, "Entropy bonus")->capture_default_str();
+  cmd->add_option("--reward", o.reward,
+                  "DreamShard's reward: overall (the cost network's overall head, as published) | "
+                  "device_max (its largest device compute + communication)")
+      ->capture_default_str();
   cmd->add_option("--validation-tasks", o.validation_tasks,
                   "Fixed tasks the greedy policy is scored on after each iteration")
       ->capture_default_str();

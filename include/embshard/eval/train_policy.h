@@ -51,6 +51,10 @@ struct PolicyTrainOptions {
   int episodes = 8;         // sampled episodes per task in an update
   double lr = 1e-3, cost_lr = 2e-3;
   double entropy = 0.01;
+  // DreamShard's reward: minus the cost network's plan cost from its overall
+  // head ("overall", as published) or the largest sum of a device's compute
+  // and communication heads ("device_max").
+  std::string reward = "overall";
   int validation_tasks = 8;  // fixed tasks the greedy policy is scored on each iteration
   // Where the costs come from: a cost model name (create_cost_model;
   // "measured" executes each device's shard on `executor` with the pool's
