@@ -107,6 +107,25 @@ TEST(TrainPolicy, ResumesToTheSameWeights) {
   }
 }
 
+TEST(TrainPolicy, CommandTrainsAPolicyThatPlanUses) {
+  ScratchDir dir("policy_cli");
+  const std::string pool = testing::write_policy_pool(dir, 30, 1);
+  const std::string out = dir.file("pol");
+  const auto r = testing::run_cli("train-policy --algo autoshard --pool " + pool + " -o " + out +
+                                  " --tables 8-12 --iterations 2 --updates 2 --episodes 4 "
+                                  "--validation-tasks 2 --truth analytic --seed 5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("autoshard trained for 2 iterations"), std::string::npos) << r.output;
+  const auto p = testing::run_cli("plan " + pool + " --devices 4 --algo autoshard --policy " + out +
+                                  " --cost-model analytic");
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_NE(p.output.find("plan autoshard"), std::string::npos) << p.output;
+  const auto bad = testing::run_cli("train-policy --algo alphashard --pool " + pool + " -o " + out);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.output.find("valid policies: dreamshard, autoshard"), std::string::npos)
+      << bad.output;
+}
+
 TEST(TrainPolicy, BadOptionsAreErrors) {
   PolicyTrainOptions o;
   o.out_dir = "/tmp/x";
