@@ -40,9 +40,10 @@ void run_train_policy(TrainPolicyArgs& a) {
   for (const std::string& note : r.notes) fmt::print("{}\n", note);
   fmt::print("iteration  cost-net loss  mean reward  validation cost / untrained policy's\n");
   for (const auto& h : r.history) {
-    fmt::print("{:>9}  {:>13.4f}  {:>11.4f}  {:>10.4f}\n", h.at("iteration").get<int>(),
+    const double ratio = h.at("validation_ratio").get<double>();  // 0: no validation tasks
+    fmt::print("{:>9}  {:>13.4f}  {:>11.4f}  {:>10}\n", h.at("iteration").get<int>(),
                h.at("cost_loss").get<double>(), h.at("mean_reward").get<double>(),
-               h.at("validation_ratio").get<double>());
+               ratio > 0 ? fmt::format("{:.4f}", ratio) : "-");
   }
   fmt::print("policy written to {} (manifest.json, weights; checkpoint/ resumes)\n", o.out_dir);
 }
