@@ -93,9 +93,11 @@ json eval_one(const PlanTask& task, size_t index, const EvalOptions& o, const Co
   return algos;
 }
 
-// The heuristics the search is compared with: not neuroshard, not a verified algorithm.
+// The heuristics the search is compared with: not neuroshard, not the learned
+// policies, not a verified algorithm.
 bool is_baseline(const std::string& name) {
-  return name != "neuroshard" && verified_base(name).empty();
+  return name != "neuroshard" && name != "dreamshard" && name != "autoshard" &&
+         verified_base(name).empty();
 }
 
 }  // namespace

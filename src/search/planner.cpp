@@ -4,6 +4,7 @@
 #include <chrono>
 #include <fmt/ranges.h>
 
+#include "embshard/search/policy.h"
 #include "embshard/util/error.h"
 
 namespace embshard {
@@ -11,7 +12,7 @@ namespace embshard {
 const std::vector<std::string>& planner_names() {
   static const std::vector<std::string> names = {
       "random",     "size_greedy", "dim_greedy", "lookup_greedy", "size_lookup_greedy",
-      "torchrec",   "neuroshard"};
+      "torchrec",   "neuroshard", "dreamshard", "autoshard"};
   return names;
 }
 
@@ -23,6 +24,8 @@ std::unique_ptr<Planner> create_planner(const std::string& name, const PlannerOp
   }
   if (name == "torchrec") return make_torchrec_planner(options);
   if (name == "neuroshard") return make_neuroshard_planner(options);
+  if (name == "dreamshard") return make_policy_planner(PolicyKind::kDreamShard, options);
+  if (name == "autoshard") return make_policy_planner(PolicyKind::kAutoShard, options);
   ES_THROW("unknown planner '{}'; valid planners: {}", name, fmt::join(planner_names(), ", "));
 }
 

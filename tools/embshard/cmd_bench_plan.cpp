@@ -22,6 +22,8 @@ void add_bench_plan_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--model", o->model_dir, "Neural model directory (default: the shipped one)");
   cmd->add_option("--algo", o->algo, "Planner: " + one_of(planner_names()))->capture_default_str();
+  cmd->add_option("--policy", o->planner.policy_dir,
+                  "dreamshard, autoshard: policy directory (default: the shipped one)");
   cmd->add_option("--repeats", o->repeats, "Runs per size (median reported)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the synthetic tables")->capture_default_str();
   cmd->add_option("--threads", o->planner.threads, "Search threads (0: one per hardware thread)")

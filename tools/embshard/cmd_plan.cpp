@@ -116,6 +116,8 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--split-dims", r.constraints.split.allowed, "Column widths splits may produce "
                   "(multiples of 4; default: any)")->delimiter(',');
   cmd->add_option("--seed", p.seed, "Seed (random planner)")->capture_default_str();
+  cmd->add_option("--policy", p.policy_dir, "dreamshard, autoshard: policy directory from "
+                  "`embshard train-policy` (default: the shipped models/policies/NAME)");
   cmd->add_option("--beam-width", p.beam_width, "neuroshard beam width")->capture_default_str();
   cmd->add_option("--max-steps", p.max_steps, "neuroshard beam steps")->capture_default_str();
   cmd->add_option("--candidates", p.candidates, "neuroshard: top-k pieces by size and by cost to "

@@ -19,6 +19,7 @@ void add_bench_cost_model_command(CLI::App& bench);
 void add_bench_repeat_command(CLI::App& bench);  // bench repeat | stream
 void add_calibrate_command(CLI::App& app);
 void add_train_command(CLI::App& app);
+void add_train_policy_command(CLI::App& app);
 void add_fit_command(CLI::App& app);
 void add_validate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   embshard::cli::add_bench_command(app);
   embshard::cli::add_calibrate_command(app);
   embshard::cli::add_train_command(app);
+  embshard::cli::add_train_policy_command(app);
   embshard::cli::add_fit_command(app);
   embshard::cli::add_validate_command(app);
   embshard::cli::add_plan_command(app);

@@ -113,7 +113,8 @@ struct AlgoSummary {
   double mean_measured_ms = 0, mean_predicted_ms = 0;
   // Mean measured cost / the best baseline's mean measured cost (a ratio of
   // means over the same tasks; the best baseline is the algorithm other than
-  // neuroshard and the +verify ones with the lowest mean).
+  // neuroshard, dreamshard, autoshard and the +verify ones with the lowest
+  // mean).
   double ratio_to_best_baseline = 0;
   int tasks_won = 0;                  // lowest measured cost (ties count for each)
   double mean_gap_to_bound = 0;       // mean of predicted / bound - 1 (the bound is the model's)

@@ -34,6 +34,9 @@ struct PlannerOptions {
   // Threads rating a beam step's candidates (0: one per hardware thread). The
   // plan is the same for every count.
   int threads = 0;
+  // dreamshard, autoshard: the trained policy directory ("": the shipped one,
+  // models/policies/<name>).
+  std::string policy_dir;
 };
 
 class Planner {
@@ -53,7 +56,7 @@ class Planner {
 };
 
 // Valid names: random, size_greedy, dim_greedy, lookup_greedy,
-// size_lookup_greedy, torchrec, neuroshard. Error lists them when `name` is
+// size_lookup_greedy, torchrec, neuroshard, dreamshard, autoshard. Error lists them when `name` is
 // unknown.
 std::unique_ptr<Planner> create_planner(const std::string& name, const PlannerOptions& options);
 const std::vector<std::string>& planner_names();
@@ -63,6 +66,8 @@ std::unique_ptr<Planner> make_random_planner(const PlannerOptions& options);
 std::unique_ptr<Planner> make_score_greedy_planner(const std::string& score);
 std::unique_ptr<Planner> make_torchrec_planner(const PlannerOptions& options);
 std::unique_ptr<Planner> make_neuroshard_planner(const PlannerOptions& options);
+enum class PolicyKind;
+std::unique_ptr<Planner> make_policy_planner(PolicyKind kind, const PlannerOptions& options);
 
 // A lower bound on the cost of every plan of the task under `costs`' model
 // (plan/result.h says when it is valid).

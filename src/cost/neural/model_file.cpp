@@ -126,6 +126,8 @@ Mlp decode_mlp(const std::string& path, const std::vector<int>& expected_sizes) 
   return mlp;
 }
 
+}  // namespace
+
 json normaliser_json(const Normaliser& n) { return {{"mean", n.mean}, {"scale", n.scale}}; }
 
 Normaliser normaliser_from(const json& j, size_t features, const std::string& where) {
@@ -158,6 +160,8 @@ Mlp mlp_from(const std::string& dir, const json& entry, const std::string& manif
            "{}: file CRC differs from {} (the file was replaced or edited)", path, manifest);
   return mlp;
 }
+
+namespace {
 
 void check_names(const json& net, const std::vector<std::string>& expected,
                  const std::string& manifest, const char* which) {

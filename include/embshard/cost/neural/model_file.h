@@ -70,6 +70,17 @@ void save_neural_model(const NeuralModel& model, const std::string& dir);
 // checksums, finite weights); Error names the file at fault.
 NeuralModel load_neural_model(const std::string& dir);
 
+// The weight file format and the manifest pieces that name it, shared with
+// the other model directories (the placement policies, search/policy.h):
+// mlp_entry writes `dir`/`file` atomically and returns its manifest entry
+// {"file", "sizes", "crc32"}; mlp_from reads it back, checking existence,
+// sizes, checksum and finite weights (Error names the file and `manifest`).
+nlohmann::json mlp_entry(const std::string& dir, const std::string& file, const Mlp& mlp);
+Mlp mlp_from(const std::string& dir, const nlohmann::json& entry, const std::string& manifest);
+nlohmann::json normaliser_json(const Normaliser& n);
+// Error (naming `where`) unless it holds `features` finite means and scales.
+Normaliser normaliser_from(const nlohmann::json& j, size_t features, const std::string& where);
+
 // CRC-32 of a file's bytes (zlib), for the manifest's data file hashes.
 uint32_t file_crc32(const std::string& path);
 
