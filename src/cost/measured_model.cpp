@@ -26,11 +26,12 @@ constexpr int kWarmup = 2;
 // else the table with the same rows whose pooling factor and reuse are closest.
 int match_table(const Workload& w, const TableFeatures& t) {
   if (t.source_table >= 0) {
-    ES_CHECK(t.source_table < static_cast<int>(w.tables.size()) &&
-                 w.tables[t.source_table].rows == t.rows,
-             "measured model: source_table {} is not a table of {} rows in workload '{}' ({} "
+    ES_CHECK(t.source_table < static_cast<int>(w.tables.size()) && t.source_row_offset >= 0 &&
+                 t.source_row_offset + t.rows <= w.tables[t.source_table].rows,
+             "measured model: source_table {} has no rows [{}, {}) in workload '{}' ({} "
              "tables)",
-             t.source_table, t.rows, w.dir, w.tables.size());
+             t.source_table, t.source_row_offset, t.source_row_offset + t.rows, w.dir,
+             w.tables.size());
     return t.source_table;
   }
   int best = -1;
@@ -88,9 +89,15 @@ std::string MeasuredComputeModel::name() const { return "measured (" + executor_
 int MeasuredComputeModel::add_table(const TableFeatures& table) {
   ES_CHECK(table.dim >= 1 && table.dim <= 1024, "measured model: dim {} is not in 1..1024",
            table.dim);
-  const ShardTable t{match_table(workload_, table), table.dim};
+  ES_CHECK(table.batch_slices >= 1 && table.batch_slice >= 0 &&
+               table.batch_slice < table.batch_slices,
+           "measured model: batch slice {} of {}", table.batch_slice, table.batch_slices);
+  const int source = match_table(workload_, table);
+  const bool whole = table.source_row_offset == 0 && table.rows == workload_.tables[source].rows;
+  const ShardTable t{source, table.dim, table.source_row_offset, whole ? 0 : table.rows,
+                     table.batch_slice, table.batch_slices};
   for (size_t id = 0; id < tables_.size(); ++id) {
-    if (tables_[id].table == t.table && tables_[id].dim == t.dim) return static_cast<int>(id);
+    if (tables_[id] == t) return static_cast<int>(id);
   }
   tables_.push_back(t);
   return static_cast<int>(tables_.size()) - 1;

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embshard/cost/cost_model.h"
+#include "embshard/plan/plan.h"
 #include "embshard/search/planner.h"
 #include "embshard/workload/workload.h"
 
@@ -69,7 +70,15 @@ struct EvalOptions {
   // "<planner>+verify" algorithms: the planner's best candidates measured,
   // the measured fastest kept.
   int verify_candidates = 4;
+  // The sharding types every algorithm's plans may use (--sharding-types). An
+  // algorithm named "ALGO@TYPE+TYPE..." (e.g. neuroshard@table_wise+column_wise)
+  // uses its own set instead: two spaces compared side by side in one run.
+  ShardingTypes types;
 };
+
+// "neuroshard@table_wise+column_wise" -> {"neuroshard", its types}; a name
+// without '@' -> {name, `fallback`}. Error naming the algorithm on an unknown type.
+std::pair<std::string, ShardingTypes> algo_types(const std::string& name, ShardingTypes fallback);
 
 // The suffix that makes an algorithm of a planner plus a verification step.
 inline const std::string kVerifySuffix = "+verify";
