@@ -40,6 +40,9 @@ struct TaskGenOptions {
   int64_t mem_cap_bytes = 0;  // per device
   int count = 10;
   uint64_t seed = 0;
+  // Keep tables larger than a device at their dim (they need splitting);
+  // by default such tables are skipped, as NeuroShard's generator does.
+  bool oversized = false;
 };
 
 std::vector<EvalTask> generate_tasks(const Workload& pool, const TaskGenOptions& options);
