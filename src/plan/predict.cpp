@@ -36,6 +36,7 @@ TableFeatures shard_features(const PlanTask& task, const Shard& s) {
     f.source_table = task.source_table[s.table];
   }
   f.source_row_offset = s.row_offset;
+  f.row_piece = !s.replica && s.rows < spec.rows;
   if (s.replica) f.batch_slice = s.device, f.batch_slices = task.num_devices();
   return f;
 }

@@ -31,6 +31,7 @@ struct TableFeatures {
   // slices). Only the measured model reads them: it executes the piece's own
   // lookups, bucketized from the trace.
   int64_t source_row_offset = 0;
+  bool row_piece = false;  // rows [source_row_offset, + rows) of the source, not all of it
   int batch_slice = 0, batch_slices = 1;
 };
 TableFeatures table_features(const TableSpec& spec, int dim);
