@@ -253,32 +253,40 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
   start.cost_ms = grids[0]->run(start.pieces, start.device_of);
   std::vector<BeamState> best;
   remember(best, start, count);
-  std::vector<BeamState> beam{start}, children, more;
-  std::unordered_set<uint64_t> seen{start.signature};
-  for (int step = 0; step < options_.max_steps; ++step) {
-    children.clear();
-    for (const BeamState& s : beam) {
-      for (size_t i : candidates(task, s)) {
-        BeamState child = split(task, costs, s, i);
-        if (!search::types_allowed(task, child.pieces)) continue;
-        if (seen.insert(child.signature).second) children.push_back(std::move(child));
+  // NeuroShard's beam over halvings alone, then (where the task allows other
+  // types) the beam with every move: a wider space must not crowd the
+  // halvings' lineage out of a beam of width 3, so the search keeps the best
+  // of both and is never rated worse than the table- and column-wise search.
+  const bool wider = task.types.any_row_split() || task.types.allows(ShardingType::kDataParallel);
+  for (const bool extended : {false, true}) {
+    if (extended && !wider) break;
+    std::vector<BeamState> beam{start}, children, more;
+    std::unordered_set<uint64_t> seen{start.signature};
+    for (int step = 0; step < options_.max_steps; ++step) {
+      children.clear();
+      for (const BeamState& s : beam) {
+        for (size_t i : candidates(task, s)) {
+          BeamState child = split(task, costs, s, i);
+          if (!search::types_allowed(task, child.pieces)) continue;
+          if (seen.insert(child.signature).second) children.push_back(std::move(child));
+        }
+        if (!extended) continue;
+        more.clear();
+        more_moves(task, costs, s, more);
+        for (BeamState& child : more) {
+          if (seen.insert(child.signature).second) children.push_back(std::move(child));
+        }
       }
-      more.clear();
-      more_moves(task, costs, s, more);
-      for (BeamState& child : more) {
-        if (seen.insert(child.signature).second) children.push_back(std::move(child));
+      if (children.empty()) break;
+      rate_children(children, options_.beam_width, grids);
+      std::stable_sort(children.begin(), children.end(),
+                       [](const BeamState& a, const BeamState& b) { return a.cost_ms < b.cost_ms; });
+      for (const BeamState& c : children) remember(best, c, count);
+      if (children.size() > static_cast<size_t>(options_.beam_width)) {
+        children.resize(options_.beam_width);
       }
+      beam.swap(children);
     }
-    if (children.empty()) break;
-    rate_children(children, options_.beam_width, grids);
-    std::stable_sort(children.begin(), children.end(), [](const BeamState& a, const BeamState& b) {
-      return a.cost_ms < b.cost_ms;
-    });
-    for (const BeamState& c : children) remember(best, c, count);
-    if (children.size() > static_cast<size_t>(options_.beam_width)) {
-      children.resize(options_.beam_width);
-    }
-    beam.swap(children);
   }
   if (best.empty()) {
     // Every greedy run ran out of memory somewhere: name the biggest piece.
