@@ -87,13 +87,16 @@ class ShardTimer {
   // Drift-cancelled measurement; `label` names the shard in errors.
   ShardMeasurement measure(const std::vector<ShardTable>& shard, const std::string& label);
 
+  // The lookups a shard table executes: its table's trace, or a row piece's
+  // bucketized lookups, or a replica's batch slice (cached while they fit).
+  const TableTrace& piece_trace(const ShardTable& s);
+
   const Workload& workload() const { return workload_; }
   Executor& executor() { return executor_; }
   const ShardTimerOptions& options() const { return options_; }
 
  private:
   const TableTrace& trace(int table);
-  const TableTrace& piece_trace(const ShardTable& s);
   std::unique_ptr<PreparedShard> prepare(const std::vector<ShardTable>& shard);
   PreparedShard& probe();
 
