@@ -299,6 +299,9 @@ void check_replicas(const PlanTask& task, int t, const std::vector<const Shard*>
   for (int d = 0; d < task.num_devices(); ++d) {
     ES_CHECK(copies[d] == 1, "data-parallel table '{}' has {} copies on device {}, must have 1",
              spec.name, copies[d], d);
+    ES_CHECK(task.table_bytes(t) <= task.device_mem_bytes[d],
+             "data-parallel table '{}' needs {} on every device but device {} holds {}",
+             spec.name, gb(task.table_bytes(t)), d, gb(task.device_mem_bytes[d]));
   }
 }
 

@@ -209,6 +209,13 @@ TEST(Predict, RowPiecesAndReplicasChargeTheirCollectivesNotTheAllToAll) {
   EXPECT_DOUBLE_EQ(q.collectives.allreduce_bytes, 1000.0 * 16 * 4);  // once, not per copy
   EXPECT_DOUBLE_EQ(q.devices[0].dim_sum, 0.0);
   EXPECT_NEAR(q.devices[0].bwd_comm_ms, 0.02 + 1e-7 * 64000, 1e-12);
+  // A replica that does not fit every device: an error naming the table.
+  PlanTask small = task;
+  small.device_mem_bytes[3] = task.table_bytes(0) - 1;
+  EXPECT_NE(error_of([&] { validate_plan(small, dp); })
+                .find("data-parallel table 't0' needs"),
+            std::string::npos)
+      << error_of([&] { validate_plan(small, dp); });
   const TableFeatures r = shard_features(task, dp.shards[2]);
   EXPECT_DOUBLE_EQ(r.pooling_factor, 2.5);  // its device's quarter of the batch
   EXPECT_EQ(r.batch_slice, 2);
