@@ -1,5 +1,7 @@
 #include "embshard/bench/compute.h"
 
+#include "embshard/workload/stats.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <memory>
@@ -32,6 +34,8 @@ void check_options(const Workload& workload, const ComputeBenchOptions& o) {
   ES_CHECK(o.mem_cap_bytes > 0, "bench compute: --mem-cap is {}, must be positive",
            o.mem_cap_bytes);
   ES_CHECK(o.threads >= 1, "bench compute: --threads is {}, must be >= 1", o.threads);
+  ES_CHECK(o.piece_share >= 0 && o.piece_share <= 1,
+           "bench compute: --pieces is {}, must be in [0, 1]", o.piece_share);
   ES_CHECK(o.warmup >= 0 && o.min_rounds >= 2 && o.max_rounds >= o.min_rounds &&
                o.target_relative_half_width > 0 && o.reference_window_s >= 0,
            "bench compute: --warmup {} / --min-rounds {} / --max-rounds {} / --target-ci {} / "
@@ -55,16 +59,45 @@ void check_options(const Workload& workload, const ComputeBenchOptions& o) {
            smallest->name, smallest->rows * int64_t{min_dim} * 4, min_dim, o.mem_cap_bytes);
 }
 
-json table_record(const Workload& workload, const ShardTable& t) {
-  const TableSpec& spec = workload.tables[t.table];
-  return {{"table", t.table},
-          {"name", spec.name},
-          {"rows", spec.rows},
-          {"dim", t.dim},
-          {"pooling_factor", spec.pooling_factor},
-          {"unique_rows", spec.unique_rows},
-          {"row_reuse_histogram", spec.row_reuse},
-          {"lookup_reuse_histogram", spec.lookup_reuse}};
+json table_record(ShardTimer& timer, const ShardTable& t) {
+  const Workload& workload = timer.workload();
+  TableSpec spec = workload.tables[t.table];
+  const bool piece = t.rows > 0 || t.batch_slices > 1;
+  if (piece) {
+    // A piece's features are measured on its own lookups, not assumed.
+    const int64_t rows = t.rows > 0 ? t.rows : spec.rows;
+    fill_table_spec(compute_table_stats(timer.piece_trace(t), rows, "bench compute: piece of " + spec.name),
+                    spec);
+    spec.rows = rows;
+  }
+  json j = {{"table", t.table},
+            {"name", spec.name},
+            {"rows", spec.rows},
+            {"dim", t.dim},
+            {"pooling_factor", spec.pooling_factor},
+            {"unique_rows", spec.unique_rows},
+            {"row_reuse_histogram", spec.row_reuse},
+            {"lookup_reuse_histogram", spec.lookup_reuse}};
+  if (t.rows > 0) j["row_offset"] = t.row_offset;
+  if (t.batch_slices > 1) j["batch_slice"] = {t.batch_slice, t.batch_slices};
+  return j;
+}
+
+// A drawn table made a row block or a replica slice (ComputeBenchOptions::piece_share).
+void make_piece(const TableSpec& spec, std::mt19937_64& rng, ShardTable& t) {
+  const int ways = 2 << std::uniform_int_distribution<int>(0, 2)(rng);  // 2, 4, 8
+  const int part = std::uniform_int_distribution<int>(0, ways - 1)(rng);
+  if (std::uniform_int_distribution<int>(0, 1)(rng) == 0) {
+    t.batch_slice = part;
+    t.batch_slices = ways;
+    return;
+  }
+  // TorchRec's blocks of ceil(rows / ways) (plan.h's row_block_sizes; bench
+  // sits left of plan): skip a split whose last block would be empty.
+  const int64_t block = (spec.rows + ways - 1) / ways;
+  if (block * (ways - 1) >= spec.rows) return;
+  t.row_offset = block * part;
+  t.rows = std::min(block, spec.rows - t.row_offset);
 }
 
 }  // namespace
@@ -83,10 +116,15 @@ std::vector<ShardTable> draw_shard(const Workload& workload, const ComputeBenchO
   for (int table : order) {
     if (static_cast<int>(shard.size()) == wanted) break;
     const int dim = options.dims[pick_dim(rng)];
-    const int64_t bytes = workload.tables[table].rows * int64_t{dim} * 4;
+    ShardTable t{table, dim};
+    if (options.piece_share > 0 && std::uniform_real_distribution<double>(0, 1)(rng) < options.piece_share) {
+      make_piece(workload.tables[table], rng, t);
+    }
+    const int64_t rows = t.rows > 0 ? t.rows : workload.tables[table].rows;
+    const int64_t bytes = rows * int64_t{dim} * 4;
     if (used_bytes + bytes > options.mem_cap_bytes) continue;
     used_bytes += bytes;
-    shard.push_back({table, dim});
+    shard.push_back(t);
   }
   if (shard.empty()) {
     // Every draw was too big: fall back to the smallest table at the smallest dim
@@ -129,7 +167,7 @@ json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o
                           const std::string& executor, const json& reference) {
   json probe = reference_probe_json();
   probe["reference"] = reference;
-  return {{"format", kComputeFormat},
+  json header = {{"format", kComputeFormat},
           {"version", kCostDataVersion},
           {"embshard_version", EMBSHARD_VERSION},
           {"machine", machine_info()},
@@ -150,6 +188,8 @@ json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o
           {"optimizer", optimizer_name(o.optimizer)},
           {"pooling", o.pooling == PoolingMode::kSum ? "sum" : "mean"},
           {"probe", probe}};
+  if (o.piece_share > 0) header["piece_share"] = o.piece_share;  // absent: whole tables
+  return header;
 }
 
 int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter) {
@@ -176,7 +216,7 @@ int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter
                  {"format", "version", "machine", "workload", "batch_size", "executor",
                   "threads", "seed", "dims", "max_tables", "mem_cap_bytes", "warmup",
                   "min_rounds", "max_rounds", "target_relative_half_width", "optimizer",
-                  "pooling"});
+                  "pooling", "piece_share"});
   if (out.dropped_bytes() > 0) {
     reporter.note(fmt::format("bench compute: dropped a torn last record ({} bytes) from {}",
                               out.dropped_bytes(), options.out_path));
@@ -198,7 +238,7 @@ int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter
     const ShardMeasurement m = timer.measure(shard, fmt::format("{}: sample {}", options.out_path,
                                                                 next));
     json tables = json::array();
-    for (const ShardTable& t : shard) tables.push_back(table_record(workload, t));
+    for (const ShardTable& t : shard) tables.push_back(table_record(timer, t));
     json record = interleaved_summary_json(m.interleaved);
     record["sample"] = next;
     record["tables"] = tables;

@@ -44,7 +44,10 @@ PlanTask bench_task(int tables, int devices, const PlanBenchOptions& o) {
   // Memory binds (30% over an even share) but every table fits whole.
   const int64_t cap = std::max<int64_t>(static_cast<int64_t>(o.mem_slack * total / devices),
                                         largest + 1);
-  return make_task(std::move(w.tables), w.batch_size, std::vector<int64_t>(devices, cap), {});
+  TaskConstraints constraints;
+  constraints.types = o.types;
+  return make_task(std::move(w.tables), w.batch_size, std::vector<int64_t>(devices, cap),
+                   constraints);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "embshard/util/error.h"
 #include "embshard/util/random.h"
 #include "embshard/util/statistics.h"
+#include "embshard/workload/trace_shard.h"
 
 namespace embshard {
 namespace {
@@ -67,10 +68,28 @@ const TableTrace& ShardTimer::trace(int table) {
   return traces_.emplace(table, std::move(t)).first->second;
 }
 
+const TableTrace& ShardTimer::piece_trace(const ShardTable& s) {
+  const TableSpec& spec = workload_.tables[s.table];
+  const int64_t rows = s.rows > 0 ? s.rows : spec.rows;
+  if (rows == spec.rows && s.batch_slices == 1) return trace(s.table);
+  const auto key = std::make_tuple(s.table, s.row_offset, rows, s.batch_slice, s.batch_slices);
+  auto it = piece_traces_.find(key);
+  if (it != piece_traces_.end()) return it->second;
+  ES_CHECK(s.row_offset >= 0 && s.row_offset + rows <= spec.rows,
+           "shard timer: table '{}': rows [{}, {}) outside its {} rows", spec.name, s.row_offset,
+           s.row_offset + rows, spec.rows);
+  const TableTrace& whole = trace(s.table);
+  TableTrace t = rows == spec.rows ? whole : row_shard_trace(whole, s.row_offset, rows);
+  if (s.batch_slices > 1) t = batch_slice_trace(t, s.batch_slice, s.batch_slices);
+  trace_bytes_ += (t.offsets.size() + t.indices.size()) * sizeof(int64_t);
+  return piece_traces_.emplace(key, std::move(t)).first->second;
+}
+
 std::unique_ptr<PreparedShard> ShardTimer::prepare(const std::vector<ShardTable>& shard) {
   // Evict between shards only: the shard's traces are borrowed until it is timed.
   if (trace_bytes_ > kTraceBudgetBytes) {
     traces_.clear();
+    piece_traces_.clear();
     trace_bytes_ = 0;
   }
   ShardInput input;
@@ -81,9 +100,9 @@ std::unique_ptr<PreparedShard> ShardTimer::prepare(const std::vector<ShardTable>
     ES_CHECK(s.table >= 0 && s.table < static_cast<int>(workload_.tables.size()),
              "shard timer: table {} is not in workload '{}' ({} tables)", s.table, workload_.dir,
              workload_.tables.size());
-    const TableTrace& t = trace(s.table);
-    input.tables.push_back({workload_.tables[s.table].rows, s.dim, t.offsets.data(),
-                            t.indices.data()});
+    const TableTrace& t = piece_trace(s);
+    input.tables.push_back({s.rows > 0 ? s.rows : workload_.tables[s.table].rows, s.dim,
+                            t.offsets.data(), t.indices.data()});
   }
   return executor_.prepare(input);
 }

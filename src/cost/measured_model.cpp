@@ -26,11 +26,20 @@ constexpr int kWarmup = 2;
 // else the table with the same rows whose pooling factor and reuse are closest.
 int match_table(const Workload& w, const TableFeatures& t) {
   if (t.source_table >= 0) {
-    ES_CHECK(t.source_table < static_cast<int>(w.tables.size()) &&
-                 w.tables[t.source_table].rows == t.rows,
-             "measured model: source_table {} is not a table of {} rows in workload '{}' ({} "
-             "tables)",
-             t.source_table, t.rows, w.dir, w.tables.size());
+    ES_CHECK(t.source_table < static_cast<int>(w.tables.size()),
+             "measured model: source_table {} is not a table of workload '{}' ({} tables)",
+             t.source_table, w.dir, w.tables.size());
+    const int64_t rows = w.tables[t.source_table].rows;
+    if (!t.row_piece) {
+      ES_CHECK(rows == t.rows,
+               "measured model: source_table {} is not a table of {} rows in workload '{}' "
+               "({} rows)",
+               t.source_table, t.rows, w.dir, rows);
+    } else {
+      ES_CHECK(t.source_row_offset >= 0 && t.rows > 0 && t.source_row_offset + t.rows <= rows,
+               "measured model: source_table {} of workload '{}' ({} rows) has no rows [{}, {})",
+               t.source_table, w.dir, rows, t.source_row_offset, t.source_row_offset + t.rows);
+    }
     return t.source_table;
   }
   int best = -1;
@@ -88,9 +97,15 @@ std::string MeasuredComputeModel::name() const { return "measured (" + executor_
 int MeasuredComputeModel::add_table(const TableFeatures& table) {
   ES_CHECK(table.dim >= 1 && table.dim <= 1024, "measured model: dim {} is not in 1..1024",
            table.dim);
-  const ShardTable t{match_table(workload_, table), table.dim};
+  ES_CHECK(table.batch_slices >= 1 && table.batch_slice >= 0 &&
+               table.batch_slice < table.batch_slices,
+           "measured model: batch slice {} of {}", table.batch_slice, table.batch_slices);
+  const int source = match_table(workload_, table);
+  const bool whole = !table.row_piece;
+  const ShardTable t{source, table.dim, table.source_row_offset, whole ? 0 : table.rows,
+                     table.batch_slice, table.batch_slices};
   for (size_t id = 0; id < tables_.size(); ++id) {
-    if (tables_[id].table == t.table && tables_[id].dim == t.dim) return static_cast<int>(id);
+    if (tables_[id] == t) return static_cast<int>(id);
   }
   tables_.push_back(t);
   return static_cast<int>(tables_.size()) - 1;

@@ -46,6 +46,21 @@ std::optional<Calibration> optional_calibration(const std::string& path) {
 
 }  // namespace
 
+bool CollectiveLoad::empty() const {
+  if (allreduce_bytes > 0) return false;
+  for (size_t d = 0; d < rw_dim_sums.size(); ++d) {
+    if (rw_dim_sums[d] > 0 || index_recv_bytes[d] > 0 || index_send_bytes[d] > 0) return false;
+  }
+  return true;
+}
+
+void CollectiveLoad::reset(size_t devices) {
+  rw_dim_sums.assign(devices, 0.0);
+  index_recv_bytes.assign(devices, 0.0);
+  index_send_bytes.assign(devices, 0.0);
+  allreduce_bytes = 0;
+}
+
 void ComputeModel::add_to_state(int, std::span<double>) const {
   ES_THROW("compute model '{}' has no incremental state (state_size() is 0)", name());
 }

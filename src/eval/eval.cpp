@@ -22,21 +22,38 @@
 #include "embshard/util/reporter.h"
 #include "embshard/util/record_file.h"
 #include "embshard/util/text_table.h"
+#include "embshard/workload/trace_shard.h"
 
 namespace embshard {
 namespace {
 
 using nlohmann::json;
 
-PlanTask make_eval_task(const Workload& pool, const EvalTask& t, int devices) {
+PlanTask make_eval_task(const Workload& pool, const EvalTask& t, int devices,
+                        const std::vector<std::vector<double>>& row_shares) {
   std::vector<TableSpec> tables;
   for (size_t k = 0; k < t.tables.size(); ++k) {
     TableSpec spec = pool.tables[t.tables[k]];
     spec.dim = t.dims[k];
     tables.push_back(std::move(spec));
   }
-  return make_task(std::move(tables), pool.batch_size,
-                   device_capacities(devices, t.mem_cap_bytes, {}), {});
+  // Feasible under any allowed type: each algorithm's own types are checked
+  // when it plans.
+  PlanTask task = make_task(std::move(tables), pool.batch_size,
+                            device_capacities(devices, t.mem_cap_bytes, {}), {});
+  task.source_table = t.tables;
+  for (int id : t.tables) task.row_lookup_share.push_back(row_shares[id]);
+  return task;
+}
+
+// Per pool table: the share of its lookups in each row bin, from the trace.
+std::vector<std::vector<double>> pool_row_shares(const Workload& pool) {
+  TraceReader reader(pool.trace_path());
+  std::vector<std::vector<double>> out;
+  for (size_t t = 0; t < pool.tables.size(); ++t) {
+    out.push_back(row_lookup_shares(reader.read_table(t), pool.tables[t].rows, kRowShareBins));
+  }
+  return out;
 }
 
 // "neuroshard+verify" -> "neuroshard"; "" when `name` has no verification.
@@ -57,12 +74,15 @@ std::string trace_path(const std::string& dir, size_t task, const std::string& a
 // modelled; `selection`: the same measurements with their own cache, for the
 // verified algorithms' choice (so that the chosen plan's reported cost is a
 // measurement of its own, not the minimum of those it was chosen by).
-json eval_one(const PlanTask& task, size_t index, const EvalOptions& o, const CostModel& model,
-              const CostModel& truth, const CostModel* selection) {
-  ShardCosts measured_costs(task, truth);
+json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
+              const CostModel& model, const CostModel& truth, const CostModel* selection) {
+  ShardCosts measured_costs(all_types, truth);
   json algos = json::object();
-  for (const std::string& name : o.algos) {
+  for (const std::string& spec : o.algos) {
     PlanResult r;
+    const auto [name, types] = algo_types(spec, o.types);
+    PlanTask task = all_types;
+    task.types = types;
     try {
       const std::string base = verified_base(name);
       if (base.empty()) {
@@ -74,17 +94,23 @@ json eval_one(const PlanTask& task, size_t index, const EvalOptions& o, const Co
       }
     } catch (const Error& e) {
       // A heuristic can fail to pack a feasible task; that is a result too.
-      algos[name] = {{"error", e.what()}};
+      algos[spec] = {{"error", e.what()}};
       continue;
     }
     const PlanPrediction measured = predict_plan(task, r.plan, measured_costs);
     const double measured_ms = measured.cost_ms;
     if (!o.trace_dir.empty()) {
-      const std::string label = fmt::format("task {}, {}: {}", index, name, truth.name);
-      write_file_atomic(trace_path(o.trace_dir, index, name),
+      const std::string label = fmt::format("task {}, {}: {}", index, spec, truth.name);
+      write_file_atomic(trace_path(o.trace_dir, index, spec),
                         iteration_trace(task, measured, label).dump(1) + "\n");
     }
-    algos[name] = {{"predicted_ms", r.predicted.cost_ms},
+    json types_used = json::object();
+    for (int t = 0; t < task.num_tables(); ++t) {
+      const std::string type = sharding_type(task, r.plan, t);
+      types_used[type] = types_used.value(type, 0) + 1;
+    }
+    algos[spec] = {{"sharding_types", types_used},
+                   {"predicted_ms", r.predicted.cost_ms},
                    {"measured_ms", measured_ms},
                    {"bound_ms", r.bound.total_ms()},
                    {"search_s", r.search_s},
@@ -93,14 +119,23 @@ json eval_one(const PlanTask& task, size_t index, const EvalOptions& o, const Co
   return algos;
 }
 
-// The heuristics the search is compared with: not neuroshard, not the learned
-// policies, not a verified algorithm.
-bool is_baseline(const std::string& name) {
+// The heuristics the search is compared with: not neuroshard (in any space),
+// not the learned policies, not a verified algorithm.
+bool is_baseline(const std::string& spec) {
+  const std::string name = spec.substr(0, spec.find('@'));
   return name != "neuroshard" && name != "dreamshard" && name != "autoshard" &&
          verified_base(name).empty();
 }
 
 }  // namespace
+
+std::pair<std::string, ShardingTypes> algo_types(const std::string& name, ShardingTypes fallback) {
+  const size_t at = name.find('@');
+  if (at == std::string::npos) return {name, fallback};
+  std::string list = name.substr(at + 1);
+  std::replace(list.begin(), list.end(), '+', ',');
+  return {name.substr(0, at), ShardingTypes::parse(list, "--algos " + name + ":")};
+}
 
 bool launched_with_several_ranks() {
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {  // Open MPI, MPICH
@@ -116,7 +151,8 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   ES_CHECK(!o.algos.empty(), "eval: --algos is empty");
   ES_CHECK(o.devices >= 1, "eval: --devices is {}, must be at least 1", o.devices);
   bool verified = false;
-  for (const std::string& a : o.algos) {  // unknown names fail now
+  for (const std::string& spec : o.algos) {  // unknown names fail now
+    const std::string a = algo_types(spec, o.types).first;
     const std::string base = verified_base(a);
     create_planner(base.empty() ? a : base, o.planner);
     verified = verified || !base.empty();
@@ -130,6 +166,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   std::string pool_dir;
   const std::vector<EvalTask> tasks = load_tasks(o.tasks_path, &pool_dir);
   const Workload pool = load_workload(pool_dir);
+  const std::vector<std::vector<double>> row_shares = pool_row_shares(pool);
   CostModelOptions mo;
   mo.model_dir = o.model_dir;
   mo.workload_dir = pool_dir;
@@ -167,6 +204,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
                     {"batch_size", pool.batch_size},
                     {"devices", o.devices},
                     {"algos", o.algos},
+                    {"sharding_types", o.types.str()},
                     {"cost_model", o.cost_model},
                     {"model_dir", o.model_dir},
                     {"threads", o.threads},
@@ -176,14 +214,14 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
                      probe_reference_json(measured->probe_reference(), reference_options)},
                     {"comm_probe", comm_probe}};
   RecordFile out(o.out_path, header,
-                 {"format", "version", "machine", "tasks", "pool", "devices", "algos",
+                 {"format", "version", "machine", "tasks", "pool", "devices", "algos", "sharding_types",
                   "cost_model", "model_dir", "threads", "comm"});
   const size_t done = out.records().size();
   Progress progress(reporter, "eval", tasks.size(), done);
   for (size_t i = done; i < tasks.size(); ++i) {
     PlanTask task;
     try {
-      task = make_eval_task(pool, tasks[i], o.devices);
+      task = make_eval_task(pool, tasks[i], o.devices, row_shares);
     } catch (const Error& e) {
       // The same task file serves any device count: a task too big for this
       // many devices is recorded and left out of the summary, not fatal.

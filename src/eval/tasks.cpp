@@ -40,7 +40,8 @@ std::vector<EvalTask> generate_tasks(const Workload& pool, const TaskGenOptions&
     for (int t : order) {
       if (static_cast<int>(task.tables.size()) == wanted) break;
       const int dim = o.dims[pick_dim(rng)];
-      if (pool.tables[t].rows * int64_t{dim} * 4 > o.mem_cap_bytes) continue;
+      // With `oversized`, only a table whose 4-column piece cannot fit is skipped.
+      if (pool.tables[t].rows * int64_t{o.oversized ? 4 : dim} * 4 > o.mem_cap_bytes) continue;
       task.tables.push_back(t);
       task.dims.push_back(dim);
     }

@@ -5,6 +5,8 @@
 #include <map>
 #include <unordered_map>
 
+#include <fmt/ranges.h>
+
 #include "embshard/util/error.h"
 
 namespace embshard {
@@ -12,8 +14,9 @@ namespace {
 
 std::string gb(int64_t bytes) { return fmt::format("{:.3f} GB ({} bytes)", bytes / 1e9, bytes); }
 
-// Why the task cannot fit, piece by piece: the narrowest piece of every table
-// must fit the device it may go to, and all tables must fit all devices.
+// Why the task cannot fit, piece by piece: the smallest piece of every table
+// any allowed type makes must fit the device it may go to, and all tables must
+// fit all devices.
 void check_feasible(const PlanTask& task) {
   const int64_t largest = *std::max_element(task.device_mem_bytes.begin(),
                                             task.device_mem_bytes.end());
@@ -32,13 +35,20 @@ void check_feasible(const PlanTask& task) {
       continue;
     }
     const int cols = task.min_piece_cols(t);
-    const int64_t piece = task.memory.shard_bytes(s.rows, cols);
+    const int64_t piece = task.min_piece_bytes(t);
+    const bool by_rows = piece < task.memory.shard_bytes(s.rows, cols);
     ES_CHECK(piece <= largest,
-             "table '{}' ({} rows x dim {}, {}) cannot fit: its smallest {} ({} columns) needs "
-             "{} but the largest device holds {}",
+             "table '{}' ({} rows x dim {}, {}) cannot fit: its smallest {} needs {} but the "
+             "largest device holds {}{}",
              s.name, s.rows, s.dim, gb(task.table_bytes(t)),
-             cols == s.dim ? "form (it may not be split)" : "column piece", cols, gb(piece),
-             gb(largest));
+             by_rows ? fmt::format("row piece ({} devices' share of its rows)",
+                                   task.num_devices())
+             : cols == s.dim ? std::string("form (it may not be split)")
+                             : fmt::format("column piece ({} columns)", cols),
+             gb(piece), gb(largest),
+             task.splittable(t) && !task.types.any_row_split()
+                 ? " (row_wise is not among the allowed sharding types)"
+                 : "");
   }
   ES_CHECK(total_need <= total_have,
            "the tables need {} in all but the {} devices hold {} together", gb(total_need),
@@ -54,9 +64,107 @@ bool SplitRule::allows(int cols) const {
 
 int PlanTask::min_piece_cols(int t) const {
   int cols = tables[t].dim;
-  if (!splittable(t)) return cols;
+  if (!splittable(t) || !types.allows(ShardingType::kColumnWise)) return cols;
   while (split.can_halve(cols)) cols /= 2;
   return cols;
+}
+
+bool PlanTask::row_splittable(int t, int k) const {
+  if (!splittable(t) || k < 2 || k > num_devices()) return false;
+  // TorchRec's blocks of ceil(rows / k): every one must hold a row.
+  if ((tables[t].rows + k - 1) / k * (k - 1) >= tables[t].rows) return false;
+  return types.allows(k == num_devices() ? ShardingType::kRowWise : ShardingType::kTableRowWise);
+}
+
+int64_t PlanTask::min_piece_bytes(int t) const {
+  const TableSpec& s = tables[t];
+  const int cols = min_piece_cols(t);
+  int64_t best = memory.shard_bytes(s.rows, cols);
+  // The most row pieces: every device (row_wise) or all but one (table_row_wise).
+  for (int k = num_devices(); k >= 2; --k) {
+    if (!row_splittable(t, k)) continue;
+    const int64_t block = (s.rows + k - 1) / k;
+    best = std::min(best, memory.shard_bytes(block, s.dim));
+    if (types.allows(ShardingType::kGridShard)) best = std::min(best, memory.shard_bytes(block, cols));
+    break;
+  }
+  return best;
+}
+
+double PlanTask::lookup_share(int t, int64_t row_offset, int64_t rows) const {
+  const double n = static_cast<double>(tables[t].rows);
+  if (rows >= tables[t].rows) return 1.0;
+  if (static_cast<size_t>(t) >= row_lookup_share.size() || row_lookup_share[t].empty()) {
+    return static_cast<double>(rows) / n;
+  }
+  // Piecewise uniform within each bin.
+  const std::vector<double>& bins = row_lookup_share[t];
+  const double width = n / static_cast<double>(bins.size());
+  auto cumulative = [&](double row) {
+    const double x = row / width;
+    const size_t whole = std::min(bins.size(), static_cast<size_t>(x));
+    double sum = 0;
+    for (size_t b = 0; b < whole; ++b) sum += bins[b];
+    if (whole < bins.size()) sum += bins[whole] * (x - static_cast<double>(whole));
+    return sum;
+  };
+  return std::max(0.0, cumulative(static_cast<double>(row_offset + rows)) -
+                           cumulative(static_cast<double>(row_offset)));
+}
+
+std::vector<int64_t> row_block_sizes(const TableSpec& table, int k) {
+  ES_CHECK(k >= 1, "table '{}': split into {} row blocks, need at least 1", table.name, k);
+  const int64_t block = (table.rows + k - 1) / k;
+  ES_CHECK(block * (k - 1) < table.rows,
+           "table '{}': {} rows split into {} blocks of {} rows leaves the last block empty",
+           table.name, table.rows, k, block);
+  std::vector<int64_t> sizes(k, block);
+  sizes.back() = table.rows - block * (k - 1);
+  return sizes;
+}
+
+const std::vector<std::string>& sharding_type_names() {
+  static const std::vector<std::string> names = {"table_wise",     "column_wise",   "row_wise",
+                                                 "table_row_wise", "data_parallel", "grid_shard"};
+  return names;
+}
+
+std::string sharding_type_name(ShardingType t) {
+  const uint32_t bit = static_cast<uint32_t>(t);
+  for (size_t i = 0; i < sharding_type_names().size(); ++i) {
+    if (bit == (1u << i)) return sharding_type_names()[i];
+  }
+  ES_THROW("sharding type bit {:#x} has no name", bit);
+}
+
+ShardingTypes ShardingTypes::parse(const std::string& list, const std::string& option) {
+  ShardingTypes out;
+  out.mask = 0;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = std::min(list.find(',', start), list.size());
+    const std::string name = list.substr(start, end - start);
+    const auto& names = sharding_type_names();
+    const auto it = std::find(names.begin(), names.end(), name);
+    ES_CHECK(it != names.end(), "{} {}: unknown sharding type '{}'; valid types: {}", option,
+             list, name, fmt::join(names, ", "));
+    out.mask |= 1u << (it - names.begin());
+    start = end + 1;
+  }
+  ES_CHECK(out.allows(ShardingType::kTableWise),
+           "{} {}: table_wise must be allowed (the tables no other type splits stay whole)",
+           option, list);
+  return out;
+}
+
+std::string ShardingTypes::str() const {
+  std::string out;
+  for (size_t i = 0; i < sharding_type_names().size(); ++i) {
+    if ((mask & (1u << i)) == 0) continue;
+    if (!out.empty()) out += ",";
+    out += sharding_type_names()[i];
+  }
+  return out;
 }
 
 int64_t default_device_capacity(const std::vector<TableSpec>& tables, int devices,
@@ -115,6 +223,7 @@ PlanTask make_task(std::vector<TableSpec> tables, int64_t batch_size,
   task.device_mem_bytes = std::move(device_mem_bytes);
   task.memory = memory;
   task.split = constraints.split;
+  task.types = constraints.types;
   task.pinned_device.assign(task.tables.size(), -1);
   task.no_split.assign(task.tables.size(), 0);
   check_table_sizes(task.tables);
@@ -205,6 +314,9 @@ void check_replicas(const PlanTask& task, int t, const std::vector<const Shard*>
   for (int d = 0; d < task.num_devices(); ++d) {
     ES_CHECK(copies[d] == 1, "data-parallel table '{}' has {} copies on device {}, must have 1",
              spec.name, copies[d], d);
+    ES_CHECK(task.table_bytes(t) <= task.device_mem_bytes[d],
+             "data-parallel table '{}' needs {} on every device but device {} holds {}",
+             spec.name, gb(task.table_bytes(t)), d, gb(task.device_mem_bytes[d]));
   }
 }
 
@@ -228,6 +340,20 @@ void check_constraints(const PlanTask& task, int t, const std::vector<const Shar
   }
 }
 
+ShardingType type_of(const std::string& name) {
+  const auto& names = sharding_type_names();
+  const auto it = std::find(names.begin(), names.end(), name);
+  ES_CHECK(it != names.end(), "sharding type '{}' is not one embshard plans", name);
+  return static_cast<ShardingType>(1u << (it - names.begin()));
+}
+
+void check_type_allowed(const PlanTask& task, const Plan& plan, int t) {
+  const std::string type = sharding_type(task, plan, t);
+  ES_CHECK(task.types.allows(type_of(type)),
+           "table '{}' is {}, which the allowed sharding types ({}) exclude", task.tables[t].name,
+           type, task.types.str());
+}
+
 }  // namespace
 
 void validate_plan(const PlanTask& task, const Plan& plan) {
@@ -249,6 +375,7 @@ void validate_plan(const PlanTask& task, const Plan& plan) {
       check_exact_cover(task, t, shards);
     }
     check_constraints(task, t, shards);
+    check_type_allowed(task, plan, t);
   }
   const std::vector<int64_t> used = device_memory_bytes(task, plan);
   for (int d = 0; d < task.num_devices(); ++d) {
@@ -262,9 +389,12 @@ std::string sharding_type(const PlanTask& task, const Plan& plan, int table) {
   const TableSpec& spec = task.tables[table];
   int count = 0;
   bool full_rows = true, full_cols = true, replica = false;
+  std::vector<uint8_t> on(task.num_devices(), 0);
+  int devices = 0;
   for (const Shard& s : plan.shards) {
     if (s.table != table) continue;
     ++count;
+    if (s.device >= 0 && s.device < task.num_devices() && !on[s.device]) on[s.device] = 1, ++devices;
     replica = replica || s.replica;
     full_rows = full_rows && s.rows == spec.rows;
     full_cols = full_cols && s.cols == spec.dim;
@@ -272,7 +402,7 @@ std::string sharding_type(const PlanTask& task, const Plan& plan, int table) {
   if (replica) return "data_parallel";
   if (count <= 1) return "table_wise";
   if (full_rows) return "column_wise";
-  if (full_cols) return "row_wise";
+  if (full_cols) return devices == task.num_devices() ? "row_wise" : "table_row_wise";
   return "grid_shard";
 }
 

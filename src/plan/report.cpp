@@ -2,6 +2,7 @@
 #include "embshard/plan/report.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <limits>
 
@@ -218,6 +219,20 @@ void add_table_rows(const PlanTask& task, const PlanResult& r, std::string& out)
 
 }  // namespace
 
+std::string sharding_type_summary(const PlanTask& task, const Plan& plan) {
+  std::map<std::string, int> count;
+  for (int t = 0; t < task.num_tables(); ++t) ++count[sharding_type(task, plan, t)];
+  std::string out = "sharding types:";
+  bool first = true;
+  for (const std::string& name : sharding_type_names()) {
+    if (count[name] == 0) continue;
+    out += fmt::format("{} {} {}", first ? "" : ",", count[name], name);
+    first = false;
+  }
+  if (task.types.mask != ShardingTypes::all().mask) out += " (allowed: " + task.types.str() + ")";
+  return out;
+}
+
 std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_table) {
   std::string out;
   if (per_table) add_table_rows(task, r, out);
@@ -244,6 +259,7 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
       "lower bound {:.3f} ms (largest piece {:.3f} + comm {:.3f}; fused work / devices {:.3f} + "
       "mean comm {:.3f}); gap {:.1f}%{}\n"
       "{}"
+      "{}\n"
       "search time {:.3f} s\n",
       r.algorithm, r.cost_model, task.num_tables(), task.num_devices(), task.batch_size,
       describe(r.model_source),
@@ -255,7 +271,7 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
       r.gap() < 0 ? " (negative: the cost model breaks the bound's assumptions here: it is not "
                     "monotone, or fusing costs more than running apart; docs/plan.md)"
                   : "",
-      imbalance_lines(r.predicted), r.search_s);
+      imbalance_lines(r.predicted), sharding_type_summary(task, r.plan), r.search_s);
   if (r.verification) out += verification_report(*r.verification);
   if (!r.explanation.empty()) out += explain_report(task, r.explanation);
   return out;

@@ -62,7 +62,8 @@ std::string plan_svg(const PlanTask& task, const PlanResult& r) {
                                    r.algorithm, task.num_tables(), n, r.predicted.cost_ms,
                                    100 * r.gap()),
             "start", 14);
-  s += text(10, height - 8, "cost model: " + r.cost_model, "start", 10);
+  s += text(10, height - 8, "cost model: " + r.cost_model + "; " + sharding_type_summary(task, r.plan),
+            "start", 10);
   s += legend(kLeft, 44);
   const double base = kTop + kPlotHeight;
   s += text(kLeft - 8, kTop + 4, fmt::format("{:.2f} ms", max_ms * 1.05), "end", 11);

@@ -17,7 +17,7 @@ CostCache::CostCache(int log2_entries) {
   mask_ = entries_.size() - 1;
 }
 
-void Layout::reset(int devices, size_t pieces, size_t state_size) {
+void Layout::reset(int devices, size_t pieces, size_t state_size, size_t groups) {
   ids.resize(devices);
   for (auto& v : ids) {
     v.clear();
@@ -26,6 +26,9 @@ void Layout::reset(int devices, size_t pieces, size_t state_size) {
   key.assign(devices, 0);
   mem_bytes.assign(devices, 0);
   dim_sum.assign(devices, 0.0);
+  rw_dim.assign(devices, 0.0);
+  index_bytes.assign(devices, 0.0);
+  group_on.assign(groups * devices, 0);
   compute_ms.assign(devices, 0.0);
   device_of.assign(pieces, -1);
   by_compute.resize(devices);
@@ -39,6 +42,9 @@ void Layout::copy_from(const Layout& other) {
   key = other.key;
   mem_bytes = other.mem_bytes;
   dim_sum = other.dim_sum;
+  rw_dim = other.rw_dim;
+  index_bytes = other.index_bytes;
+  group_on = other.group_on;
   compute_ms = other.compute_ms;
   device_of = other.device_of;
   by_compute = other.by_compute;
@@ -53,7 +59,12 @@ void Layout::place(size_t index, int d, const Piece& p, double fused_ms,
   ids[d].push_back(p.id);
   key[d] += piece_key(p.id);
   mem_bytes[d] += p.mem_bytes;
-  dim_sum[d] += p.cols;
+  if (!p.replica) dim_sum[d] += p.cols;
+  if (p.group >= 0) {
+    rw_dim[d] += p.cols;
+    index_bytes[d] += p.index_bytes;
+    group_on[static_cast<size_t>(p.group) * ids.size() + d] = 1;
+  }
   compute_ms[d] = fused_ms;
   device_of[index] = d;
   // Keep by_compute sorted: d only got dearer, so it moves right.
@@ -88,13 +99,17 @@ GridGreedy::GridGreedy(const PlanTask& task, const CostModel& model,
   fwd_.resize(n);
   bwd_.resize(n);
   bwd2_.resize(n);
+  a2a_dims_.resize(n);
+  extra_fwd_.resize(n);
+  extra_bwd_.resize(n);
 }
 
 Layout& GridGreedy::acquire() {
   while (pool_.size() <= depth_) pool_.push_back(std::make_unique<Layout>());
   Layout& l = *pool_[depth_];
-  if (l.device_of.size() != pieces_->size() || l.ids.size() != zero_.size()) {
-    l.reset(task_.num_devices(), pieces_->size(), state_size_);
+  if (l.device_of.size() != pieces_->size() || l.ids.size() != zero_.size() ||
+      l.group_on.size() != groups_ * zero_.size()) {
+    l.reset(task_.num_devices(), pieces_->size(), state_size_, groups_);
   }
   return l;
 }
@@ -125,7 +140,25 @@ double GridGreedy::fused_ms(Layout& layout, int d, const Piece& p) {
 // Same formula as finish_prediction, on scratch buffers.
 double GridGreedy::total_ms(const Layout& layout) {
   const size_t n = zero_.size();
-  comm_.comm_ms(layout.dim_sum, zero_, fwd_, bwd_);
+  std::span<const double> dims = layout.dim_sum;
+  if (collectives_) {
+    // Row pieces go through the reduce-scatter, the rest through the all-to-all.
+    double index_total = 0;
+    for (size_t d = 0; d < n; ++d) index_total += layout.index_bytes[d];
+    for (size_t d = 0; d < n; ++d) {
+      a2a_dims_[d] = layout.dim_sum[d] - layout.rw_dim[d];
+      load_.rw_dim_sums[d] = layout.rw_dim[d];
+      load_.index_recv_bytes[d] = layout.index_bytes[d] * (n - 1) / n;
+      load_.index_send_bytes[d] = (index_total - layout.index_bytes[d]) / n;
+      extra_fwd_[d] = extra_bwd_[d] = 0;
+    }
+    comm_.collective_ms(load_, extra_fwd_, extra_bwd_);
+    dims = a2a_dims_;
+  }
+  comm_.comm_ms(dims, zero_, fwd_, bwd_);
+  if (collectives_) {
+    for (size_t d = 0; d < n; ++d) bwd_[d] += extra_bwd_[d];
+  }
   double fastest = std::numeric_limits<double>::infinity(), slowest = 0;
   for (size_t d = 0; d < n; ++d) {
     fastest = std::min(fastest, layout.compute_ms[d] + bwd_[d]);
@@ -135,9 +168,12 @@ double GridGreedy::total_ms(const Layout& layout) {
   // best found needs no forward costing (it cannot win either way).
   if (prune_ && slowest >= best_ms_) return slowest;
   for (size_t d = 0; d < n; ++d) delays_[d] = layout.compute_ms[d] + bwd_[d] - fastest;
-  comm_.comm_ms(layout.dim_sum, delays_, fwd_, bwd2_);
+  comm_.comm_ms(dims, delays_, fwd_, bwd2_);
   double worst = 0;
-  for (size_t d = 0; d < n; ++d) worst = std::max(worst, layout.compute_ms[d] + fwd_[d] + bwd_[d]);
+  for (size_t d = 0; d < n; ++d) {
+    const double fwd = fwd_[d] + (collectives_ ? extra_fwd_[d] : 0.0);
+    worst = std::max(worst, layout.compute_ms[d] + fwd + bwd_[d]);
+  }
   return worst;
 }
 
@@ -154,6 +190,7 @@ bool GridGreedy::choose(Layout& L, const Piece& p, const std::vector<int>& caps,
     if (prune_ && best >= 0 && L.compute_ms[d] >= cand_ms_[best]) break;
     if (L.mem_bytes[d] + p.mem_bytes > task_.device_mem_bytes[d]) continue;
     if (L.dim_sum[d] + p.cols > max_cap) continue;
+    if (L.group_taken(p, d)) continue;
     cand_ms_[d] = fused_ms(L, d, p);
     if (best < 0 || cand_ms_[d] < cand_ms_[best] || (cand_ms_[d] == cand_ms_[best] && d < best)) {
       best = d;
@@ -169,6 +206,7 @@ bool GridGreedy::choose(Layout& L, const Piece& p, const std::vector<int>& caps,
   int fallback = -1;
   for (int d = 0; d < n; ++d) {
     if (L.mem_bytes[d] + p.mem_bytes > task_.device_mem_bytes[d]) continue;
+    if (L.group_taken(p, d)) continue;
     if (cand_ms_[d] < 0) cand_ms_[d] = fused_ms(L, d, p);
     if (fallback < 0 || cand_ms_[d] < cand_ms_[fallback]) fallback = d;
   }
@@ -194,6 +232,7 @@ void GridGreedy::descend(Layout& L, size_t next, std::vector<int> caps) {
     // caller's cutoff), no completion of this layout can beat it.
     if (prune_ && L.compute_ms[L.by_compute.back()] >= best_ms_) return;
     const Piece& p = pieces[i];
+    if (p.replica) continue;  // placed on every device at the root
     const int pin = task_.pinned_device[p.table];
     if (pin >= 0) {
       if (L.mem_bytes[pin] + p.mem_bytes > task_.device_mem_bytes[pin]) return;
@@ -244,7 +283,17 @@ double GridGreedy::run(const std::vector<Piece>& pieces, std::vector<int>& devic
                        double cutoff_ms) {
   pieces_ = &pieces;
   double total_cols = 0;
-  for (const Piece& p : pieces) total_cols += p.cols;
+  groups_ = 0;
+  collectives_ = false;
+  load_.reset(task_.num_devices());
+  for (const Piece& p : pieces) {
+    if (!p.replica) total_cols += p.cols;
+    if (p.replica) {
+      load_.allreduce_bytes += static_cast<double>(p.rows) * p.cols * task_.memory.bytes_per_weight;
+    }
+    groups_ = std::max(groups_, static_cast<size_t>(p.group + 1));
+    collectives_ = collectives_ || p.replica || p.group >= 0;
+  }
   const double mean = total_cols / task_.num_devices();
   caps_.resize(grid_steps_);
   for (int k = 0; k < grid_steps_; ++k) {
@@ -253,7 +302,18 @@ double GridGreedy::run(const std::vector<Piece>& pieces, std::vector<int>& devic
   }
   depth_ = 0;
   Layout& root = acquire();
-  root.reset(task_.num_devices(), pieces.size(), state_size_);
+  root.reset(task_.num_devices(), pieces.size(), state_size_, groups_);
+  // Replicas: on every device before the greedy starts.
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (!pieces[i].replica) continue;
+    for (int d = 0; d < task_.num_devices(); ++d) {
+      if (root.mem_bytes[d] + pieces[i].mem_bytes > task_.device_mem_bytes[d]) {
+        device_of.clear();
+        return std::numeric_limits<double>::infinity();
+      }
+      root.place(i, d, pieces[i], fused_ms(root, d, pieces[i]), compute_);
+    }
+  }
   depth_ = 1;
   best_ms_ = cutoff_ms;
   found_ = false;

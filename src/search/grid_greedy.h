@@ -69,15 +69,21 @@ struct Layout {
   std::vector<std::vector<int>> ids;  // per device: piece ids (one spare slot)
   std::vector<uint64_t> key;          // per device: multiset hash of ids
   std::vector<int64_t> mem_bytes;
-  std::vector<double> dim_sum;
+  std::vector<double> dim_sum;        // every piece's columns but replicas' (the caps')
+  std::vector<double> rw_dim;         // of which row pieces' (reduce-scatter, not all-to-all)
+  std::vector<double> index_bytes;    // row pieces' indices received
+  std::vector<uint8_t> group_on;      // [group x device]: a piece of the row group is there
   std::vector<double> compute_ms;
   std::vector<int> device_of;         // per piece, -1 until placed
   std::vector<int> by_compute;        // devices by ascending (compute_ms, index)
   std::vector<double> state;          // per device: the model's state (state_size each)
 
-  void reset(int devices, size_t pieces, size_t state_size);
+  void reset(int devices, size_t pieces, size_t state_size, size_t groups);
   void copy_from(const Layout& other);
   void place(size_t index, int d, const Piece& p, double fused_ms, const ComputeModel& model);
+  bool group_taken(const Piece& p, int d) const {
+    return p.group >= 0 && group_on[static_cast<size_t>(p.group) * ids.size() + d] != 0;
+  }
 };
 
 class GridGreedy {
@@ -117,6 +123,10 @@ class GridGreedy {
   size_t state_size_;                         // the model's incremental state, 0: none
   std::vector<double> scratch_state_;
   std::vector<double> zero_, delays_, fwd_, bwd_, bwd2_;  // comm scratch
+  std::vector<double> a2a_dims_, extra_fwd_, extra_bwd_;
+  CollectiveLoad load_;             // this run's collectives (row pieces, replicas)
+  bool collectives_ = false;        // whether the run has row pieces or replicas
+  size_t groups_ = 0;
   double best_ms_ = 0;
   bool found_ = false;
   std::vector<int>* best_device_of_ = nullptr;

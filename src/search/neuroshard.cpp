@@ -1,5 +1,8 @@
 // NeuroShard's search: beam search over column-wise halvings, each candidate
-// rated by the greedy grid search (grid_greedy.h) against the cost model.
+// rated by the greedy grid search (grid_greedy.h) against the cost model;
+// beyond NeuroShard, where the task allows them, moves that split a piece's
+// rows over k devices (k = 2 and every device) and that replicate a table on
+// every device.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -33,7 +36,10 @@ void sort_pieces(const PlanTask& task, std::vector<Piece>& pieces) {
     const bool pa = task.pinned_device[a.table] >= 0, pb = task.pinned_device[b.table] >= 0;
     if (pa != pb) return pa;
     if (a.single_ms != b.single_ms) return a.single_ms > b.single_ms;
-    return a.table != b.table ? a.table < b.table : a.cols > b.cols;
+    if (a.table != b.table) return a.table < b.table;
+    if (a.cols != b.cols) return a.cols > b.cols;
+    if (a.group != b.group) return a.group < b.group;
+    return a.row_offset < b.row_offset;
   });
 }
 
@@ -60,6 +66,8 @@ class NeuroShardPlanner : public Planner {
  private:
   std::vector<size_t> candidates(const PlanTask& task, const BeamState& s) const;
   BeamState split(const PlanTask& task, ShardCosts& costs, const BeamState& s, size_t i) const;
+  void more_moves(const PlanTask& task, ShardCosts& costs, const BeamState& s,
+                  std::vector<BeamState>& out) const;
 
   PlannerOptions options_;
 };
@@ -71,7 +79,10 @@ std::vector<size_t> NeuroShardPlanner::candidates(const PlanTask& task,
   std::vector<size_t> ok;
   for (size_t i = 0; i < s.pieces.size(); ++i) {
     const Piece& p = s.pieces[i];
-    if (task.splittable(p.table) && task.split.can_halve(p.cols)) ok.push_back(i);
+    if (p.full_rows() && task.splittable(p.table) && task.split.can_halve(p.cols) &&
+        task.types.allows(ShardingType::kColumnWise)) {
+      ok.push_back(i);
+    }
   }
   const size_t k = std::min<size_t>(options_.candidates, ok.size());
   std::vector<size_t> by_mem = ok, picked;
@@ -101,6 +112,73 @@ BeamState NeuroShardPlanner::split(const PlanTask& task, ShardCosts& costs, cons
   sort_pieces(task, child.pieces);
   child.signature = signature(child.pieces);
   return child;
+}
+
+BeamState with_pieces(const PlanTask& task, std::vector<Piece> pieces) {
+  BeamState child;
+  child.pieces = std::move(pieces);
+  sort_pieces(task, child.pieces);
+  child.signature = signature(child.pieces);
+  return child;
+}
+
+// Top `k` of `ok` by a key (descending), appended to `picked` once per piece id.
+template <class Key>
+void top_k(std::vector<size_t> ok, size_t k, const Key& key, const std::vector<Piece>& pieces,
+           std::unordered_set<int>& seen, std::vector<size_t>& picked) {
+  std::stable_sort(ok.begin(), ok.end(), [&](size_t a, size_t b) { return key(a) > key(b); });
+  for (size_t j = 0; j < ok.size() && j < k; ++j) {
+    if (seen.insert(pieces[ok[j]].id).second) picked.push_back(ok[j]);
+  }
+}
+
+// The moves beyond halving: split a full-row piece's rows over 2 or every
+// device (candidates: the largest, the costliest and the hottest such
+// pieces), and replicate a table-wise table on every device (candidates: the
+// costliest and the smallest that fit every device). Children whose sharding
+// types the task does not allow are left out.
+void NeuroShardPlanner::more_moves(const PlanTask& task, ShardCosts& costs, const BeamState& s,
+                                   std::vector<BeamState>& out) const {
+  const size_t k = std::max(1, options_.candidates / 2);
+  const int n = task.num_devices();
+  std::vector<int> count(task.tables.size(), 0);
+  for (const Piece& p : s.pieces) ++count[p.table];
+  std::vector<size_t> rows_ok, replica_ok;
+  const int64_t smallest = *std::min_element(task.device_mem_bytes.begin(), task.device_mem_bytes.end());
+  for (size_t i = 0; i < s.pieces.size(); ++i) {
+    const Piece& p = s.pieces[i];
+    if (!p.full_rows() || !task.splittable(p.table)) continue;
+    if (task.row_splittable(p.table, 2) || task.row_splittable(p.table, n)) rows_ok.push_back(i);
+    if (count[p.table] == 1 && task.types.allows(ShardingType::kDataParallel) &&
+        p.mem_bytes <= smallest) {
+      replica_ok.push_back(i);
+    }
+  }
+  const std::vector<Piece>& pieces = s.pieces;
+  std::unordered_set<int> seen;
+  std::vector<size_t> picked;
+  top_k(rows_ok, k, [&](size_t i) { return static_cast<double>(pieces[i].mem_bytes); }, pieces, seen, picked);
+  top_k(rows_ok, k, [&](size_t i) { return pieces[i].single_ms; }, pieces, seen, picked);
+  top_k(rows_ok, k, [&](size_t i) { return task.tables[pieces[i].table].pooling_factor; }, pieces, seen, picked);
+  for (size_t i : picked) {
+    for (int blocks : {2, n}) {
+      if (blocks == n && n == 2) continue;  // the same split as 2
+      if (!task.row_splittable(pieces[i].table, blocks)) continue;
+      std::vector<Piece> next = pieces;
+      next.erase(next.begin() + static_cast<std::ptrdiff_t>(i));
+      for (const Piece& r : search::split_rows(task, costs, pieces[i], blocks, pieces)) next.push_back(r);
+      if (search::types_allowed(task, next)) out.push_back(with_pieces(task, std::move(next)));
+    }
+  }
+  seen.clear();
+  picked.clear();
+  top_k(replica_ok, k, [&](size_t i) { return pieces[i].single_ms; }, pieces, seen, picked);
+  top_k(replica_ok, k, [&](size_t i) { return -static_cast<double>(pieces[i].mem_bytes); }, pieces, seen, picked);
+  for (size_t i : picked) {
+    std::vector<Piece> next = pieces;
+    next[i] = search::make_replica(task, costs, pieces[i].table);
+    out.push_back(with_pieces(task, std::move(next)));
+  }
 }
 
 // Rates the children of one beam step, on `grids.size()` threads. Only the
@@ -175,26 +253,40 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
   start.cost_ms = grids[0]->run(start.pieces, start.device_of);
   std::vector<BeamState> best;
   remember(best, start, count);
-  std::vector<BeamState> beam{start}, children;
-  std::unordered_set<uint64_t> seen{start.signature};
-  for (int step = 0; step < options_.max_steps; ++step) {
-    children.clear();
-    for (const BeamState& s : beam) {
-      for (size_t i : candidates(task, s)) {
-        BeamState child = split(task, costs, s, i);
-        if (seen.insert(child.signature).second) children.push_back(std::move(child));
+  // NeuroShard's beam over halvings alone, then (where the task allows other
+  // types) the beam with every move: a wider space must not crowd the
+  // halvings' lineage out of a beam of width 3, so the search keeps the best
+  // of both and is never rated worse than the table- and column-wise search.
+  const bool wider = task.types.any_row_split() || task.types.allows(ShardingType::kDataParallel);
+  for (const bool extended : {false, true}) {
+    if (extended && !wider) break;
+    std::vector<BeamState> beam{start}, children, more;
+    std::unordered_set<uint64_t> seen{start.signature};
+    for (int step = 0; step < options_.max_steps; ++step) {
+      children.clear();
+      for (const BeamState& s : beam) {
+        for (size_t i : candidates(task, s)) {
+          BeamState child = split(task, costs, s, i);
+          if (!search::types_allowed(task, child.pieces)) continue;
+          if (seen.insert(child.signature).second) children.push_back(std::move(child));
+        }
+        if (!extended) continue;
+        more.clear();
+        more_moves(task, costs, s, more);
+        for (BeamState& child : more) {
+          if (seen.insert(child.signature).second) children.push_back(std::move(child));
+        }
       }
+      if (children.empty()) break;
+      rate_children(children, options_.beam_width, grids);
+      std::stable_sort(children.begin(), children.end(),
+                       [](const BeamState& a, const BeamState& b) { return a.cost_ms < b.cost_ms; });
+      for (const BeamState& c : children) remember(best, c, count);
+      if (children.size() > static_cast<size_t>(options_.beam_width)) {
+        children.resize(options_.beam_width);
+      }
+      beam.swap(children);
     }
-    if (children.empty()) break;
-    rate_children(children, options_.beam_width, grids);
-    std::stable_sort(children.begin(), children.end(), [](const BeamState& a, const BeamState& b) {
-      return a.cost_ms < b.cost_ms;
-    });
-    for (const BeamState& c : children) remember(best, c, count);
-    if (children.size() > static_cast<size_t>(options_.beam_width)) {
-      children.resize(options_.beam_width);
-    }
-    beam.swap(children);
   }
   if (best.empty()) {
     // Every greedy run ran out of memory somewhere: name the biggest piece.

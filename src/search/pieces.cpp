@@ -12,23 +12,128 @@ Piece make_piece(const PlanTask& task, ShardCosts& costs, int table, int cols) {
   Piece p;
   p.table = table;
   p.cols = cols;
+  p.rows = task.tables[table].rows;
   p.id = costs.piece_id(table, cols);
-  p.mem_bytes = task.memory.shard_bytes(task.tables[table].rows, cols);
+  p.mem_bytes = task.memory.shard_bytes(p.rows, cols);
   p.single_ms = costs.single_ms(p.id);
   return p;
 }
 
+Piece make_row_piece(const PlanTask& task, ShardCosts& costs, int table, int cols, int k,
+                     int block, int group) {
+  const TableSpec& spec = task.tables[table];
+  const std::vector<int64_t> sizes = row_block_sizes(spec, k);
+  Piece p;
+  p.table = table;
+  p.cols = cols;
+  p.row_offset = (spec.rows + k - 1) / k * block;
+  p.rows = sizes[block];
+  p.group = group;
+  p.id = costs.shard_id(Shard{table, 0, cols, p.row_offset, p.rows, 0, false});
+  p.mem_bytes = task.memory.shard_bytes(p.rows, cols);
+  p.single_ms = costs.single_ms(p.id);
+  p.index_bytes = spec.pooling_factor * static_cast<double>(task.batch_size) *
+                  task.lookup_share(table, p.row_offset, p.rows) * 8.0;
+  return p;
+}
+
+Piece make_replica(const PlanTask& task, ShardCosts& costs, int table) {
+  const TableSpec& spec = task.tables[table];
+  Piece p;
+  p.table = table;
+  p.cols = spec.dim;
+  p.rows = spec.rows;
+  p.replica = true;
+  p.id = costs.shard_id(Shard{table, 0, spec.dim, 0, spec.rows, 0, true});
+  p.mem_bytes = task.table_bytes(table);
+  p.single_ms = costs.single_ms(p.id);
+  return p;
+}
+
+std::vector<Piece> split_rows(const PlanTask& task, ShardCosts& costs, const Piece& p, int k,
+                              const std::vector<Piece>& pieces) {
+  ES_CHECK(p.full_rows(), "table '{}': only a piece with all its rows can be split by rows",
+           task.tables[p.table].name);
+  int group = 0;
+  for (const Piece& q : pieces) group = std::max(group, q.group + 1);
+  std::vector<Piece> out;
+  for (int b = 0; b < k; ++b) out.push_back(make_row_piece(task, costs, p.table, p.cols, k, b, group));
+  return out;
+}
+
+ShardingType pieces_type(const PlanTask& task, const std::vector<Piece>& pieces, int t) {
+  int count = 0, group_size = 0, group = -1;
+  bool full_rows = true, full_cols = true;
+  for (const Piece& p : pieces) {
+    if (p.table != t) continue;
+    if (p.replica) return ShardingType::kDataParallel;
+    ++count;
+    full_rows = full_rows && p.full_rows();
+    full_cols = full_cols && p.cols == task.tables[t].dim;
+    if (p.group >= 0 && (group < 0 || p.group == group)) group = p.group, ++group_size;
+  }
+  if (count <= 1) return ShardingType::kTableWise;
+  if (full_rows) return ShardingType::kColumnWise;
+  if (full_cols) {
+    return group_size == task.num_devices() ? ShardingType::kRowWise : ShardingType::kTableRowWise;
+  }
+  return ShardingType::kGridShard;
+}
+
+bool types_allowed(const PlanTask& task, const std::vector<Piece>& pieces) {
+  std::vector<uint8_t> seen(task.tables.size(), 0);
+  for (const Piece& p : pieces) {
+    if (seen[p.table]) continue;
+    seen[p.table] = 1;
+    if (!task.types.allows(pieces_type(task, pieces, p.table))) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// The fewest row blocks (2..devices) of `cols` columns of table t that each
+// fit `largest` bytes and that the allowed types permit; 0 if none.
+int fewest_row_blocks(const PlanTask& task, int t, int cols, int64_t largest) {
+  const TableSpec& s = task.tables[t];
+  if (cols != s.dim && !task.types.allows(ShardingType::kGridShard)) return 0;
+  for (int k = 2; k <= task.num_devices(); ++k) {
+    if (!task.row_splittable(t, k)) continue;
+    if (task.memory.shard_bytes((s.rows + k - 1) / k, cols) <= largest) return k;
+  }
+  return 0;
+}
+
+}  // namespace
+
 std::vector<Piece> initial_pieces(const PlanTask& task, ShardCosts& costs) {
   const int64_t largest = *std::max_element(task.device_mem_bytes.begin(),
                                             task.device_mem_bytes.end());
+  const bool halve = task.types.allows(ShardingType::kColumnWise);
   std::vector<Piece> pieces;
   for (int t = 0; t < task.num_tables(); ++t) {
     int cols = task.tables[t].dim;
     int count = 1;
-    while (task.splittable(t) && task.memory.shard_bytes(task.tables[t].rows, cols) > largest &&
+    while (halve && task.splittable(t) &&
+           task.memory.shard_bytes(task.tables[t].rows, cols) > largest &&
            task.split.can_halve(cols)) {
       cols /= 2;
       count *= 2;
+    }
+    if (task.splittable(t) && task.memory.shard_bytes(task.tables[t].rows, cols) > largest) {
+      // Still too big: split by rows, at this width if a grid is allowed, else whole.
+      int k = fewest_row_blocks(task, t, cols, largest);
+      if (k == 0 && cols != task.tables[t].dim) {
+        k = fewest_row_blocks(task, t, task.tables[t].dim, largest);
+        if (k > 0) cols = task.tables[t].dim, count = 1;
+      }
+      if (k > 0) {
+        const Piece whole = make_piece(task, costs, t, cols);
+        for (int i = 0; i < count; ++i) {
+          for (const Piece& r : split_rows(task, costs, whole, k, pieces)) pieces.push_back(r);
+        }
+        continue;
+      }
     }
     const Piece p = make_piece(task, costs, t, cols);
     for (int i = 0; i < count; ++i) pieces.push_back(p);
@@ -40,23 +145,50 @@ Plan plan_from_pieces(const PlanTask& task, const std::vector<Piece>& pieces,
                       const std::vector<int>& device_of) {
   Plan plan;
   std::vector<int> next_col(task.tables.size(), 0);
+  std::vector<int> group_col;  // a row group's column offset, -1 until seen
   plan.shards.reserve(pieces.size());
   for (size_t i = 0; i < pieces.size(); ++i) {
     const Piece& p = pieces[i];
     Shard s;
     s.table = p.table;
-    s.col_offset = next_col[p.table];
     s.cols = p.cols;
-    s.rows = task.tables[p.table].rows;
+    s.row_offset = p.row_offset;
+    s.rows = p.rows;
+    if (p.replica) {
+      s.replica = true;
+      for (int d = 0; d < task.num_devices(); ++d) {
+        s.device = d;
+        plan.shards.push_back(s);
+      }
+      continue;
+    }
     s.device = device_of[i];
-    next_col[p.table] += p.cols;
+    if (p.group >= 0) {
+      if (static_cast<int>(group_col.size()) <= p.group) group_col.resize(p.group + 1, -1);
+      if (group_col[p.group] < 0) {
+        group_col[p.group] = next_col[p.table];
+        next_col[p.table] += p.cols;
+      }
+      s.col_offset = group_col[p.group];
+    } else {
+      s.col_offset = next_col[p.table];
+      next_col[p.table] += p.cols;
+    }
     plan.shards.push_back(s);
   }
-  // TorchRec lists shards table by table, in column order.
+  // TorchRec lists shards table by table, in column then row order.
   std::stable_sort(plan.shards.begin(), plan.shards.end(), [](const Shard& a, const Shard& b) {
-    return a.table != b.table ? a.table < b.table : a.col_offset < b.col_offset;
+    if (a.table != b.table) return a.table < b.table;
+    if (a.col_offset != b.col_offset) return a.col_offset < b.col_offset;
+    return a.row_offset < b.row_offset;
   });
   return plan;
+}
+
+GroupDevices::GroupDevices(const std::vector<Piece>& pieces, int devices) : devices_(devices) {
+  int groups = 0;
+  for (const Piece& p : pieces) groups = std::max(groups, p.group + 1);
+  on_.assign(static_cast<size_t>(groups) * devices, 0);
 }
 
 void throw_no_room(const PlanTask& task, const std::string& planner, const Piece& piece,
@@ -91,16 +223,32 @@ std::vector<int> greedy_by_score(const PlanTask& task, const std::string& planne
 
   std::vector<int64_t> used(task.num_devices(), 0);
   std::vector<double> load(task.num_devices(), 0.0);
-  std::vector<int> device_of;
+  std::vector<int> device_of(pieces.size(), -1);
+  // Replicas first, on every device.
   for (size_t i = 0; i < pieces.size(); ++i) {
+    if (!pieces[i].replica) continue;
+    for (int d = 0; d < task.num_devices(); ++d) {
+      if (!fits(task, pieces[i], used, d)) throw_no_room(task, planner, pieces[i], used);
+      used[d] += pieces[i].mem_bytes;
+      load[d] += score[i];
+    }
+    device_of[i] = 0;
+  }
+  GroupDevices groups(pieces, task.num_devices());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (pieces[i].replica) continue;
     int best = -1;
     for (int d = 0; d < task.num_devices(); ++d) {
-      if (fits(task, pieces[i], used, d) && (best < 0 || load[d] < load[best])) best = d;
+      if (fits(task, pieces[i], used, d) && !groups.taken(pieces[i], d) &&
+          (best < 0 || load[d] < load[best])) {
+        best = d;
+      }
     }
     if (best < 0) {
       // Out of room: halve the piece where allowed (scores are per column).
       const Piece p = pieces[i];
-      if (!task.splittable(p.table) || !task.split.can_halve(p.cols)) {
+      if (!p.full_rows() || !task.splittable(p.table) || !task.split.can_halve(p.cols) ||
+          !task.types.allows(ShardingType::kColumnWise)) {
         throw_no_room(task, planner, p, used);
       }
       const Piece half = make_piece(task, costs, p.table, p.cols / 2);
@@ -108,10 +256,12 @@ std::vector<int> greedy_by_score(const PlanTask& task, const std::string& planne
       pieces.insert(pieces.begin() + i + 1, half);
       score[i] /= 2;
       score.insert(score.begin() + i + 1, score[i]);
+      device_of.insert(device_of.begin() + i + 1, -1);
       --i;
       continue;
     }
-    device_of.push_back(best);
+    device_of[i] = best;
+    groups.take(pieces[i], best);
     used[best] += pieces[i].mem_bytes;
     load[best] += score[i];
   }

@@ -1,4 +1,7 @@
-// Column pieces of tables: what the table-wise and column-wise planners place.
+// Pieces of tables: what the planners place. A piece is a column range of a
+// table (table-wise: all of it) with all its rows; a row piece: one block of
+// a row split of such a column range (its group's pieces go to distinct
+// devices); or a replica: the whole table on every device.
 #pragma once
 
 #include <cstdint>
@@ -16,15 +19,39 @@ struct Piece {
   int id = 0;              // the cost model's id of this piece
   int64_t mem_bytes = 0;
   double single_ms = 0;    // fused cost of the piece alone
+  int64_t row_offset = 0;  // row pieces: the block's first row
+  int64_t rows = 0;        // the table's rows unless a row piece
+  int group = -1;          // row pieces of one split share it; -1: not a row piece
+  bool replica = false;
+  double index_bytes = 0;  // row pieces: the global batch's indices in its rows (8 bytes each)
+
+  bool row_piece() const { return group >= 0; }
+  bool full_rows() const { return group < 0 && !replica; }
 };
 
 Piece make_piece(const PlanTask& task, ShardCosts& costs, int table, int cols);
+// Block `block` of `cols` columns of a table split into `k` row blocks
+// (row_block_sizes), in group `group`.
+Piece make_row_piece(const PlanTask& task, ShardCosts& costs, int table, int cols, int k,
+                     int block, int group);
+// The table whole on every device.
+Piece make_replica(const PlanTask& task, ShardCosts& costs, int table);
+// The k row pieces of a full-row piece, in a new group (one past the largest in `pieces`).
+std::vector<Piece> split_rows(const PlanTask& task, ShardCosts& costs, const Piece& p, int k,
+                              const std::vector<Piece>& pieces);
+// The sharding type the pieces of table t make (ShardingType), and whether
+// every table's type is allowed by the task.
+ShardingType pieces_type(const PlanTask& task, const std::vector<Piece>& pieces, int t);
+bool types_allowed(const PlanTask& task, const std::vector<Piece>& pieces);
 
 // One piece per table, except that a table too big for every device it may
-// go to is halved (as often as needed and allowed) so that each half fits.
+// go to is halved (as often as needed and allowed) so that each half fits,
+// and where halving is not allowed or not enough, split by rows over the
+// fewest devices whose blocks fit.
 std::vector<Piece> initial_pieces(const PlanTask& task, ShardCosts& costs);
 
-// Pieces of a table become column ranges in the order they appear.
+// Pieces of a table become column ranges in the order they appear (a row
+// group takes one column range); a replica becomes a copy on every device.
 Plan plan_from_pieces(const PlanTask& task, const std::vector<Piece>& pieces,
                       const std::vector<int>& device_of);
 
@@ -39,10 +66,28 @@ inline bool fits(const PlanTask& task, const Piece& p, const std::vector<int64_t
   return (pin < 0 || pin == d) && used[d] + p.mem_bytes <= task.device_mem_bytes[d];
 }
 
-// Places pieces in the given order (pinned ones first), each on the device
-// that fits it with the lowest accumulated score (ties: the lowest index). A
-// piece that fits nowhere is halved where the task allows it (both halves
-// take half its score), else throw_no_room. `pieces` and `score` come back
+// Which devices hold a piece of each row group: row pieces of a group go to
+// distinct devices.
+class GroupDevices {
+ public:
+  GroupDevices(const std::vector<Piece>& pieces, int devices);
+  bool taken(const Piece& p, int d) const {
+    return p.group >= 0 && on_[static_cast<size_t>(p.group) * devices_ + d] != 0;
+  }
+  void take(const Piece& p, int d) {
+    if (p.group >= 0) on_[static_cast<size_t>(p.group) * devices_ + d] = 1;
+  }
+
+ private:
+  int devices_;
+  std::vector<uint8_t> on_;
+};
+
+// Places pieces in the given order (pinned ones first; replicas on every
+// device before the rest), each on the device that fits it with the lowest
+// accumulated score (ties: the lowest index; row pieces of a group on
+// distinct devices). A full-row piece that fits nowhere is halved where the
+// task allows it (both halves take half its score), else throw_no_room. `pieces` and `score` come back
 // in placement order, with any halves, matching the returned devices.
 std::vector<int> greedy_by_score(const PlanTask& task, const std::string& planner,
                                  ShardCosts& costs, std::vector<Piece>& pieces,

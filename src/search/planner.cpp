@@ -29,14 +29,51 @@ std::unique_ptr<Planner> create_planner(const std::string& name, const PlannerOp
   ES_THROW("unknown planner '{}'; valid planners: {}", name, fmt::join(planner_names(), ", "));
 }
 
+namespace {
+
+// The cheapest piece any allowed form of table t has: its narrowest column
+// piece, the cheapest block of its finest row split (at the narrowest width
+// where grids are allowed) and its replica. Some device holds one of them.
+double cheapest_piece_ms(const PlanTask& task, ShardCosts& costs, int t) {
+  const TableSpec& spec = task.tables[t];
+  const int narrow = task.min_piece_cols(t);
+  double ms = costs.single_ms(costs.piece_id(t, narrow));
+  for (int k = task.num_devices(); k >= 2; --k) {
+    if (!task.row_splittable(t, k)) continue;
+    const int cols = task.types.allows(ShardingType::kGridShard) ? narrow : spec.dim;
+    const std::vector<int64_t> sizes = row_block_sizes(spec, k);
+    const int64_t block = (spec.rows + k - 1) / k;
+    for (int b = 0; b < k; ++b) {
+      const int id = costs.shard_id(Shard{t, 0, cols, block * b, sizes[b], 0, false});
+      ms = std::min(ms, costs.single_ms(id));
+    }
+    break;
+  }
+  if (task.types.allows(ShardingType::kDataParallel) && task.pinned_device[t] < 0) {
+    ms = std::min(ms, costs.single_ms(costs.shard_id(Shard{t, 0, spec.dim, 0, spec.rows, 0, true})));
+  }
+  return ms;
+}
+
+// Whether every plan sends table t through the pooled all-to-all (no row
+// split and no replica can take it out).
+bool always_alltoall(const PlanTask& task, int t) {
+  if (task.types.allows(ShardingType::kDataParallel) && task.pinned_device[t] < 0) return false;
+  for (int k = 2; k <= task.num_devices(); ++k) {
+    if (task.row_splittable(t, k)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 LowerBound lower_bound(const PlanTask& task, ShardCosts& costs) {
   LowerBound b;
   std::vector<int> all;
   for (int t = 0; t < task.num_tables(); ++t) {
-    // Some device holds the table's narrowest piece (or the whole table if
-    // it may not be split), and costs at least that piece alone.
-    const int narrow = costs.piece_id(t, task.min_piece_cols(t));
-    b.piece_ms = std::max(b.piece_ms, costs.single_ms(narrow));
+    // Some device holds the table's cheapest piece (or the whole table if it
+    // may not be split), and costs at least that piece alone.
+    b.piece_ms = std::max(b.piece_ms, cheapest_piece_ms(task, costs, t));
     all.push_back(costs.piece_id(t, task.tables[t].dim));
   }
   // The devices together cost at least the whole task fused into one call.
@@ -47,8 +84,12 @@ LowerBound lower_bound(const PlanTask& task, ShardCosts& costs) {
   b.comm_ms = fwd[0] + bwd[0];
   for (size_t d = 1; d < n; ++d) b.comm_ms = std::min(b.comm_ms, fwd[d] + bwd[d]);
   b.comm_ms = std::max(0.0, b.comm_ms);
+  // Only the dims that go through the all-to-all in every plan (row pieces
+  // and replicas take theirs through other collectives, costed >= 0).
   double total_dims = 0;
-  for (const TableSpec& t : task.tables) total_dims += t.dim;
+  for (int t = 0; t < task.num_tables(); ++t) {
+    if (always_alltoall(task, t)) total_dims += task.tables[t].dim;
+  }
   dims.assign(n, total_dims / n);
   costs.comm().comm_ms(dims, zero, fwd, bwd);
   for (size_t d = 0; d < n; ++d) b.mean_comm_ms += (fwd[d] + bwd[d]) / n;

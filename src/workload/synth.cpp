@@ -264,7 +264,40 @@ void validate_synth_options(const SynthOptions& o) {
   }
   ES_CHECK(o.index_bytes == 4 || o.index_bytes == 8, "synth: --index-bytes is {}, must be 4 or 8",
            o.index_bytes);
+  ES_CHECK(o.huge_tables >= 0 && o.hot_tables >= 0 && o.huge_tables + o.hot_tables <= o.num_tables,
+           "synth: --huge-tables {} + --hot-tables {} must be within --tables {}", o.huge_tables,
+           o.hot_tables, o.num_tables);
+  ES_CHECK(o.huge_tables == 0 || o.huge_rows > 0, "synth: --huge-tables {} needs --huge-rows > 0",
+           o.huge_tables);
+  ES_CHECK(o.hot_tables == 0 || o.hot_pooling > 0, "synth: --hot-tables {} needs --hot-pooling > 0",
+           o.hot_tables);
 }
+
+namespace {
+
+// The stress tables of SynthOptions: huge rows, hot pooling factors.
+void add_stress_tables(const SynthOptions& o, SynthPlan& plan) {
+  for (int64_t t = 0; t < o.huge_tables; ++t) {
+    plan.tables[t].rows = std::max(plan.tables[t].rows, o.huge_rows);
+  }
+  for (int64_t t = o.huge_tables; t < o.huge_tables + o.hot_tables; ++t) {
+    SynthTablePlan& p = plan.tables[t];
+    // A whole factor: rows and lookups of a bin scale together, so that each
+    // row keeps its access count (and its bin); the pooling factor comes out
+    // near hot_pooling.
+    const int64_t factor = std::max<int64_t>(
+        1, std::llround(o.hot_pooling * static_cast<double>(o.batch_size) /
+                        std::max<int64_t>(1, p.num_indices())));
+    for (int k = 0; k < kReuseBins; ++k) {
+      p.rows_per_bin[k] *= factor;
+      p.lookups_per_bin[k] *= factor;
+    }
+    p.rows = std::max(p.rows, p.unique_rows());
+    p.empty_bag_share = 0;
+  }
+}
+
+}  // namespace
 
 int64_t SynthTablePlan::num_indices() const {
   return std::accumulate(lookups_per_bin.begin(), lookups_per_bin.end(), int64_t{0});
@@ -310,6 +343,7 @@ SynthPlan plan_synth(const SynthOptions& options, const PublishedStats& target) 
              "synth: table {} needs {} rows, more than 4-byte indices hold; use --index-bytes 8",
              p.name, p.rows);
   }
+  add_stress_tables(options, plan);
   return plan;
 }
 

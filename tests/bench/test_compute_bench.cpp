@@ -169,3 +169,50 @@ TEST(ComputeBench, BadFlagsFailCleanly) {
 
 }  // namespace
 }  // namespace embshard
+
+namespace embshard {
+namespace {
+
+// --pieces: drawn tables become row blocks or replica slices, recorded with
+// the features of their own lookups (fewer than the table's).
+TEST(ComputeBench, PiecesAreDrawnAndRecordedWithTheirOwnFeatures) {
+  ScratchDir dir("compute_pieces");
+  const Workload w = load_workload(make_workload(dir, 8));
+  ComputeBenchOptions o = small_options(dir.path().string(), dir.file("pieces.jsonl"));
+  o.piece_share = 1;
+  int pieces = 0;
+  for (int64_t i = 0; i < 40; ++i) {
+    for (const ShardTable& t : draw_shard(w, o, i)) {
+      if (t.rows > 0) {
+        EXPECT_LE(t.row_offset + t.rows, w.tables[t.table].rows);
+        ++pieces;
+      }
+      if (t.batch_slices > 1) {
+        EXPECT_LT(t.batch_slice, t.batch_slices);
+        ++pieces;
+      }
+    }
+  }
+  EXPECT_GT(pieces, 20);
+  o.samples = 3;
+  ASSERT_EQ(run_compute_bench(o, silent_reporter()), 3);
+  json header;
+  const auto records = RecordFile::read_all(o.out_path, &header, nullptr);
+  EXPECT_EQ(header["piece_share"].get<double>(), 1.0);
+  int checked = 0;
+  for (const json& r : records) {
+    for (const json& t : r["tables"]) {
+      const TableSpec& spec = w.tables[t["table"].get<int>()];
+      if (!t.contains("row_offset") && !t.contains("batch_slice")) continue;
+      EXPECT_LE(t["rows"].get<int64_t>(), spec.rows);
+      EXPECT_LT(t["pooling_factor"].get<double>(), spec.pooling_factor);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+  o.piece_share = 2;
+  EXPECT_THROW(run_compute_bench(o, silent_reporter()), Error);
+}
+
+}  // namespace
+}  // namespace embshard

@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
+#include <span>
+
+#include <cmath>
 #include <random>
 
 #include "embshard/bench/shard_timer.h"
@@ -71,6 +75,44 @@ TEST(MeasuredModel, RefusesWhatItCannotExecute) {
   unknown.rows = 12345;
   EXPECT_THROW(m->add_table(unknown), Error);
   EXPECT_THROW(m->add_table(features(w.tables[0], 8, 1)), Error);  // rows disagree
+  // A row piece names its rows: inside the table, or an error.
+  TableFeatures piece = features(w.tables[1], 8, 1);
+  piece.row_piece = true;
+  piece.rows = w.tables[1].rows / 2;
+  piece.source_row_offset = w.tables[1].rows / 2;
+  EXPECT_NO_THROW(m->add_table(piece));
+  piece.source_row_offset += 1;
+  piece.rows = w.tables[1].rows;
+  EXPECT_THROW(m->add_table(piece), Error);
+}
+
+// A row piece and a replica's slice are measured on their own lookups: a
+// piece of half the rows runs fewer lookups than the table, and the measured
+// model keeps distinct ids for the table, its pieces and its slices.
+TEST(MeasuredModel, MeasuresRowPiecesAndReplicaSlices) {
+  ScratchDir dir("measured_pieces");
+  const Workload w = make_workload(dir, 2);
+  CostModelOptions o;
+  o.workload_dir = dir.path().string();
+  o.reference_window_s = 0;
+  auto m = make_measured_compute_model(o);
+  const int whole = m->add_table(features(w.tables[1], 8, 1));
+  TableFeatures half = features(w.tables[1], 8, 1);
+  half.row_piece = true;
+  half.rows = w.tables[1].rows / 2;
+  const int lower = m->add_table(half);
+  half.source_row_offset = w.tables[1].rows / 2;
+  half.rows = w.tables[1].rows - w.tables[1].rows / 2;
+  const int upper = m->add_table(half);
+  TableFeatures slice = features(w.tables[1], 8, 1);
+  slice.batch_slice = 1;
+  slice.batch_slices = 4;
+  const int quarter = m->add_table(slice);
+  EXPECT_EQ((std::set<int>{whole, lower, upper, quarter}).size(), 4u);
+  for (int id : {whole, lower, upper, quarter}) {
+    const double ms = m->compute_ms(std::span<const int>(&id, 1));
+    EXPECT_TRUE(std::isfinite(ms) && ms > 0) << id;
+  }
 }
 
 }  // namespace

@@ -126,16 +126,24 @@ TEST(PlanJson, HasTorchRecShapeAndPredictions) {
     for (const char* key : {"sharding_type", "compute_kernel", "ranks", "shards", "rows", "dim"}) {
       EXPECT_TRUE(t.contains(key)) << name << " " << key;
     }
-    int cols = 0;
+    if (t["sharding_type"] == "data_parallel") {
+      EXPECT_TRUE(t["shards"].is_null()) << name;
+      continue;
+    }
+    int64_t area = 0;
     for (const auto& s : t["shards"]) {
       EXPECT_EQ(s["shard_offsets"].size(), 2u);
-      EXPECT_EQ(s["shard_sizes"][0], t["rows"]);
-      cols += s["shard_sizes"][1].get<int>();
+      const int64_t rows = s["shard_sizes"][0], cols = s["shard_sizes"][1];
+      if (rows != t["rows"].get<int64_t>()) {  // a row piece
+        const std::string type = t["sharding_type"];
+        EXPECT_TRUE(type == "row_wise" || type == "table_row_wise" || type == "grid_shard") << type;
+      }
+      area += rows * cols;
       const std::string place = s["placement"];
       EXPECT_EQ(place.rfind("rank:", 0), 0u) << place;
       EXPECT_NE(place.find("/cuda:"), std::string::npos) << place;
     }
-    EXPECT_EQ(cols, t["dim"].get<int>()) << name;
+    EXPECT_EQ(area, t["rows"].get<int64_t>() * t["dim"].get<int>()) << name;
   }
   const auto& p = j["predicted"];
   for (const char* key : {"cost_ms", "critical_device", "imbalance", "lower_bound_ms", "gap",
@@ -163,11 +171,16 @@ TEST(PlanJson, HasTorchRecShapeAndPredictions) {
     input += d["input_bytes"].get<double>();
     output += d["output_bytes"].get<double>();
   }
-  // Every column piece receives all its rows' lookup indices (8 bytes each);
-  // every table's pooled columns leave one device (4 bytes per sample and column).
+  // Every piece receives its rows' lookup indices (8 bytes each; a replica
+  // its device's share of the batch); every piece but replicas sends its
+  // pooled columns (4 bytes per sample and column; a row piece its partial sums).
   double lookups = 0, cols = 0;
-  for (const Shard& s : r.plan.shards) lookups += task.tables[s.table].pooling_factor;
-  for (const TableSpec& t : task.tables) cols += t.dim;
+  for (const Shard& s : r.plan.shards) {
+    const TableSpec& t = task.tables[s.table];
+    lookups += t.pooling_factor * (s.replica ? 1.0 / task.num_devices()
+                                             : static_cast<double>(s.rows) / t.rows);
+    if (!s.replica) cols += s.cols;
+  }
   EXPECT_NEAR(input, lookups * task.batch_size * 8.0, 1e-6 * input);
   EXPECT_NEAR(output, cols * task.batch_size * 4.0, 1e-6 * output);
   EXPECT_NEAR(p["imbalance_ms"]["max_over_mean"].get<double>(), p["imbalance"].get<double>(), 1e-9);

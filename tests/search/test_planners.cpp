@@ -109,7 +109,11 @@ TEST(Planners, OversizedTableIsSplitToFit) {
   std::vector<TableSpec> tables = testing::random_tables(8, 5);
   tables[2].rows = 2'000'000;
   tables[2].dim = 128;  // ~1 GB, devices of 0.6 GB
-  const PlanTask task = make_task(tables, 4096, std::vector<int64_t>(4, 600'000'000), {});
+  // Table- and column-wise only (the full space may also split its rows:
+  // tests/search/test_sharding_search.cpp).
+  TaskConstraints twcw;
+  twcw.types = ShardingTypes::parse("table_wise,column_wise", "--sharding-types");
+  const PlanTask task = make_task(tables, 4096, std::vector<int64_t>(4, 600'000'000), twcw);
   for (const std::string& algo : planner_names()) {
     SCOPED_TRACE(algo);
     EXPECT_EQ(sharding_type(task, run(algo, task).plan, 2), "column_wise");
@@ -138,10 +142,16 @@ TEST(Planners, InfeasibleTasksNameTheTable) {
   pin.pins = {{"huge", 2}};
   expect_error([&] { make_task(tables, 4096, {8'000'000'000, 8'000'000'000, 1'000'000'000}, pin); },
                {"table 'huge'", "pinned to device 2", "3.400 GB", "1.000 GB"});
-  // Splittable, but even dim-4 pieces are 1 GB.
+  // Splittable, but even dim-4 pieces are 1 GB (row pieces excluded), or a
+  // quarter of its rows still is.
   tables[4].rows = 200'000'000;
+  TaskConstraints twcw;
+  twcw.types = ShardingTypes::parse("table_wise,column_wise", "--sharding-types");
+  expect_error([&] { make_task(tables, 4096, std::vector<int64_t>(4, 1'000'000'000), twcw); },
+               {"table 'huge'", "column piece", "4 columns", "row_wise is not among"});
+  tables[4].rows = 900'000'000;
   expect_error([&] { make_task(tables, 4096, std::vector<int64_t>(4, 1'000'000'000), {}); },
-               {"table 'huge'", "column piece", "4 columns"});
+               {"table 'huge'", "row piece (4 devices' share of its rows)"});
   tables[4].rows = 10;
   expect_error([&] { make_task(tables, 4096, {}, {}); }, {"at least one device"});
   TaskConstraints bad_pin;

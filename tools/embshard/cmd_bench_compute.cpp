@@ -28,6 +28,10 @@ void add_bench_compute_command(CLI::App& bench) {
   cmd->add_option("-o,--out", o.out_path, "Output file (JSON lines; appended, resumable)")
       ->required();
   cmd->add_option("--max-tables", o.max_tables, "Tables per shard: 1..K")->capture_default_str();
+  cmd->add_option("--pieces", o.piece_share,
+                  "Share of drawn tables made a row block (2-, 4- or 8-way) or a replica's batch "
+                  "slice, recorded with features measured on its own lookups (0: whole tables)")
+      ->capture_default_str();
   add_bytes_option(cmd, "--mem-cap", o.mem_cap_bytes, "Weight bytes per shard at most")
       ->default_str(std::to_string(o.mem_cap_bytes));
   cmd->add_option("--dims", o.dims, "Dims a table is augmented to")

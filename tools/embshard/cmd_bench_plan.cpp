@@ -13,6 +13,7 @@ namespace embshard::cli {
 
 void add_bench_plan_command(CLI::App& bench) {
   auto o = std::make_shared<PlanBenchOptions>();
+  auto types = std::make_shared<std::string>();
   CLI::App* cmd = bench.add_subcommand("plan", "Time the planner's search at several task sizes");
   cmd->add_option("--sizes", o->sizes, "TABLESxDEVICES list")->delimiter(',')->capture_default_str();
   cmd->add_option("--cost-models", o->cost_models,
@@ -30,7 +31,11 @@ void add_bench_plan_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--mem-slack", o->mem_slack, "Device memory as a multiple of an even share")
       ->capture_default_str();
-  cmd->callback([o] {
+  cmd->add_option("--sharding-types", *types,
+                  "Sharding types plans may use, comma-separated (default: all): " +
+                      one_of(sharding_type_names()));
+  cmd->callback([o, types] {
+    if (!types->empty()) o->types = ShardingTypes::parse(*types, "--sharding-types");
     fmt::print("{}", plan_bench_report(run_plan_bench(*o, stderr_reporter()), *o));
   });
 }

@@ -15,11 +15,15 @@ namespace {
 
 struct EvalArgs {
   EvalOptions options;
+  std::string sharding_types;
   bool json_output = false;
   std::string svg;
 };
 
-void run_eval_command(const EvalArgs& a, bool devices_given) {
+void run_eval_command(EvalArgs& a, bool devices_given) {
+  if (!a.sharding_types.empty()) {
+    a.options.types = ShardingTypes::parse(a.sharding_types, "--sharding-types");
+  }
   Reporter& reporter = stderr_reporter();
   std::vector<nlohmann::json> records;
   std::string comm_source = kModelCommSource;
@@ -97,6 +101,10 @@ void add_eval_command(CLI::App& app) {
                    "Seconds of reference-probe runs the measured compute is normalized to")
       ->capture_default_str();
   eval->add_flag("--json", e->json_output, "Print the summary as JSON (algorithms.<name>...)");
+  eval->add_option("--sharding-types", e->sharding_types,
+                   "Sharding types plans may use, comma-separated (default: all): " +
+                       one_of(sharding_type_names()) +
+                       "; an algorithm named ALGO@TYPE+TYPE uses its own set");
   eval->add_option("--svg", e->svg, "Write a bar chart of the summary here");
   eval->callback([e, devices] { run_eval_command(*e, devices->count() > 0); });
 }

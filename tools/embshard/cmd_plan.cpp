@@ -22,6 +22,7 @@ struct PlanArgs {
   std::string workload_dir, tables_file, profile = "2021";
   std::vector<std::string> pins;
   std::string out, svg, trace;
+  std::string sharding_types;
   bool verbose = false;
 };
 
@@ -56,6 +57,9 @@ void run_plan(PlanArgs& a) {
     ES_CHECK(d > 0 && d % 4 == 0, "--split-dims value {} is not a positive multiple of 4", d);
   }
   for (const std::string& pin : a.pins) r.constraints.pins.push_back(parse_pin(pin));
+  if (!a.sharding_types.empty()) {
+    r.constraints.types = ShardingTypes::parse(a.sharding_types, "--sharding-types");
+  }
   if (!a.out.empty()) check_writable(a.out, "--out");
   if (!a.svg.empty()) check_writable(a.svg, "--svg");
   if (!a.trace.empty()) check_writable(a.trace, "--trace");
@@ -113,6 +117,9 @@ void add_plan_command(CLI::App& app) {
                   "Analytic model calibration file (default: the shipped models/analytic.json)");
   cmd->add_option("--pin", a->pins, "TABLE=DEVICE: keep a table on a device (repeatable)");
   cmd->add_option("--no-split", r.constraints.no_split, "TABLE: never split this table (repeatable)");
+  cmd->add_option("--sharding-types", a->sharding_types,
+                  "Sharding types plans may use, comma-separated (default: all): " +
+                      one_of(sharding_type_names()));
   cmd->add_option("--split-dims", r.constraints.split.allowed, "Column widths splits may produce "
                   "(multiples of 4; default: any)")->delimiter(',');
   cmd->add_option("--seed", p.seed, "Seed (random planner)")->capture_default_str();

@@ -43,6 +43,11 @@ struct ComputeBenchOptions {
   std::string reference_from;
   OptimizerType optimizer = OptimizerType::kRowWiseAdagrad;
   PoolingMode pooling = PoolingMode::kSum;
+  // Share of drawn tables made a piece: a row block of a 2-, 4- or 8-way row
+  // split, or a replica's slice of the batch (1/2, 1/4, 1/8), each recorded
+  // with the features measured on its own lookups. 0: whole tables only (the
+  // draws are then exactly those of earlier versions).
+  double piece_share = 0;
 };
 
 // Sample `index` of a run: a pure function of (seed, index), so that a resumed

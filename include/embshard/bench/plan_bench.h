@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "embshard/plan/plan.h"
 #include "embshard/search/planner.h"
 
 namespace embshard {
@@ -22,6 +23,7 @@ struct PlanBenchOptions {
   uint64_t seed = 1;       // of the synthetic tables
   double mem_slack = 1.3;  // device memory as a multiple of an even share
   PlannerOptions planner;
+  ShardingTypes types;     // --sharding-types
 };
 
 struct PlanBenchRow {

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,10 +25,17 @@
 
 namespace embshard {
 
-// One table of a shard: which workload table, at which dim.
+// One table of a shard: which workload table, at which dim; optionally a
+// row piece of it (rows [row_offset, row_offset + rows): the trace's lookups
+// in that range, bucketized and remapped) or a replica's slice of the batch
+// (slice of slices: the other samples' bags empty).
 struct ShardTable {
   int table = 0;
   int dim = 0;
+  int64_t row_offset = 0;
+  int64_t rows = 0;  // 0: all the table's rows
+  int batch_slice = 0, batch_slices = 1;
+  bool operator==(const ShardTable&) const = default;
 };
 
 struct ShardTiming {
@@ -79,6 +87,10 @@ class ShardTimer {
   // Drift-cancelled measurement; `label` names the shard in errors.
   ShardMeasurement measure(const std::vector<ShardTable>& shard, const std::string& label);
 
+  // The lookups a shard table executes: its table's trace, or a row piece's
+  // bucketized lookups, or a replica's batch slice (cached while they fit).
+  const TableTrace& piece_trace(const ShardTable& s);
+
   const Workload& workload() const { return workload_; }
   Executor& executor() { return executor_; }
   const ShardTimerOptions& options() const { return options_; }
@@ -94,6 +106,8 @@ class ShardTimer {
   std::unique_ptr<TraceReader> reader_;
   // Traces stay in memory across shards while they fit a budget.
   std::map<int, TableTrace> traces_;
+  // Row pieces' and slices' traces: (table, row offset, rows, slice, slices).
+  std::map<std::tuple<int, int64_t, int64_t, int, int>, TableTrace> piece_traces_;
   uint64_t trace_bytes_ = 0;
   std::vector<TableTrace> probe_traces_;
   std::unique_ptr<PreparedShard> probe_;

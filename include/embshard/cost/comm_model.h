@@ -8,8 +8,28 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 namespace embshard {
+
+// The collectives of row-wise and data-parallel pieces, per iteration (the
+// pooled all-to-all of table- and column-wise pieces is comm_ms's):
+// - row-wise input distribution: an all-to-all of the lookup indices, each
+//   row shard receiving those of the global batch that fall in its rows;
+// - row-wise output: forward, a reduce-scatter of the row shards' partial
+//   pooled sums (global batch x the shard's columns, 4 bytes each) so that each
+//   device gets its slice summed; backward, an all-gather of the gradients of
+//   those sums back to every row shard;
+// - data parallel: an all-reduce of every replicated table's gradient
+//   (rows x dim x 4 bytes; TorchRec's DP tables are dense DDP parameters).
+struct CollectiveLoad {
+  std::vector<double> rw_dim_sums;       // per device: columns of its row shards
+  std::vector<double> index_recv_bytes;  // per device: indices its row shards receive
+  std::vector<double> index_send_bytes;  // per device: of its batch slice, sent to row shards elsewhere
+  double allreduce_bytes = 0;            // all replicated tables' gradients
+  bool empty() const;
+  void reset(size_t devices);
+};
 
 class CommModel {
  public:
@@ -20,6 +40,12 @@ class CommModel {
   // all-to-all. Outputs have one entry per device.
   virtual void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
                        std::span<double> fwd_ms, std::span<double> bwd_ms) const = 0;
+  // Adds the ms of the collectives in `load` (one entry per device) to fwd_ms
+  // and bwd_ms: forward the index all-to-all and the reduce-scatter, backward
+  // the all-gather and the all-reduce. A model that learned only the pooled
+  // all-to-all adds analytic terms here and says so in its name.
+  virtual void collective_ms(const CollectiveLoad& load, std::span<double> fwd_ms,
+                             std::span<double> bwd_ms) const = 0;
 };
 
 }  // namespace embshard

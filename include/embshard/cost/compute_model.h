@@ -26,6 +26,13 @@ struct TableFeatures {
   // the measured (executor-backed) model needs it, to find the table's trace;
   // without it that model matches tables by rows, pooling factor and reuse.
   int source_table = -1;
+  // A piece of that table: its first row (a row shard's rows [offset, offset +
+  // rows)), and for a replica the slice of the batch it serves (slice of
+  // slices). Only the measured model reads them: it executes the piece's own
+  // lookups, bucketized from the trace.
+  int64_t source_row_offset = 0;
+  bool row_piece = false;  // rows [source_row_offset, + rows) of the source, not all of it
+  int batch_slice = 0, batch_slices = 1;
 };
 TableFeatures table_features(const TableSpec& spec, int dim);
 

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embshard/cost/cost_model.h"
+#include "embshard/plan/plan.h"
 #include "embshard/search/planner.h"
 #include "embshard/workload/workload.h"
 
@@ -39,6 +40,9 @@ struct TaskGenOptions {
   int64_t mem_cap_bytes = 0;  // per device
   int count = 10;
   uint64_t seed = 0;
+  // Keep tables larger than a device at their dim (they need splitting);
+  // by default such tables are skipped, as NeuroShard's generator does.
+  bool oversized = false;
 };
 
 std::vector<EvalTask> generate_tasks(const Workload& pool, const TaskGenOptions& options);
@@ -72,7 +76,15 @@ struct EvalOptions {
   // Where to write each measured plan's iteration as a Chrome / Perfetto
   // trace, task<i>_<algorithm>.json ("": none).
   std::string trace_dir;
+  // The sharding types every algorithm's plans may use (--sharding-types). An
+  // algorithm named "ALGO@TYPE+TYPE..." (e.g. neuroshard@table_wise+column_wise)
+  // uses its own set instead: two spaces compared side by side in one run.
+  ShardingTypes types;
 };
+
+// "neuroshard@table_wise+column_wise" -> {"neuroshard", its types}; a name
+// without '@' -> {name, `fallback`}. Error naming the algorithm on an unknown type.
+std::pair<std::string, ShardingTypes> algo_types(const std::string& name, ShardingTypes fallback);
 
 // The suffix that makes an algorithm of a planner plus a verification step.
 inline const std::string kVerifySuffix = "+verify";

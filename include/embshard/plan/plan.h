@@ -47,6 +47,34 @@ struct SplitRule {
   bool can_halve(int cols) const { return cols % 2 == 0 && allows(cols / 2); }
 };
 
+// The sharding types a plan may use (TorchRec's names). A table split by rows
+// over every device is row_wise, over fewer (as TorchRec does within a host)
+// table_row_wise; rows x columns is grid_shard; a copy per device is
+// data_parallel. table_column_wise is not proposed.
+enum class ShardingType : uint32_t {
+  kTableWise = 1u << 0,
+  kColumnWise = 1u << 1,
+  kRowWise = 1u << 2,
+  kTableRowWise = 1u << 3,
+  kDataParallel = 1u << 4,
+  kGridShard = 1u << 5,
+};
+struct ShardingTypes {
+  uint32_t mask = 0x3f;  // all six
+
+  bool allows(ShardingType t) const { return (mask & static_cast<uint32_t>(t)) != 0; }
+  // Either kind of row split (over all devices or over some).
+  bool any_row_split() const { return allows(ShardingType::kRowWise) || allows(ShardingType::kTableRowWise); }
+  static ShardingTypes all() { return {}; }
+  // The names above, comma-separated ("table_wise,column_wise"). Error names
+  // `option`, the unknown value and the valid names; table_wise is required
+  // (a table every other type leaves whole must still have a place).
+  static ShardingTypes parse(const std::string& list, const std::string& option);
+  std::string str() const;
+};
+const std::vector<std::string>& sharding_type_names();
+std::string sharding_type_name(ShardingType t);
+
 // What the planners are given. Build it with make_task(), which resolves the
 // constraints by table name and checks them.
 struct PlanTask {
@@ -57,15 +85,35 @@ struct PlanTask {
   SplitRule split;
   std::vector<int> pinned_device;   // per table: its device, or -1
   std::vector<uint8_t> no_split;    // per table: 1 if it must stay whole
+  ShardingTypes types;              // what plans may use
+  // Per table, optionally: the share of its lookups that falls in each of
+  // kRowShareBins equal row ranges, measured from the trace (empty: lookups
+  // spread evenly over rows). A row shard's share of the lookups comes from it.
+  std::vector<std::vector<double>> row_lookup_share;
+  // Per table, optionally: its index in the workload whose traces the
+  // measured model executes (empty: unknown).
+  std::vector<int> source_table;
 
   int num_devices() const { return static_cast<int>(device_mem_bytes.size()); }
   int num_tables() const { return static_cast<int>(tables.size()); }
   int64_t table_bytes(int t) const { return memory.shard_bytes(tables[t].rows, tables[t].dim); }
   // Pinned tables are never split: all of a pinned table stays on its device.
   bool splittable(int t) const { return !no_split[t] && pinned_device[t] < 0; }
-  // The narrowest column piece a table can be cut into by halvings.
+  // The narrowest column piece a table can be cut into by halvings (its dim
+  // when column_wise is not allowed).
   int min_piece_cols(int t) const;
+  // Whether a table may be split by rows over `k` devices (k >= 2, k <= devices).
+  bool row_splittable(int t, int k) const;
+  // The smallest piece of a table any allowed type makes: its bytes.
+  int64_t min_piece_bytes(int t) const;
+  // The share of table t's lookups whose row falls in [row_offset, row_offset + rows).
+  double lookup_share(int t, int64_t row_offset, int64_t rows) const;
 };
+
+constexpr int kRowShareBins = 64;
+// TorchRec's contiguous row blocks: ceil(rows / k) rows each, the last the rest.
+// Error when a block would be empty (rows < k blocks of ceil(rows/k)), naming the table.
+std::vector<int64_t> row_block_sizes(const TableSpec& table, int k);
 
 struct TablePin {
   std::string table;
@@ -76,6 +124,7 @@ struct TaskConstraints {
   std::vector<TablePin> pins;
   std::vector<std::string> no_split;
   SplitRule split;
+  ShardingTypes types;  // --sharding-types
 };
 
 // Error naming the table whose rows or dim are not positive or past the
@@ -124,8 +173,8 @@ std::vector<int64_t> device_memory_bytes(const PlanTask& task, const Plan& plan)
 // forbids.
 void validate_plan(const PlanTask& task, const Plan& plan);
 
-// TorchRec's names: "table_wise", "column_wise", "row_wise",
-// "table_column_wise", "table_row_wise", "grid_shard", "data_parallel".
+// TorchRec's names: "table_wise", "column_wise", "row_wise" (row pieces on
+// every device), "table_row_wise" (on fewer), "grid_shard", "data_parallel".
 std::string sharding_type(const PlanTask& task, const Plan& plan, int table);
 
 }  // namespace embshard

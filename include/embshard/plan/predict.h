@@ -21,14 +21,16 @@ namespace embshard {
 
 // Registers the pieces of a task's tables with a cost model, once each, and
 // hands back their ids. A piece is a column range (any offset: the cost does
-// not depend on which columns) times a row range; row pieces and replicas
-// scale the pooling factor by the share of lookups they serve, assuming
-// lookups spread evenly over rows and samples.
+// not depend on which columns) times a row range; row pieces scale the
+// pooling factor by the share of lookups falling in their rows (measured
+// from the trace where the task has it, PlanTask::lookup_share, else even),
+// replicas by their 1/N slice of the batch. Row pieces keep the table's reuse
+// histograms.
 class ShardCosts {
  public:
   ShardCosts(const PlanTask& task, const CostModel& model);
 
-  int piece_id(int table, int cols) { return shard_id(table, cols, task_.tables[table].rows, 1.0); }
+  int piece_id(int table, int cols) { return shard_id(Shard{table, 0, cols, 0, task_.tables[table].rows, 0, false}); }
   int shard_id(const Shard& s);
   // Fused cost of one piece alone (cached).
   double single_ms(int id);
@@ -39,11 +41,18 @@ class ShardCosts {
   const PlanTask& task() const { return task_; }
 
  private:
-  int shard_id(int table, int cols, int64_t rows, double lookup_share);
+  struct Key {
+    int table, cols, replica;
+    int64_t row_offset, rows;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const;
+  };
 
   const PlanTask& task_;
   CostModel model_;
-  std::unordered_map<uint64_t, int> ids_;
+  std::unordered_map<Key, int, KeyHash> ids_;
   std::vector<double> single_ms_;  // by id; < 0 until computed
 };
 
@@ -51,6 +60,19 @@ class ShardCosts {
 // `rows` rows, serving `lookup_share` of its lookups.
 TableFeatures piece_features(const TableSpec& table, int cols, int64_t rows,
                              double lookup_share);
+// ... for a shard of a task (its share of the lookups, its source in the
+// workload for the measured model).
+TableFeatures shard_features(const PlanTask& task, const Shard& s);
+
+// Whether a shard is a row piece (fewer rows than its table, not a replica).
+inline bool is_row_piece(const PlanTask& task, const Shard& s) {
+  return !s.replica && s.rows < task.tables[s.table].rows;
+}
+// What a shard adds to the collectives beyond the pooled all-to-all: a row
+// piece its columns (reduce-scatter / all-gather) and its lookups' indices
+// (index all-to-all), a replica its table's gradient (all-reduce, counted once,
+// by the copy on device 0). `load` must be reset to the task's devices.
+void add_collective_load(const PlanTask& task, const Shard& s, CollectiveLoad& load);
 
 struct DeviceCosts {
   int64_t memory_bytes = 0;
@@ -71,10 +93,12 @@ struct PlanPrediction {
   double cost_ms = 0;       // the critical device's total
   int critical_device = 0;
   double imbalance = 0;     // max total / mean total (1: perfectly balanced)
+  CollectiveLoad collectives;  // row-wise and data-parallel traffic (empty: none)
 };
 
 // Communication and totals from per-device compute and dim sums (filled in
-// `devices`); scratch-free so the search can call it in its loop.
+// `devices`) and the collectives; the collectives' backward ms count in the
+// delays (they precede the next forward), their forward ms in the forward.
 void finish_prediction(const CommModel& comm, PlanPrediction& p);
 
 PlanPrediction predict_plan(const PlanTask& task, const Plan& plan, ShardCosts& costs);

@@ -56,5 +56,8 @@ std::string plan_report(const PlanTask& task, const PlanResult& result, bool per
 
 // Per-device stacked cost bars (compute, fwd comm, bwd comm) and memory use.
 std::string plan_svg(const PlanTask& task, const PlanResult& result);
+// "sharding types: 40 table_wise, 2 row_wise, 1 data_parallel" (TorchRec's
+// names, in sharding_type_names() order; the allowed set when restricted).
+std::string sharding_type_summary(const PlanTask& task, const Plan& plan);
 
 }  // namespace embshard

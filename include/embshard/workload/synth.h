@@ -35,6 +35,15 @@ struct SynthOptions {
   uint64_t seed = 1;
   std::vector<int> dims = {16, 32, 64, 128};  // each table draws one
   uint32_t index_bytes = 4;
+  // Stress tables for the row-wise and data-parallel evaluation (docs/
+  // sharding_types.md): the first `huge_tables` tables get `huge_rows` rows
+  // (their accesses spread over them), the next `hot_tables` have every reuse
+  // bin's rows and lookups scaled by a whole factor so that their pooling
+  // factor is about `hot_pooling`. Off by default; when on, the pool no longer matches the
+  // published aggregate statistics.
+  int64_t huge_tables = 0, huge_rows = 0;
+  int64_t hot_tables = 0;
+  double hot_pooling = 0;
 };
 
 // Throws Error naming the option and value (profile, tables, batch, dims,

@@ -75,6 +75,10 @@ class AnalyticCommModel : public CommModel {
                std::span<double> fwd_ms, std::span<double> bwd_ms) const override {
     analytic_comm_ms(c_, batch_size_, dim_sums, delays_ms, fwd_ms, bwd_ms);
   }
+  void collective_ms(const CollectiveLoad& load, std::span<double> fwd_ms,
+                     std::span<double> bwd_ms) const override {
+    analytic_collective_ms(c_, batch_size_, load, fwd_ms, bwd_ms);
+  }
 
  private:
   Calibration c_;

@@ -144,4 +144,51 @@ void analytic_comm_ms(const Calibration& c, int64_t batch_size,
   }
 }
 
+void analytic_collective_ms(const Calibration& c, int64_t batch_size, const CollectiveLoad& load,
+                            std::span<double> fwd_ms, std::span<double> bwd_ms) {
+  const size_t n = fwd_ms.size();
+  ES_CHECK(bwd_ms.size() == n && load.rw_dim_sums.size() == n &&
+               load.index_recv_bytes.size() == n && load.index_send_bytes.size() == n,
+           "collective_ms: {} devices but loads of {} / {} / {} and {} backward outputs", n,
+           load.rw_dim_sums.size(), load.index_recv_bytes.size(), load.index_send_bytes.size(),
+           bwd_ms.size());
+  if (n <= 1) return;  // one device exchanges nothing
+  const double alpha = c.comm_latency_us * 1e-3, per_byte = ms_per_byte(c.comm_gbps);
+  const double devices = static_cast<double>(n);
+  double total_rw = 0, total_index = 0;
+  for (size_t d = 0; d < n; ++d) {
+    ES_CHECK(load.rw_dim_sums[d] >= 0 && load.index_recv_bytes[d] >= 0 &&
+                 load.index_send_bytes[d] >= 0,
+             "collective_ms: device {} has a negative load", d);
+    total_rw += load.rw_dim_sums[d];
+    total_index += load.index_recv_bytes[d];
+  }
+  ES_CHECK(std::isfinite(load.allreduce_bytes) && load.allreduce_bytes >= 0,
+           "collective_ms: all-reduce of {} bytes", load.allreduce_bytes);
+  // Ring all-reduce: a reduce-scatter then an all-gather, 2 (N-1) steps of S / N.
+  const double allreduce =
+      load.allreduce_bytes > 0
+          ? 2 * (devices - 1) * alpha + 2 * (devices - 1) / devices * load.allreduce_bytes * per_byte
+          : 0.0;
+  for (size_t d = 0; d < n; ++d) {
+    double fwd = 0, bwd = allreduce;
+    if (total_index > 0) {
+      fwd += alpha + std::max(load.index_recv_bytes[d], load.index_send_bytes[d]) * per_byte;
+    }
+    if (total_rw > 0) {
+      // A ring reduce-scatter of the shard's partial sums (global batch x its
+      // columns) sends N-1 slices of B/N rows and receives the others' slices
+      // for its own samples: the all-to-all's byte counts, in N-1 steps. The
+      // all-gather of the gradients moves the same bytes back.
+      const AllToAllBytes bytes = alltoall_bytes(load.rw_dim_sums[d], total_rw, devices,
+                                                 static_cast<double>(batch_size));
+      const double ms = (devices - 1) * alpha + bytes.busiest() * per_byte;
+      fwd += ms;
+      bwd += ms;
+    }
+    fwd_ms[d] += fwd;
+    bwd_ms[d] += bwd;
+  }
+}
+
 }  // namespace embshard

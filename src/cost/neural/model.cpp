@@ -248,6 +248,15 @@ void NeuralCommModel::comm_ms(std::span<const double> dim_sums, std::span<const 
   predict_comm_ms(*model_, dim_sums, delays_ms, fwd_ms, bwd_ms, batch_size_);
 }
 
+void NeuralCommModel::collective_ms(const CollectiveLoad& load, std::span<double> fwd_ms,
+                                    std::span<double> bwd_ms) const {
+  if (load.empty()) return;
+  ES_CHECK(outside_range_.has_value(),
+           "neural cost model: its networks learned the pooled all-to-all only, and no analytic "
+           "calibration was given for the row-wise and data-parallel collectives");
+  analytic_collective_ms(*outside_range_, batch_size_, load, fwd_ms, bwd_ms);
+}
+
 namespace {
 
 // What the manifest says the training data was measured on: the executor and

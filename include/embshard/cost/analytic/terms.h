@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "embshard/cost/analytic/calibration.h"
+#include "embshard/cost/comm_model.h"
 #include "embshard/cost/compute_model.h"
 
 namespace embshard {
@@ -82,5 +83,13 @@ void analytic_comm_ms(const Calibration& c, int64_t batch_size,
                       std::span<const double> dim_sums, std::span<const double> delays_ms,
                       std::span<double> fwd_ms, std::span<double> bwd_ms);
 
-
+// The collectives of row-wise and data-parallel pieces (comm_model.h), with
+// the same latency alpha and bandwidth beta, N devices, B the batch:
+//   index all-to-all (fwd): alpha + max(received_d, sent_d) / beta
+//   reduce-scatter (fwd) and all-gather (bwd), each:
+//     (N-1) alpha + max(B/N rw_d 4 (N-1), B/N (sum rw - rw_d) 4) / beta
+//   all-reduce (bwd, every device): 2 (N-1) alpha + 2 (N-1)/N S / beta
+// Each term is 0 without its load; added to fwd_ms / bwd_ms.
+void analytic_collective_ms(const Calibration& c, int64_t batch_size, const CollectiveLoad& load,
+                            std::span<double> fwd_ms, std::span<double> bwd_ms);
 }  // namespace embshard

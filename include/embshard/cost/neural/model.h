@@ -94,6 +94,11 @@ class NeuralCommModel : public CommModel {
   std::vector<std::string> notes() const;
   void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
                std::span<double> fwd_ms, std::span<double> bwd_ms) const override;
+  // The networks learned the pooled all-to-all only: the row-wise and
+  // data-parallel collectives are the analytic formula with the calibration
+  // given (the shipped analytic.json for the shipped set); Error without one.
+  void collective_ms(const CollectiveLoad& load, std::span<double> fwd_ms,
+                     std::span<double> bwd_ms) const override;
 
  private:
   std::shared_ptr<const NeuralModel> model_;

@@ -1,0 +1,159 @@
+// The search over every sharding type: neuroshard's row-split and replicate
+// moves and the torchrec baseline's new proposals give valid plans within the
+// memory caps and the allowed types; a table larger than a device is planned
+// by rows; restricting the types to table_wise,column_wise leaves the search
+// as it was (no row piece, no replica).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "embshard/search/planner.h"
+#include "embshard/util/error.h"
+#include "search/task_util.h"
+#include "search/toy_cost_model.h"
+
+namespace embshard {
+namespace {
+
+using testing::ToyCostModel;
+
+ShardingTypes types(const std::string& list) { return ShardingTypes::parse(list, "--sharding-types"); }
+
+std::set<std::string> types_in(const PlanTask& task, const Plan& plan) {
+  std::set<std::string> out;
+  for (int t = 0; t < task.num_tables(); ++t) out.insert(sharding_type(task, plan, t));
+  return out;
+}
+
+// A few hot tables (pooling 100-500) among ordinary ones, and one table
+// larger than a device at its narrowest column piece.
+PlanTask hot_task(int devices, uint64_t seed, ShardingTypes allowed = {}, double slack = 1.3) {
+  std::vector<TableSpec> tables = testing::random_tables(24, seed);
+  for (TableSpec& t : tables) t.rows = std::min<int64_t>(t.rows, 20000);
+  for (int t = 0; t < 3; ++t) tables[t].pooling_factor = 100 + 150 * t;
+  tables[3].name = "huge";
+  tables[3].rows = 3'000'000;
+  tables[3].dim = 8;
+  MemoryModel m;
+  int64_t total = 0;
+  for (const TableSpec& s : tables) total += m.shard_bytes(s.rows, s.dim);
+  const int64_t cap = std::max<int64_t>(static_cast<int64_t>(total * slack / devices),
+                                        m.shard_bytes(tables[3].rows, 4) * 6 / 10);
+  TaskConstraints c;
+  c.types = allowed;
+  return make_task(tables, 4096, std::vector<int64_t>(devices, cap), c);
+}
+
+TEST(ShardingSearch, EveryPlannerGivesValidPlansWithinTheAllowedTypes) {
+  for (int devices : {2, 4, 8}) {
+    for (uint64_t seed : {1, 2}) {
+      const PlanTask task = hot_task(devices, seed);
+      for (const std::string& algo : {"neuroshard", "torchrec", "size_greedy"}) {
+        ToyCostModel model;
+        auto planner = create_planner(algo, {});
+        PlanResult r;
+        ASSERT_NO_THROW(r = make_plan(*planner, task, model)) << algo << " " << devices;
+        // make_plan validated it; the huge table is whole only where it fits.
+        if (task.table_bytes(3) > task.device_mem_bytes[0]) {
+          EXPECT_NE(sharding_type(task, r.plan, 3), "table_wise") << algo;
+        }
+        EXPECT_LE(r.bound.total_ms(), r.predicted.cost_ms * (1 + 1e-9)) << algo;
+      }
+    }
+  }
+}
+
+TEST(ShardingSearch, HugeTableGoesByRowsOnlyWhenColumnsCannotHelp) {
+  const PlanTask task = hot_task(4, 3, types("table_wise,row_wise"));
+  ToyCostModel model;
+  auto planner = create_planner("neuroshard", {});
+  const PlanResult r = make_plan(*planner, task, model);
+  const std::string t = sharding_type(task, r.plan, 3);
+  EXPECT_TRUE(t == "row_wise" || t == "table_row_wise") << t;
+  for (const std::string& type : types_in(task, r.plan)) {
+    EXPECT_TRUE(type == "table_wise" || type == "row_wise" || type == "table_row_wise") << type;
+  }
+  // Row pieces of one split on distinct devices.
+  std::set<int> devices;
+  int pieces = 0;
+  for (const Shard& s : r.plan.shards) {
+    if (s.table == 3) devices.insert(s.device), ++pieces;
+  }
+  EXPECT_EQ(static_cast<int>(devices.size()), pieces);
+}
+
+TEST(ShardingSearch, TableWiseColumnWiseOnlyHasNoNewPieces) {
+  for (uint64_t seed : {1, 2, 3}) {
+    const PlanTask task = testing::random_task(30, 4, 1.3, seed);
+    PlanTask twcw = task;
+    twcw.types = types("table_wise,column_wise");
+    for (const std::string& algo : {"neuroshard", "torchrec"}) {
+      ToyCostModel model;
+      auto planner = create_planner(algo, {});
+      const PlanResult r = make_plan(*planner, twcw, model);
+      for (const Shard& s : r.plan.shards) {
+        EXPECT_FALSE(s.replica) << algo;
+        EXPECT_EQ(s.rows, twcw.tables[s.table].rows) << algo;
+      }
+    }
+  }
+}
+
+// Also with tight memory, where the first placements fail and a beam of
+// width 3 could fill with row splits and lose the halvings' lineage.
+TEST(ShardingSearch, FullSearchNoWorseThanTableAndColumnWiseOnItsOwnModel) {
+  int compared = 0;
+  for (double slack : {1.8, 1.5, 1.3, 1.2, 1.1}) {
+    for (uint64_t seed : {4, 5, 6}) {
+      const PlanTask all = hot_task(4, seed, {}, slack);
+      PlanTask twcw = all;
+      twcw.types = types("table_wise,column_wise");
+      ToyCostModel model;
+      auto planner = create_planner("neuroshard", {});
+      double restricted = 0;
+      try {
+        restricted = make_plan(*planner, twcw, model).predicted.cost_ms;
+      } catch (const Error&) {
+        continue;  // not plannable table- and column-wise at this memory
+      }
+      const double full = make_plan(*planner, all, model).predicted.cost_ms;
+      EXPECT_LE(full, restricted * (1 + 1e-9)) << seed << " " << slack;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 5);
+}
+
+TEST(ShardingSearch, TorchRecProposesRowWiseAndDataParallel) {
+  // Tiny hot tables: replicating them costs TorchRec's perf model less than
+  // their table-wise lookups; a huge table must be row-wise.
+  std::vector<TableSpec> tables = testing::random_tables(12, 9);
+  for (int t = 0; t < 4; ++t) {
+    tables[t].rows = 100;
+    tables[t].dim = 32;  // TorchRec's quarter-block penalty applies table-wise, not to replicas
+    tables[t].pooling_factor = 400;
+  }
+  tables[4].name = "huge";
+  tables[4].rows = 4'000'000;
+  tables[4].dim = 4;
+  MemoryModel m;
+  int64_t total = 0;
+  for (const TableSpec& s : tables) total += m.shard_bytes(s.rows, s.dim);
+  const int64_t cap = std::max<int64_t>(total / 2, m.shard_bytes(tables[4].rows, 4) * 6 / 10);
+  const PlanTask task = make_task(tables, 4096, std::vector<int64_t>(4, cap), {});
+  ToyCostModel model;
+  auto planner = create_planner("torchrec", {});
+  const PlanResult r = make_plan(*planner, task, model);
+  const std::set<std::string> used = types_in(task, r.plan);
+  const std::string huge = sharding_type(task, r.plan, 4);
+  EXPECT_TRUE(huge == "row_wise" || huge == "table_row_wise") << huge;
+  EXPECT_TRUE(used.count("data_parallel")) << r.plan.shards.size();
+  // ... and none of it where the types exclude it.
+  PlanTask twcw = task;
+  twcw.types = types("table_wise,column_wise,row_wise");
+  const PlanResult q = make_plan(*planner, twcw, model);
+  EXPECT_FALSE(types_in(twcw, q.plan).count("data_parallel"));
+}
+
+}  // namespace
+}  // namespace embshard
