@@ -13,6 +13,22 @@
 namespace embshard {
 namespace {
 
+// "0-3,6,8-9": runs of consecutive devices as ranges.
+std::string device_list(const std::set<int>& devices) {
+  std::string out;
+  for (auto it = devices.begin(); it != devices.end();) {
+    int last = *it;
+    auto next = std::next(it);
+    while (next != devices.end() && *next == last + 1) last = *next++;
+    if (!out.empty()) out += ',';
+    out += last > *it + 1 ? fmt::format("{}-{}", *it, last)
+           : last == *it  ? std::to_string(*it)
+                          : fmt::format("{},{}", *it, last);
+    it = next;
+  }
+  return out;
+}
+
 std::string describe_decision(const PlanTask& task, const Plan& plan, int table) {
   std::set<int> devices;
   int pieces = 0;
@@ -29,8 +45,8 @@ std::string describe_decision(const PlanTask& task, const Plan& plan, int table)
   const std::string kind = type == "column_wise" || type == "table_column_wise" ? "column"
                            : type == "row_wise" || type == "table_row_wise"     ? "row"
                                                                                 : "grid";
-  return fmt::format("{} {} pieces on device{} {}", pieces, kind, devices.size() == 1 ? "" : "s",
-                     fmt::join(devices, ","));
+  return fmt::format("split: {} {} pieces on device{} {}", pieces, kind, devices.size() == 1 ? "" : "s",
+                     device_list(devices));
 }
 
 // Devices worth trying for `table`: its own and the least-loaded others.

@@ -57,12 +57,28 @@ TEST(Explain, EachDecisionAgainstItsBestAlternative) {
   }
   EXPECT_DOUBLE_EQ(why[0].alternative_ms, best);
   EXPECT_LT(why[0].saving(), 0.0);
-  EXPECT_EQ(why[2].decision, "2 column pieces on devices 1,2");
+  EXPECT_EQ(why[2].decision, "split: 2 column pieces on devices 1,2");
   EXPECT_TRUE(why[2].alternative.empty()) << why[2].alternative;  // fits no device whole
   EXPECT_EQ(why[2].saving(), 0.0);
   const std::string report = explain_report(task, why);
   EXPECT_NE(report.find("none fits in memory"), std::string::npos);
   EXPECT_LT(report.find("big"), report.find(" a "));  // largest saving first, "a" last
+}
+
+TEST(Explain, DeviceRunsAreRanges) {
+  // One table in six row pieces on devices 0, 1, 2, 4, 5 and 7.
+  const int64_t cap = 1 << 30;
+  const PlanTask task = make_task({table("a", 600, 8, 1)}, 4096, std::vector<int64_t>(8, cap), {});
+  Plan plan;
+  for (int d : {0, 1, 2, 4, 5, 7}) {
+    const int i = static_cast<int>(plan.shards.size());
+    plan.shards.push_back({0, 0, 8, 100 * i, 100, d, false});
+  }
+  validate_plan(task, plan);
+  testing::ToyCostModel model;
+  ShardCosts costs(task, model);
+  EXPECT_EQ(explain_plan(task, plan, costs)[0].decision,
+            "split: 6 row pieces on devices 0-2,4,5,7");
 }
 
 TEST(Explain, PinsAreKept) {

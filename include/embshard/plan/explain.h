@@ -16,7 +16,7 @@ namespace embshard {
 
 struct Decision {
   int table = 0;
-  std::string decision;      // "whole on device 2", "2 column pieces on devices 0,1"
+  std::string decision;      // "whole on device 2", "split: 2 column pieces on devices 0,1"
   std::string alternative;   // "whole on device 7"; "" when no other placement fits
   double cost_ms = 0;        // the plan's predicted cost
   double alternative_ms = 0; // the plan's predicted cost with the alternative instead
