@@ -185,13 +185,13 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     }
   }
   const CostModel truth{measured, comm ? comm : model.comm,
-                        "measured compute; comm: " + comm_source};
+                        "measured compute; comm: " + comm_source, ModelSource{}};
   std::optional<CostModel> selection;
   if (verified) {
     const auto chooser = make_measured_compute_model(mo);
     chooser->set_probe_reference(measured->probe_reference());
     selection = CostModel{chooser, truth.comm, "measured compute (for the choice); comm: " +
-                                                   comm_source};
+                                                   comm_source, ModelSource{}};
   }
   ProbeReferenceOptions reference_options;
   reference_options.min_window_ms = 1e3 * o.reference_window_s;

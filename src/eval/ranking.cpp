@@ -82,7 +82,7 @@ RankingResult ranking_check(const CostModel& model, std::shared_ptr<ComputeModel
   ES_CHECK(o.min_tables >= 1 && o.max_tables >= o.min_tables && !o.dims.empty(),
            "ranking: tables {}..{} or dims invalid", o.min_tables, o.max_tables);
   // Both sides take communication from the model under test (see above).
-  const CostModel truth{std::move(measured), model.comm, "measured compute"};
+  const CostModel truth{std::move(measured), model.comm, "measured compute", ModelSource{}};
   RankingResult result;
   Progress progress(reporter, "validate --ranking", static_cast<uint64_t>(o.tasks));
   for (int i = 0; i < o.tasks; ++i) {

@@ -257,12 +257,18 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
   // types) the beam with every move: a wider space must not crowd the
   // halvings' lineage out of a beam of width 3, so the search keeps the best
   // of both and is never rated worse than the table- and column-wise search.
+  // The wider beam gets the work the halvings' beam took (pieces placed by
+  // the children it rated), counted, not timed, so that plans do not depend
+  // on the machine: every type costs at most about twice the search time.
   const bool wider = task.types.any_row_split() || task.types.allows(ShardingType::kDataParallel);
+  size_t halvings_work = 0;
   for (const bool extended : {false, true}) {
     if (extended && !wider) break;
     std::vector<BeamState> beam{start}, children, more;
     std::unordered_set<uint64_t> seen{start.signature};
+    size_t work = 0;
     for (int step = 0; step < options_.max_steps; ++step) {
+      if (extended && work >= halvings_work) break;
       children.clear();
       for (const BeamState& s : beam) {
         for (size_t i : candidates(task, s)) {
@@ -278,6 +284,8 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
         }
       }
       if (children.empty()) break;
+      for (const BeamState& c : children) work += c.pieces.size();
+      if (!extended) halvings_work = work;
       rate_children(children, options_.beam_width, grids);
       std::stable_sort(children.begin(), children.end(),
                        [](const BeamState& a, const BeamState& b) { return a.cost_ms < b.cost_ms; });

@@ -73,7 +73,8 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
                             "probe first)",
                             r.verify, r.reference_window_s));
   const CostModel truth{make_measured_compute_model(truth_options), model.comm,
-                        "measured compute (" + r.executor + "); comm: " + model.name};
+                        "measured compute (" + r.executor + "); comm: " + model.name,
+                        ModelSource{}};
   out.result = make_verified_plan(*planner, out.task, model, truth, r.verify);
   explain(r, model, out);
   return out;
