@@ -11,9 +11,21 @@
 #include <random>
 #include <string>
 
+#include "embshard/util/error.h"
 #include "embshard/workload/workload.h"
 
 namespace embshard::testing {
+
+// The message of the embshard::Error that `fn` throws; "" when it throws none.
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // A fresh directory under the system temp dir, removed at the end of the test.
 class ScratchDir {

@@ -11,6 +11,7 @@
 #include "embshard/util/error.h"
 #include "embshard/util/random.h"
 #include "embshard/util/statistics.h"
+#include "test_util.h"
 
 namespace embshard {
 namespace {
@@ -232,15 +233,7 @@ TEST(Interleaved, OrderIsSeededAndRandom) {
   EXPECT_NE(a.find("PP"), std::string::npos);
 }
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 void expect_contains(const std::string& text, const std::vector<std::string>& parts) {
   ASSERT_FALSE(text.empty()) << "no error thrown";

@@ -51,12 +51,7 @@ const char* const kSmallPlan = R"({
 })";
 
 std::string error_of(const std::string& text, const std::string& source = "bad.json") {
-  try {
-    parse_plan_file(text, source);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return testing::error_of([&] { parse_plan_file(text, source); });
 }
 
 TEST(PlanFile, ReadsEveryField) {

@@ -10,18 +10,12 @@
 #include "embshard/util/error.h"
 #include "search/task_util.h"
 #include "search/toy_cost_model.h"
+#include "test_util.h"
 
 namespace embshard {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(ShardingTypes, ParsesNamesAndRejectsUnknownOnesByName) {
   const ShardingTypes t = ShardingTypes::parse("table_wise,row_wise", "--sharding-types");

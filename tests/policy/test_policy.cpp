@@ -21,14 +21,7 @@ using testing::ScratchDir;
 using testing::slurp;
 using testing::spit;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 CostModel analytic() { return create_cost_model("analytic", CostModelOptions{}); }
 
