@@ -160,7 +160,10 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   ES_CHECK(!verified || o.verify_candidates >= 1, "eval: --verify-candidates is {}, must be >= 1",
            o.verify_candidates);
   if (!o.trace_dir.empty()) {
-    std::filesystem::create_directories(o.trace_dir);
+    std::error_code error;
+    std::filesystem::create_directories(o.trace_dir, error);
+    ES_CHECK(!error, "--trace-dir {}: cannot create the directory: {}", o.trace_dir,
+             error.message());
     check_writable(trace_path(o.trace_dir, 0, o.algos.front()), "--trace-dir");
   }
   std::string pool_dir;
