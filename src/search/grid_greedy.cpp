@@ -87,6 +87,7 @@ GridGreedy::GridGreedy(const PlanTask& task, const CostModel& model,
       cap_low_(options.cap_low),
       cap_high_(options.cap_high),
       prune_(options.prune_monotone),
+      patience_(options.scan_patience),
       state_size_(model.compute->state_size()),
       scratch_state_(state_size_) {
   ES_CHECK(grid_steps_ >= 1, "grid steps is {}, must be at least 1", grid_steps_);
@@ -179,45 +180,46 @@ double GridGreedy::total_ms(const Layout& layout) {
 
 // Fills choice[k] (device, or -1 if none has memory) for each cap of the
 // group; returns true when they all agree. Costs land in cand_ms_.
+//
+// Each cap takes the cheapest device under it; where no device is under a
+// cap, the cap yields: the cheapest device with memory left (the fallback)
+// takes the piece (a cap balances comm, memory is a must). Devices are tried
+// in ascending order of compute, and a device is costed only if it could
+// beat what some cap (or the fallback) holds: with pruning, not once its
+// compute alone is no cheaper, nor, with patience, once that many costed
+// devices in a row beat nothing. Ties go to the lower device index.
 bool GridGreedy::choose(Layout& L, const Piece& p, const std::vector<int>& caps,
                         std::vector<int>& choice) {
-  const int n = task_.num_devices();
-  const double min_cap = caps_[caps.front()], max_cap = caps_[caps.back()];
-  int best = -1;
-  for (int d = 0; d < n; ++d) cand_ms_[d] = -1;
+  const size_t m = caps.size();
+  std::fill(choice.begin(), choice.end(), -1);
+  int fallback = -1, stale = 0;  // stale: devices costed in a row that beat nothing held
+  auto better = [&](int d, int held) {
+    return held < 0 || cand_ms_[d] < cand_ms_[held] || (cand_ms_[d] == cand_ms_[held] && d < held);
+  };
   for (const int d : L.by_compute) {
-    // Every device from here on costs at least its compute alone.
-    if (prune_ && best >= 0 && L.compute_ms[d] >= cand_ms_[best]) break;
-    if (L.mem_bytes[d] + p.mem_bytes > task_.device_mem_bytes[d]) continue;
-    if (L.dim_sum[d] + p.cols > max_cap) continue;
-    if (L.group_taken(p, d)) continue;
+    const double c = L.compute_ms[d];
+    const bool patient = patience_ > 0 && stale >= patience_;
+    auto may_beat = [&](int held) {
+      return held < 0 || (!patient && (!prune_ || c < cand_ms_[held]));
+    };
+    // Every later device costs at least its compute alone, and patience only runs out.
+    if (!may_beat(fallback) && std::none_of(choice.begin(), choice.end(), may_beat)) break;
+    if (L.mem_bytes[d] + p.mem_bytes > task_.device_mem_bytes[d] || L.group_taken(p, d)) continue;
+    const double dim = L.dim_sum[d] + p.cols;
+    bool useful = may_beat(fallback);
+    for (size_t k = 0; k < m && !useful; ++k) useful = dim <= caps_[caps[k]] && may_beat(choice[k]);
+    if (!useful) continue;
     cand_ms_[d] = fused_ms(L, d, p);
-    if (best < 0 || cand_ms_[d] < cand_ms_[best] || (cand_ms_[d] == cand_ms_[best] && d < best)) {
-      best = d;
+    bool improved = false;
+    if (better(d, fallback)) fallback = d, improved = true;
+    for (size_t k = 0; k < m; ++k) {
+      if (dim <= caps_[caps[k]] && better(d, choice[k])) choice[k] = d, improved = true;
     }
-  }
-  // The common case: the best device under the loosest cap is under all.
-  if (best >= 0 && L.dim_sum[best] + p.cols <= min_cap) {
-    choice.assign(caps.size(), best);
-    return true;
-  }
-  // Where no device is under a cap, the cap yields: the cheapest device with
-  // memory left takes the piece (a cap balances comm, memory is a must).
-  int fallback = -1;
-  for (int d = 0; d < n; ++d) {
-    if (L.mem_bytes[d] + p.mem_bytes > task_.device_mem_bytes[d]) continue;
-    if (L.group_taken(p, d)) continue;
-    if (cand_ms_[d] < 0) cand_ms_[d] = fused_ms(L, d, p);
-    if (fallback < 0 || cand_ms_[d] < cand_ms_[fallback]) fallback = d;
+    stale = improved ? 0 : stale + 1;
   }
   bool same = true;
-  for (size_t k = 0; k < caps.size(); ++k) {
-    int c = -1;
-    for (int d = 0; d < n; ++d) {
-      if (cand_ms_[d] < 0 || L.dim_sum[d] + p.cols > caps_[caps[k]]) continue;
-      if (c < 0 || cand_ms_[d] < cand_ms_[c]) c = d;
-    }
-    choice[k] = c >= 0 ? c : fallback;
+  for (size_t k = 0; k < m; ++k) {
+    if (choice[k] < 0) choice[k] = fallback;
     same = same && choice[k] == choice[0];
   }
   return same;
@@ -227,10 +229,11 @@ void GridGreedy::descend(Layout& L, size_t next, std::vector<int> caps) {
   const std::vector<Piece>& pieces = *pieces_;
   std::vector<int> choice(caps.size()), sub;
   for (size_t i = next; i < pieces.size(); ++i) {
-    // A device's compute only grows from here and communication is never
-    // negative: once the dearest device reaches the best cost found (or the
-    // caller's cutoff), no completion of this layout can beat it.
-    if (prune_ && L.compute_ms[L.by_compute.back()] >= best_ms_) return;
+    // A device's compute only grows from here and its communication is at
+    // least the comm model's floor: once the dearest device's compute plus
+    // that floor reaches the best cost found (or the caller's cutoff), no
+    // completion of this layout can beat it.
+    if (prune_ && L.compute_ms[L.by_compute.back()] + comm_floor_ms_ >= best_ms_) return;
     const Piece& p = pieces[i];
     if (p.replica) continue;  // placed on every device at the root
     const int pin = task_.pinned_device[p.table];
@@ -282,18 +285,20 @@ void GridGreedy::descend(Layout& L, size_t next, std::vector<int> caps) {
 double GridGreedy::run(const std::vector<Piece>& pieces, std::vector<int>& device_of,
                        double cutoff_ms) {
   pieces_ = &pieces;
-  double total_cols = 0;
+  double total_cols = 0, alltoall_cols = 0;
   groups_ = 0;
   collectives_ = false;
   load_.reset(task_.num_devices());
   for (const Piece& p : pieces) {
     if (!p.replica) total_cols += p.cols;
+    if (!p.replica && p.group < 0) alltoall_cols += p.cols;
     if (p.replica) {
       load_.allreduce_bytes += static_cast<double>(p.rows) * p.cols * task_.memory.bytes_per_weight;
     }
     groups_ = std::max(groups_, static_cast<size_t>(p.group + 1));
     collectives_ = collectives_ || p.replica || p.group >= 0;
   }
+  comm_floor_ms_ = comm_.floor_ms(alltoall_cols, task_.num_devices());
   const double mean = total_cols / task_.num_devices();
   caps_.resize(grid_steps_);
   for (int k = 0; k < grid_steps_; ++k) {

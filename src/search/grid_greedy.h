@@ -14,11 +14,11 @@
 // loop). With
 // `prune_monotone`, devices are tried in ascending order of their compute and
 // the scan stops at the first whose compute alone is no better than the best
-// fused cost found, and a run is abandoned once its dearest device alone
-// reaches the best cost found (or the caller's cutoff): both exact when
-// adding a piece never makes a device cheaper and communication is never
-// negative (the assumptions lower_bound() makes too); off, every device of
-// every run is costed.
+// fused cost found, and a run is abandoned once its dearest device's compute
+// plus the comm model's floor (CommModel::floor_ms) reaches the best cost
+// found (or the caller's cutoff): both exact when adding a piece never makes
+// a device cheaper and the floor holds (the assumptions lower_bound() makes
+// too); off, every device of every run is costed.
 #pragma once
 
 #include <cstdint>
@@ -115,6 +115,7 @@ class GridGreedy {
   int grid_steps_;
   double cap_low_, cap_high_;
   bool prune_;
+  int patience_;
   std::vector<double> caps_;                  // this run's dim-sum caps
   const std::vector<Piece>* pieces_ = nullptr;
   std::vector<std::unique_ptr<Layout>> pool_;  // pool_[depth] for forks
@@ -127,6 +128,7 @@ class GridGreedy {
   CollectiveLoad load_;             // this run's collectives (row pieces, replicas)
   bool collectives_ = false;        // whether the run has row pieces or replicas
   size_t groups_ = 0;
+  double comm_floor_ms_ = 0;         // CommModel::floor_ms of this run's all-to-all
   double best_ms_ = 0;
   bool found_ = false;
   std::vector<int>* best_device_of_ = nullptr;

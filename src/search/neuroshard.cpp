@@ -30,11 +30,20 @@ struct BeamState {
 };
 
 // Pinned pieces first (they have one device; the rest go around them), then
-// by descending predicted cost; ties by table and width for determinism.
-void sort_pieces(const PlanTask& task, std::vector<Piece>& pieces) {
+// by descending predicted cost; ties by table and width for determinism. With
+// `big_first`, pieces over half the smallest device's memory go right after
+// the pinned ones, largest first: each needs a device nearly to itself, and
+// placed late, none may have room left.
+void sort_pieces(const PlanTask& task, std::vector<Piece>& pieces, bool big_first) {
+  const int64_t half =
+      big_first ? *std::min_element(task.device_mem_bytes.begin(), task.device_mem_bytes.end()) / 2
+                : std::numeric_limits<int64_t>::max();
   std::sort(pieces.begin(), pieces.end(), [&](const Piece& a, const Piece& b) {
     const bool pa = task.pinned_device[a.table] >= 0, pb = task.pinned_device[b.table] >= 0;
     if (pa != pb) return pa;
+    const bool ba = a.mem_bytes > half, bb = b.mem_bytes > half;
+    if (ba != bb) return ba;
+    if (ba && a.mem_bytes != b.mem_bytes) return a.mem_bytes > b.mem_bytes;
     if (a.single_ms != b.single_ms) return a.single_ms > b.single_ms;
     if (a.table != b.table) return a.table < b.table;
     if (a.cols != b.cols) return a.cols > b.cols;
@@ -55,6 +64,8 @@ class NeuroShardPlanner : public Planner {
     ES_CHECK(o.beam_width >= 1, "beam width is {}, must be at least 1", o.beam_width);
     ES_CHECK(o.max_steps >= 0, "max steps is {}, must be at least 0", o.max_steps);
     ES_CHECK(o.candidates >= 0, "candidates is {}, must be at least 0", o.candidates);
+    ES_CHECK(o.scan_patience >= 0, "scan patience is {}, must be at least 0 (0: no limit)",
+             o.scan_patience);
     ES_CHECK(o.threads >= 0, "threads is {}, must be at least 0 (0: one per hardware thread)", o.threads);
   }
   std::string name() const override { return "neuroshard"; }
@@ -70,7 +81,18 @@ class NeuroShardPlanner : public Planner {
                   std::vector<BeamState>& out) const;
 
   PlannerOptions options_;
+  bool big_first_ = false;  // sort_pieces' order for this task
 };
+
+// Top `k` of `ok` by a key (descending), appended to `picked` once per piece id.
+template <class Key>
+void top_k(std::vector<size_t> ok, size_t k, const Key& key, const std::vector<Piece>& pieces,
+           std::unordered_set<int>& seen, std::vector<size_t>& picked) {
+  std::stable_sort(ok.begin(), ok.end(), [&](size_t a, size_t b) { return key(a) > key(b); });
+  for (size_t j = 0; j < ok.size() && j < k; ++j) {
+    if (seen.insert(pieces[ok[j]].id).second) picked.push_back(ok[j]);
+  }
+}
 
 // The top-k splittable pieces by memory and the top-k by single cost;
 // identical pieces (same table and width) give the same child, so once each.
@@ -84,21 +106,11 @@ std::vector<size_t> NeuroShardPlanner::candidates(const PlanTask& task,
       ok.push_back(i);
     }
   }
-  const size_t k = std::min<size_t>(options_.candidates, ok.size());
-  std::vector<size_t> by_mem = ok, picked;
-  std::stable_sort(by_mem.begin(), by_mem.end(), [&](size_t a, size_t b) {
-    return s.pieces[a].mem_bytes > s.pieces[b].mem_bytes;
-  });
-  by_mem.resize(k);
-  // s.pieces is sorted by descending cost already (pinned pieces are never
-  // candidates), so the first k candidates are the top-k by cost.
-  std::vector<size_t> by_cost(ok.begin(), ok.begin() + k);
+  const size_t k = static_cast<size_t>(options_.candidates);
   std::unordered_set<int> seen;
-  for (const auto* list : {&by_cost, &by_mem}) {
-    for (size_t i : *list) {
-      if (seen.insert(s.pieces[i].id).second) picked.push_back(i);
-    }
-  }
+  std::vector<size_t> picked;
+  top_k(ok, k, [&](size_t i) { return s.pieces[i].single_ms; }, s.pieces, seen, picked);
+  top_k(ok, k, [&](size_t i) { return static_cast<double>(s.pieces[i].mem_bytes); }, s.pieces, seen, picked);
   return picked;
 }
 
@@ -109,27 +121,17 @@ BeamState NeuroShardPlanner::split(const PlanTask& task, ShardCosts& costs, cons
   const Piece half = search::make_piece(task, costs, s.pieces[i].table, s.pieces[i].cols / 2);
   child.pieces[i] = half;
   child.pieces.push_back(half);
-  sort_pieces(task, child.pieces);
+  sort_pieces(task, child.pieces, big_first_);
   child.signature = signature(child.pieces);
   return child;
 }
 
-BeamState with_pieces(const PlanTask& task, std::vector<Piece> pieces) {
+BeamState with_pieces(const PlanTask& task, std::vector<Piece> pieces, bool big_first) {
   BeamState child;
   child.pieces = std::move(pieces);
-  sort_pieces(task, child.pieces);
+  sort_pieces(task, child.pieces, big_first);
   child.signature = signature(child.pieces);
   return child;
-}
-
-// Top `k` of `ok` by a key (descending), appended to `picked` once per piece id.
-template <class Key>
-void top_k(std::vector<size_t> ok, size_t k, const Key& key, const std::vector<Piece>& pieces,
-           std::unordered_set<int>& seen, std::vector<size_t>& picked) {
-  std::stable_sort(ok.begin(), ok.end(), [&](size_t a, size_t b) { return key(a) > key(b); });
-  for (size_t j = 0; j < ok.size() && j < k; ++j) {
-    if (seen.insert(pieces[ok[j]].id).second) picked.push_back(ok[j]);
-  }
 }
 
 // The moves beyond halving: split a full-row piece's rows over 2 or every
@@ -167,7 +169,7 @@ void NeuroShardPlanner::more_moves(const PlanTask& task, ShardCosts& costs, cons
       std::vector<Piece> next = pieces;
       next.erase(next.begin() + static_cast<std::ptrdiff_t>(i));
       for (const Piece& r : search::split_rows(task, costs, pieces[i], blocks, pieces)) next.push_back(r);
-      if (search::types_allowed(task, next)) out.push_back(with_pieces(task, std::move(next)));
+      if (search::types_allowed(task, next)) out.push_back(with_pieces(task, std::move(next), big_first_));
     }
   }
   seen.clear();
@@ -177,7 +179,7 @@ void NeuroShardPlanner::more_moves(const PlanTask& task, ShardCosts& costs, cons
   for (size_t i : picked) {
     std::vector<Piece> next = pieces;
     next[i] = search::make_replica(task, costs, pieces[i].table);
-    out.push_back(with_pieces(task, std::move(next)));
+    out.push_back(with_pieces(task, std::move(next), big_first_));
   }
 }
 
@@ -248,9 +250,15 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
   }
   BeamState start;
   start.pieces = search::initial_pieces(task, costs);
-  sort_pieces(task, start.pieces);
+  // Pieces by cost, as NeuroShard places them; where that leaves a big piece
+  // without room, the big pieces first.
+  for (const bool big_first : {false, true}) {
+    big_first_ = big_first;
+    sort_pieces(task, start.pieces, big_first);
+    start.cost_ms = grids[0]->run(start.pieces, start.device_of);
+    if (std::isfinite(start.cost_ms)) break;
+  }
   start.signature = signature(start.pieces);
-  start.cost_ms = grids[0]->run(start.pieces, start.device_of);
   std::vector<BeamState> best;
   remember(best, start, count);
   // NeuroShard's beam over halvings alone, then (where the task allows other

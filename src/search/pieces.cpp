@@ -61,31 +61,48 @@ std::vector<Piece> split_rows(const PlanTask& task, ShardCosts& costs, const Pie
   return out;
 }
 
-ShardingType pieces_type(const PlanTask& task, const std::vector<Piece>& pieces, int t) {
-  int count = 0, group_size = 0, group = -1;
-  bool full_rows = true, full_cols = true;
-  for (const Piece& p : pieces) {
-    if (p.table != t) continue;
-    if (p.replica) return ShardingType::kDataParallel;
+namespace {
+
+// What the pieces of one table have in common, gathered piece by piece.
+struct TableShape {
+  int count = 0, group = -1, group_size = 0;
+  bool replica = false, full_rows = true, full_cols = true;
+
+  void add(const PlanTask& task, const Piece& p) {
+    replica = replica || p.replica;
     ++count;
     full_rows = full_rows && p.full_rows();
-    full_cols = full_cols && p.cols == task.tables[t].dim;
+    full_cols = full_cols && p.cols == task.tables[p.table].dim;
     if (p.group >= 0 && (group < 0 || p.group == group)) group = p.group, ++group_size;
   }
-  if (count <= 1) return ShardingType::kTableWise;
-  if (full_rows) return ShardingType::kColumnWise;
-  if (full_cols) {
-    return group_size == task.num_devices() ? ShardingType::kRowWise : ShardingType::kTableRowWise;
+  ShardingType type(const PlanTask& task) const {
+    if (replica) return ShardingType::kDataParallel;
+    if (count <= 1) return ShardingType::kTableWise;
+    if (full_rows) return ShardingType::kColumnWise;
+    if (full_cols) {
+      return group_size == task.num_devices() ? ShardingType::kRowWise
+                                              : ShardingType::kTableRowWise;
+    }
+    return ShardingType::kGridShard;
   }
-  return ShardingType::kGridShard;
+};
+
+}  // namespace
+
+ShardingType pieces_type(const PlanTask& task, const std::vector<Piece>& pieces, int t) {
+  TableShape shape;
+  for (const Piece& p : pieces) {
+    if (p.table == t) shape.add(task, p);
+  }
+  return shape.type(task);
 }
 
 bool types_allowed(const PlanTask& task, const std::vector<Piece>& pieces) {
-  std::vector<uint8_t> seen(task.tables.size(), 0);
-  for (const Piece& p : pieces) {
-    if (seen[p.table]) continue;
-    seen[p.table] = 1;
-    if (!task.types.allows(pieces_type(task, pieces, p.table))) return false;
+  if (task.types.mask == ShardingTypes::all().mask) return true;
+  std::vector<TableShape> shapes(task.tables.size());
+  for (const Piece& p : pieces) shapes[p.table].add(task, p);
+  for (const TableShape& shape : shapes) {
+    if (shape.count > 0 && !task.types.allows(shape.type(task))) return false;
   }
   return true;
 }

@@ -245,6 +245,29 @@ TEST(Calibrate, CliWritesALoadableFile) {
 namespace embshard {
 namespace {
 
+// The floor under every device's all-to-all: no spread of a total beats it,
+// and the even spread reaches it.
+TEST(AnalyticComm, FloorHoldsForEverySpreadAndIsReachedWhenEven) {
+  const Calibration c = hand_calibration();
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int n : {1, 2, 3, 8, 64}) {
+    std::vector<double> dims(n), delays(n), fwd(n), bwd(n);
+    for (int trial = 0; trial < 50; ++trial) {
+      double total = 0;
+      for (int d = 0; d < n; ++d) dims[d] = std::floor(600 * u(rng) * u(rng)), total += dims[d];
+      for (int d = 0; d < n; ++d) delays[d] = 3 * u(rng);
+      analytic_comm_ms(c, 4096, dims, delays, fwd, bwd);
+      const double floor = analytic_comm_floor_ms(c, 4096, total, n);
+      for (int d = 0; d < n; ++d) ASSERT_GE(fwd[d] + bwd[d], floor * (1 - 1e-12)) << n << " " << d;
+    }
+    dims.assign(n, 96);
+    delays.assign(n, 0);
+    analytic_comm_ms(c, 4096, dims, delays, fwd, bwd);
+    EXPECT_NEAR(fwd[0] + bwd[0], analytic_comm_floor_ms(c, 4096, 96.0 * n, n), 1e-12) << n;
+  }
+}
+
 // A `bench comm` file made from a known alpha / beta: the fit recovers them.
 TEST(CalibrateComm, FitsLatencyAndBandwidthFromACommFile) {
   ScratchDir dir("calib_comm");

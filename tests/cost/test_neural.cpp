@@ -340,6 +340,9 @@ TEST(NeuralCostModel, AnalyticCommOutsideTheTrainedDeviceCounts) {
     with.comm_ms(dims, delays, f1, b1);
     analytic_comm_ms(c, m.comm_batch_size, dims, delays, fa, ba);
     const bool inside = n >= 2 && n <= 4;
+    // Only the formula proves a floor.
+    EXPECT_EQ(with.floor_ms(500, n), inside ? 0.0 : analytic_comm_floor_ms(c, m.comm_batch_size, 500, n));
+    EXPECT_EQ(without.floor_ms(500, n), 0.0);
     if (inside) {
       without.comm_ms(dims, delays, f2, b2);
       EXPECT_EQ(f1, f2);

@@ -169,6 +169,54 @@ TEST(Planners, TotalMemoryShortfallIsAnError) {
                {"the tables need"});
 }
 
+// A table nearly a device's size whose cost is low: NeuroShard's order (by
+// cost) spreads the costly small tables over both devices first and leaves
+// it no room; the search then places the big pieces first.
+TEST(Planners, NeuroShardPlacesABigCheapTableWhereCostOrderLeavesNoRoom) {
+  std::vector<TableSpec> tables = testing::random_tables(5, 11);
+  for (TableSpec& t : tables) t.rows = 100'000, t.dim = 64, t.pooling_factor = 30;
+  tables[0].name = "big";
+  tables[0].rows = 500'000;
+  tables[0].pooling_factor = 1;
+  const MemoryModel memory;
+  // Each device holds the big table and one small one, or four small ones.
+  const int64_t cap = memory.shard_bytes(500'000, 64) + memory.shard_bytes(100'000, 64) * 3 / 2;
+  TaskConstraints tw;
+  tw.types = ShardingTypes::parse("table_wise", "--sharding-types");
+  const PlanTask task = make_task(tables, 4096, std::vector<int64_t>(2, cap), tw);
+  const PlanResult r = run("neuroshard", task);
+  int big_device = -1;
+  for (const Shard& s : r.plan.shards) {
+    if (s.table == 0) big_device = s.device;
+  }
+  ASSERT_GE(big_device, 0);
+  int with_big = 0;
+  for (const Shard& s : r.plan.shards) with_big += s.device == big_device ? 1 : 0;
+  EXPECT_LE(with_big, 2);
+}
+
+// Patience stops a piece's device scan early: plans stay valid (make_plan
+// validates) and close to the full scan's, and cost fewer model calls.
+TEST(Planners, NeuroShardScanPatienceCutsModelCallsNotQuality) {
+  for (uint64_t seed : {51, 52}) {
+    const PlanTask task = random_task(60, 16, 1.3, seed);
+    ToyCostModel full_model(true), patient_model(true);
+    PlannerOptions full, patient;
+    full.threads = patient.threads = 1;
+    full.scan_patience = 0;
+    patient.scan_patience = 1;
+    const PlanResult a = make_plan(*create_planner("neuroshard", full), task, full_model.model);
+    const PlanResult b =
+        make_plan(*create_planner("neuroshard", patient), task, patient_model.model);
+    SCOPED_TRACE(fmt::format("seed {}", seed));
+    EXPECT_LT(patient_model.compute->calls, full_model.compute->calls);
+    EXPECT_LE(b.predicted.cost_ms, a.predicted.cost_ms * 1.05);
+  }
+  PlannerOptions bad;
+  bad.scan_patience = -1;
+  EXPECT_THROW(create_planner("neuroshard", bad), Error);
+}
+
 TEST(Planners, DeterministicForAFixedSeed) {
   const PlanTask task = random_task(30, 4, 1.3, 21);
   for (const char* algo : {"random", "neuroshard"}) {

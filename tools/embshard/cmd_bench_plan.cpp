@@ -27,6 +27,9 @@ void add_bench_plan_command(CLI::App& bench) {
                   "dreamshard, autoshard: policy directory (default: the shipped one)");
   cmd->add_option("--repeats", o->repeats, "Runs per size (median reported)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the synthetic tables")->capture_default_str();
+  cmd->add_option("--scan-patience", o->planner.scan_patience, "neuroshard: stop a piece's device "
+                  "scan after N costed devices in a row beat nothing (0: no limit)")
+      ->capture_default_str();
   cmd->add_option("--threads", o->planner.threads, "Search threads (0: one per hardware thread)")
       ->capture_default_str();
   cmd->add_option("--mem-slack", o->mem_slack, "Device memory as a multiple of an even share")

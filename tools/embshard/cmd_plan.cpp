@@ -131,6 +131,9 @@ void add_plan_command(CLI::App& app) {
                   "try splitting")->capture_default_str();
   cmd->add_option("--grid-steps", p.grid_steps, "neuroshard dim-sum caps (1.0..1.5 x mean)")
       ->capture_default_str();
+  cmd->add_option("--scan-patience", p.scan_patience, "neuroshard: stop a piece's device "
+                  "scan after N costed devices in a row beat nothing (0: no limit)")
+      ->capture_default_str();
   cmd->add_option("--threads", p.threads, "neuroshard search threads (0: one per hardware "
                   "thread; the plan is the same for any count)")->capture_default_str();
   cmd->add_option("--verify", r.verify,

@@ -46,6 +46,11 @@ class CommModel {
   // all-to-all adds analytic terms here and says so in its name.
   virtual void collective_ms(const CollectiveLoad& load, std::span<double> fwd_ms,
                              std::span<double> bwd_ms) const = 0;
+  // A floor under every device's forward + backward all-to-all ms when the
+  // dim sums of `devices` devices add up to `total_dims`, however they are
+  // spread: what lets the search abandon a placement before it is complete.
+  // 0 unless the model can prove a higher one.
+  virtual double floor_ms(double /*total_dims*/, int /*devices*/) const { return 0.0; }
 };
 
 }  // namespace embshard

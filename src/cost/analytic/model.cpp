@@ -79,6 +79,9 @@ class AnalyticCommModel : public CommModel {
                      std::span<double> bwd_ms) const override {
     analytic_collective_ms(c_, batch_size_, load, fwd_ms, bwd_ms);
   }
+  double floor_ms(double total_dims, int devices) const override {
+    return analytic_comm_floor_ms(c_, batch_size_, total_dims, devices);
+  }
 
  private:
   Calibration c_;

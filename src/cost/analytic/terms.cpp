@@ -144,6 +144,14 @@ void analytic_comm_ms(const Calibration& c, int64_t batch_size,
   }
 }
 
+double analytic_comm_floor_ms(const Calibration& c, int64_t batch_size, double total_dims,
+                              int devices) {
+  if (devices <= 1) return 0.0;
+  const double n = static_cast<double>(devices);
+  const AllToAllBytes even = alltoall_bytes(total_dims / n, total_dims, n, static_cast<double>(batch_size));
+  return 2 * (c.comm_latency_us * 1e-3 + even.busiest() * ms_per_byte(c.comm_gbps));
+}
+
 void analytic_collective_ms(const Calibration& c, int64_t batch_size, const CollectiveLoad& load,
                             std::span<double> fwd_ms, std::span<double> bwd_ms) {
   const size_t n = fwd_ms.size();

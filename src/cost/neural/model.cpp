@@ -237,7 +237,7 @@ std::vector<std::string> NeuralCommModel::notes() const {
 void NeuralCommModel::comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
                               std::span<double> fwd_ms, std::span<double> bwd_ms) const {
   const int n = static_cast<int>(dim_sums.size());
-  if (range_.first > 0 && (n < range_.first || n > range_.second)) {
+  if (outside(n)) {
     ES_CHECK(outside_range_.has_value(),
              "neural cost model: its communication networks were trained on {}-{} devices, not "
              "{}, and no analytic calibration was given to stand in for them",
@@ -246,6 +246,11 @@ void NeuralCommModel::comm_ms(std::span<const double> dim_sums, std::span<const 
     return;
   }
   predict_comm_ms(*model_, dim_sums, delays_ms, fwd_ms, bwd_ms, batch_size_);
+}
+
+double NeuralCommModel::floor_ms(double total_dims, int devices) const {
+  if (!outside(devices) || !outside_range_) return 0.0;
+  return analytic_comm_floor_ms(*outside_range_, batch_size_, total_dims, devices);
 }
 
 void NeuralCommModel::collective_ms(const CollectiveLoad& load, std::span<double> fwd_ms,

@@ -82,6 +82,11 @@ double analytic_bwd_ms(const AnalyticTerms& terms, const Calibration& c);
 void analytic_comm_ms(const Calibration& c, int64_t batch_size,
                       std::span<const double> dim_sums, std::span<const double> delays_ms,
                       std::span<double> fwd_ms, std::span<double> bwd_ms);
+// The formula's floor (CommModel::floor_ms): a device's busiest direction,
+// max(send, receive), is smallest when its dim sum is total / devices, and
+// the forward adds a delay >= 0 to the backward's time.
+double analytic_comm_floor_ms(const Calibration& c, int64_t batch_size, double total_dims,
+                              int devices);
 
 // The collectives of row-wise and data-parallel pieces (comm_model.h), with
 // the same latency alpha and bandwidth beta, N devices, B the batch:

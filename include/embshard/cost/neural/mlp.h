@@ -2,6 +2,8 @@
 // layers, feature normalisation and the float helpers the fast path needs.
 #pragma once
 
+#include <bit>
+#include <cstdint>
 #include <vector>
 
 namespace embshard {
@@ -44,6 +46,20 @@ float table_exp(float x);
 // array vectorises (std::log does not): x = m 2^e with m in [sqrt(1/2),
 // sqrt(2)), log m = 2 atanh(t), t = (m - 1) / (m + 1), |t| < 0.172, by its
 // series to t^9 (truncation < 1e-9). Within a few float ulps of std::log.
-float log_positive(float x);
+// Inline, so that the callers' loops vectorise.
+inline float log_positive(float x) {
+  // Subtracting the bits of sqrt(1/2) puts the exponent k of x / sqrt(1/2)
+  // in the top bits; x / 2^k is then in [sqrt(1/2), sqrt(2)). Integer ops
+  // only, so that loops over arrays vectorise.
+  constexpr uint32_t kSqrtHalf = 0x3f3504f3u;
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint32_t offset = bits - kSqrtHalf;
+  const int32_t k = static_cast<int32_t>(offset) >> 23;
+  const float m = std::bit_cast<float>(bits - (offset & 0xff800000u));
+  const float t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
+  const float series =
+      t * (2.0f + t2 * (2.0f / 3 + t2 * (2.0f / 5 + t2 * (2.0f / 7 + t2 * (2.0f / 9)))));
+  return series + static_cast<float>(k) * 0.693147181f;
+}
 
 }  // namespace embshard

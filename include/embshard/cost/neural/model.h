@@ -99,8 +99,13 @@ class NeuralCommModel : public CommModel {
   // given (the shipped analytic.json for the shipped set); Error without one.
   void collective_ms(const CollectiveLoad& load, std::span<double> fwd_ms,
                      std::span<double> bwd_ms) const override;
+  // The analytic floor where the formula stands in; the networks prove none.
+  double floor_ms(double total_dims, int devices) const override;
 
  private:
+  bool outside(int devices) const {
+    return range_.first > 0 && (devices < range_.first || devices > range_.second);
+  }
   std::shared_ptr<const NeuralModel> model_;
   int64_t batch_size_ = 0;
   BatchFit fit_;
