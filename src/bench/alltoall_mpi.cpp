@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <thread>
 
@@ -129,8 +131,9 @@ void Watchdog::gather(const void* send, int count, MPI_Datatype type, void* recv
 }
 
 std::vector<double> control_message(int status, int64_t index, const std::vector<double>& dim_sums,
-                                    const std::vector<double>& delays_ms, int n) {
-  std::vector<double> message(2 + 2 * static_cast<size_t>(n), 0.0);
+                                    const std::vector<double>& delays_ms, int n, double spare) {
+  std::vector<double> message(3 + 2 * static_cast<size_t>(n), 0.0);
+  message.back() = spare;
   message[0] = status;
   message[1] = static_cast<double>(index);
   for (size_t d = 0; d < dim_sums.size() && d < static_cast<size_t>(n); ++d) {
@@ -220,12 +223,84 @@ double shared_exchange_reference(const Watchdog& dog, const AllToAllTiming& o, i
   return everyone[dog.rank()];
 }
 
+namespace {
+
+// Rounds of `run_work` (returning its ms; warmed up by the caller)
+// interleaved, in an order drawn from o.seed and `index` alike on every rank,
+// with the reference exchange; normalized by this rank's quiet time of it.
+InterleavedResult interleave_with_reference(const Watchdog& dog, const AllToAllTiming& o, int n,
+                                            const std::function<double()>& run_work,
+                                            double reference_ms, int64_t index) {
+  Exchange reference(dog, o, std::vector<int>(n, kReferenceExchangeDim));
+  InterleavedOptions io;
+  io.warmup_rounds = 0;
+  io.min_rounds = io.max_rounds = 2 * o.repeats;  // fixed: every rank runs the same rounds
+  io.target_relative_half_width = 1e9;
+  io.seed = item_seed(o.seed, static_cast<uint64_t>(index));
+  io.max_ratio = 1e6;
+  // A reference exchange of microseconds on an idle host takes milliseconds
+  // when ranks outnumber cores and the scheduler decides; so does the work,
+  // and the ratio holds. Only an absurd drift is an error here.
+  io.probe_drift_bound = 1e4;
+  io.label = fmt::format("{}: rank {}: placement {}", dog.tool(), dog.rank(), index);
+  return measure_interleaved(run_work, {[&] { return reference_run(dog, reference); }},
+                             {reference_ms}, io);
+}
+
+// The index all-to-all of row-wise input distribution, in bytes: device d
+// receives index_recv_bytes[d] / (N - 1) from every peer.
+class IndexExchange {
+ public:
+  IndexExchange(const Watchdog& dog, const std::vector<double>& recv_bytes) : dog_(dog) {
+    const int me = dog.rank(), n = static_cast<int>(recv_bytes.size());
+    send_counts_.assign(n, 0);
+    recv_counts_.assign(n, 0);
+    for (int d = 0; d < n && n > 1; ++d) {
+      const double share = std::round(recv_bytes[d] / (n - 1));
+      ES_CHECK(share >= 0 && share < std::numeric_limits<int>::max(),
+               "index all-to-all: device {} receives {} bytes from each peer, past MPI's int",
+               d, share);
+      if (d != me) send_counts_[d] = static_cast<int>(share);
+    }
+    for (int p = 0; p < n; ++p) recv_counts_[p] = p == me ? 0 : send_counts_of(recv_bytes, me, n);
+    send_displs_ = prefix_sums(send_counts_);
+    recv_displs_ = prefix_sums(recv_counts_);
+    send_.assign(std::max<size_t>(1, send_displs_.back() + size_t(send_counts_.back())), 1);
+    recv_.assign(std::max<size_t>(1, recv_displs_.back() + size_t(recv_counts_.back())), 0);
+  }
+  void run() {
+    MPI_Request request;
+    dog_.check(MPI_Ialltoallv(send_.data(), send_counts_.data(), send_displs_.data(), MPI_BYTE,
+                              recv_.data(), recv_counts_.data(), recv_displs_.data(), MPI_BYTE,
+                              MPI_COMM_WORLD, &request),
+               "index all-to-all");
+    dog_.wait(request, "index all-to-all");
+  }
+
+ private:
+  static int send_counts_of(const std::vector<double>& recv_bytes, int me, int n) {
+    return static_cast<int>(std::round(recv_bytes[me] / (n - 1)));
+  }
+  const Watchdog& dog_;
+  std::vector<int> send_counts_, send_displs_, recv_counts_, recv_displs_;
+  std::vector<char> send_, recv_;
+};
+
+void allreduce(const Watchdog& dog, std::vector<float>& gradients) {
+  MPI_Request request;
+  dog.check(MPI_Iallreduce(MPI_IN_PLACE, gradients.data(), static_cast<int>(gradients.size()),
+                           MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request),
+            "all-reduce");
+  dog.wait(request, "all-reduce");
+}
+
+}  // namespace
+
 RankTiming time_alltoalls(const Watchdog& dog, const AllToAllTiming& o,
                           const std::vector<int>& dim_sums, double delay_ms, double max_delay_ms,
                           double reference_ms, int64_t index) {
   const int n = static_cast<int>(dim_sums.size());
   Exchange work(dog, o, dim_sums);
-  Exchange reference(dog, o, std::vector<int>(n, kReferenceExchangeDim));
   const auto delay = std::chrono::duration<double, std::milli>(delay_ms);
   const double wait_ms = std::max(0.0, max_delay_ms - delay_ms);
   std::vector<double> fwd_ms, bwd_ms, transfer_ms;
@@ -245,20 +320,8 @@ RankTiming time_alltoalls(const Watchdog& dog, const AllToAllTiming& o,
     return transfer_ms.back() + g;
   };
   for (int w = 0; w < o.warmup; ++w) run_work();
-  InterleavedOptions io;
-  io.warmup_rounds = 0;
-  io.min_rounds = io.max_rounds = 2 * o.repeats;  // fixed: every rank runs the same rounds
-  io.target_relative_half_width = 1e9;
-  io.seed = item_seed(o.seed, static_cast<uint64_t>(index));
-  io.max_ratio = 1e6;
-  // A reference exchange of microseconds on an idle host takes milliseconds
-  // when ranks outnumber cores and the scheduler decides; so does the work,
-  // and the ratio holds. Only an absurd drift is an error here.
-  io.probe_drift_bound = 1e4;
-  io.label = fmt::format("{}: rank {}: placement {}", dog.tool(), dog.rank(), index);
   fwd_ms.clear(), bwd_ms.clear(), transfer_ms.clear();
-  const InterleavedResult r = measure_interleaved(
-      run_work, {[&] { return reference_run(dog, reference); }}, {reference_ms}, io);
+  const InterleavedResult r = interleave_with_reference(dog, o, n, run_work, reference_ms, index);
   const double factor = r.normalized_ms / r.raw_ms;
   RankTiming t;
   t.raw_fwd_ms = median(fwd_ms);
@@ -270,23 +333,97 @@ RankTiming time_alltoalls(const Watchdog& dog, const AllToAllTiming& o,
   return t;
 }
 
+RankTiming time_collectives(const Watchdog& dog, const AllToAllTiming& o,
+                            const CollectiveLoad& load, double reference_ms, int64_t index) {
+  const int n = static_cast<int>(load.rw_dim_sums.size());
+  std::vector<int> rw(n);
+  bool any_rw = false, any_index = false;
+  for (int d = 0; d < n; ++d) {
+    rw[d] = static_cast<int>(load.rw_dim_sums[d]);
+    any_rw = any_rw || rw[d] > 0;
+    any_index = any_index || load.index_recv_bytes[d] > 0;
+  }
+  const double floats = std::ceil(load.allreduce_bytes / 4);
+  ES_CHECK(floats < std::numeric_limits<int>::max(),
+           "all-reduce of {} bytes: past MPI's int count of floats", load.allreduce_bytes);
+  Exchange partial_sums(dog, o, rw);
+  IndexExchange indices(dog, load.index_recv_bytes);
+  std::vector<float> gradients(std::max<size_t>(1, static_cast<size_t>(floats)), 1.0f);
+  std::vector<double> fwd_ms, bwd_ms;
+  const auto run_work = [&] {
+    dog.barrier("forward barrier");
+    auto start = Clock::now();
+    if (any_index) indices.run();
+    if (any_rw) partial_sums.forward("reduce-scatter");
+    const double f = ms_between(start, Clock::now());
+    dog.barrier("backward barrier");
+    start = Clock::now();
+    if (any_rw) partial_sums.backward("all-gather");
+    if (floats > 0) allreduce(dog, gradients);
+    const double g = ms_between(start, Clock::now());
+    fwd_ms.push_back(f);
+    bwd_ms.push_back(g);
+    return std::max(kMinExchangeMs, f + g);
+  };
+  for (int w = 0; w < o.warmup; ++w) run_work();
+  fwd_ms.clear(), bwd_ms.clear();
+  const InterleavedResult r = interleave_with_reference(dog, o, n, run_work, reference_ms, index);
+  const double factor = r.normalized_ms / r.raw_ms;
+  RankTiming t;
+  t.raw_fwd_ms = median(fwd_ms);
+  t.raw_bwd_ms = median(bwd_ms);
+  t.fwd_ms = t.raw_fwd_ms * factor;
+  t.bwd_ms = t.raw_bwd_ms * factor;
+  t.probe_ms = r.probe_median_ms;
+  t.ratio_mad = r.dispersion;
+  return t;
+}
+
 namespace {
 
-// This rank's timings of the placement a control message carries.
+// This rank's timings of what a control message carries: a placement's
+// all-to-alls or (kMeasureCollectives) its collectives.
 RankTiming time_message(const Watchdog& dog, const AllToAllTiming& o,
                         const std::vector<double>& message, int n, double reference_ms) {
+  const auto index = static_cast<int64_t>(message[1]);
+  if (static_cast<int>(message[0]) == kMeasureCollectives) {
+    CollectiveLoad load;
+    load.reset(n);
+    for (int d = 0; d < n; ++d) {
+      load.rw_dim_sums[d] = message[2 + d];
+      load.index_recv_bytes[d] = message[2 + n + d];
+    }
+    load.allreduce_bytes = message.back();
+    return time_collectives(dog, o, load, reference_ms, index);
+  }
   std::vector<int> dims(n);
   double max_delay = 0;
   for (int d = 0; d < n; ++d) {
     dims[d] = static_cast<int>(message[2 + d]);
     max_delay = std::max(max_delay, message[2 + n + d]);
   }
-  return time_alltoalls(dog, o, dims, message[2 + n + dog.rank()], max_delay, reference_ms,
-                        static_cast<int64_t>(message[1]));
+  return time_alltoalls(dog, o, dims, message[2 + n + dog.rank()], max_delay, reference_ms, index);
 }
 
 std::vector<double> as_doubles(const RankTiming& t) {
   return {t.fwd_ms, t.bwd_ms, t.raw_fwd_ms, t.raw_bwd_ms, t.probe_ms, t.ratio_mad};
+}
+
+// Rank 0: broadcast a control message, time it here too, gather every rank's.
+std::vector<RankTiming> measure_message(const Watchdog& dog, const AllToAllTiming& o, int n,
+                                        std::vector<double>& message, double reference_ms,
+                                        const std::function<void(int64_t)>& before_timing) {
+  dog.bcast(message.data(), static_cast<int>(message.size()), MPI_DOUBLE, "control broadcast");
+  if (before_timing) before_timing(static_cast<int64_t>(message[1]));
+  const std::vector<double> mine = as_doubles(time_message(dog, o, message, n, reference_ms));
+  std::vector<double> all(kRankTimingFields * static_cast<size_t>(n));
+  dog.gather(mine.data(), kRankTimingFields, MPI_DOUBLE, all.data(), "gathering timings");
+  std::vector<RankTiming> out(n);
+  for (int r = 0; r < n; ++r) {
+    const double* v = all.data() + kRankTimingFields * r;
+    out[r] = {v[0], v[1], v[2], v[3], v[4], v[5]};
+  }
+  return out;
 }
 
 }  // namespace
@@ -297,17 +434,23 @@ std::vector<RankTiming> measure_alltoalls(const Watchdog& dog, const AllToAllTim
                                           double reference_ms,
                                           const std::function<void(int64_t)>& before_timing) {
   std::vector<double> message = control_message(kMeasure, index, dim_sums, delays_ms, n);
-  dog.bcast(message.data(), static_cast<int>(message.size()), MPI_DOUBLE, "control broadcast");
-  if (before_timing) before_timing(index);
-  const std::vector<double> mine = as_doubles(time_message(dog, o, message, n, reference_ms));
-  std::vector<double> all(kRankTimingFields * static_cast<size_t>(n));
-  dog.gather(mine.data(), kRankTimingFields, MPI_DOUBLE, all.data(), "gathering timings");
-  std::vector<RankTiming> out(n);
-  for (int r = 0; r < n; ++r) {
-    const double* v = all.data() + kRankTimingFields * r;
-    out[r] = {v[0], v[1], v[2], v[3], v[4], v[5]};
+  return measure_message(dog, o, n, message, reference_ms, before_timing);
+}
+
+std::vector<RankTiming> measure_collectives(const Watchdog& dog, const AllToAllTiming& o, int n,
+                                            int64_t index, const CollectiveLoad& load,
+                                            double reference_ms) {
+  ES_CHECK(static_cast<int>(load.rw_dim_sums.size()) == n &&
+               static_cast<int>(load.index_recv_bytes.size()) == n,
+           "collectives: a load for {} devices, but {} MPI ranks", load.rw_dim_sums.size(), n);
+  for (int d = 0; d < n; ++d) {
+    const double rw = load.rw_dim_sums[d];
+    ES_CHECK(rw >= 0 && rw == std::floor(rw) && rw < std::numeric_limits<int>::max(),
+             "collectives: device {} has {} row-shard columns, not a whole number", d, rw);
   }
-  return out;
+  std::vector<double> message = control_message(kMeasureCollectives, index, load.rw_dim_sums,
+                                                load.index_recv_bytes, n, load.allreduce_bytes);
+  return measure_message(dog, o, n, message, reference_ms, {});
 }
 
 bool serve_alltoalls(const Watchdog& control, const Watchdog& dog, const AllToAllTiming& o,
@@ -320,6 +463,8 @@ bool serve_alltoalls(const Watchdog& control, const Watchdog& dog, const AllToAl
     const int status = static_cast<int>(message[0]);
     if (status == kDone) return true;
     if (status == kSetupError) return false;
+    ES_CHECK(status == kMeasure || status == kMeasureCollectives,
+             "control message with unknown status {}", status);
     if (before_timing) before_timing(static_cast<int64_t>(message[1]));
     const std::vector<double> mine = as_doubles(time_message(dog, o, message, n, reference_ms));
     dog.gather(mine.data(), kRankTimingFields, MPI_DOUBLE, nullptr, "gathering timings");

@@ -22,12 +22,8 @@ namespace {
 class MpiCommModel : public CommModel {
  public:
   MpiCommModel(const mpi::Watchdog& dog, AllToAllTiming timing, int ranks, double reference_ms)
-      : dog_(dog),
-        timing_(timing),
-        ranks_(ranks),
-        reference_ms_(reference_ms),
-        collectives_(create_comm_model("analytic", analytic_options(timing.batch))) {}
-  std::string name() const override { return fmt::format("MPI all-to-all, {} ranks", ranks_); }
+      : dog_(dog), timing_(timing), ranks_(ranks), reference_ms_(reference_ms) {}
+  std::string name() const override { return fmt::format("MPI collectives, {} ranks", ranks_); }
   void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
                std::span<double> fwd_ms, std::span<double> bwd_ms) const override {
     ES_CHECK(static_cast<int>(dim_sums.size()) == ranks_,
@@ -42,11 +38,13 @@ class MpiCommModel : public CommModel {
         std::vector<double>(delays_ms.begin(), delays_ms.end()), reference_ms_);
     for (int d = 0; d < ranks_; ++d) fwd_ms[d] = t[d].fwd_ms, bwd_ms[d] = t[d].bwd_ms;
   }
-  // Not measured (yet): the row-wise and data-parallel collectives come from
-  // the shipped analytic calibration, and the comm source says so.
+  // The row-wise and data-parallel collectives, measured (mpi::time_collectives).
   void collective_ms(const CollectiveLoad& load, std::span<double> fwd_ms,
                      std::span<double> bwd_ms) const override {
-    collectives_->collective_ms(load, fwd_ms, bwd_ms);
+    if (load.empty()) return;
+    const std::vector<mpi::RankTiming> t = mpi::measure_collectives(
+        dog_, timing_, ranks_, measurements_++, load, reference_ms_);
+    for (int d = 0; d < ranks_; ++d) fwd_ms[d] += t[d].fwd_ms, bwd_ms[d] += t[d].bwd_ms;
   }
 
  private:
@@ -55,13 +53,6 @@ class MpiCommModel : public CommModel {
   int ranks_;
   double reference_ms_;  // rank 0's quiet time of the reference exchange
   mutable int64_t measurements_ = 0;
-  std::shared_ptr<const CommModel> collectives_;
-
-  static CostModelOptions analytic_options(int64_t batch) {
-    CostModelOptions o;
-    o.batch_size = batch;
-    return o;
-  }
 };
 
 // Runs of the reference exchange its quiet time is taken from.
@@ -149,8 +140,8 @@ MpiEvalResult run_eval_mpi(const EvalOptions& options, Reporter& reporter) {
     const double reference_ms =
         mpi::shared_exchange_reference(dog, timing, n, kReferenceRuns, references);
     result.comm_source = fmt::format(
-        "measured: MPI all-to-all over {} ranks on {}; row-wise and data-parallel collectives: "
-        "analytic (shipped calibration)",
+        "measured: MPI all-to-all, and the row-wise and data-parallel collectives, over {} "
+        "ranks on {}",
         n, fmt::join(hosts, ","));
     const nlohmann::json comm_probe = {{"exchange_dim", kReferenceExchangeDim},
                                        {"reference_ms", references}};

@@ -155,12 +155,12 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
   const auto records = RecordFile::read_all(dir.file("e.jsonl"), &header, nullptr);
   ASSERT_EQ(records.size(), 2u);
   EXPECT_EQ(header["devices"], 2);
-  EXPECT_NE(header["comm"].get<std::string>().find("MPI all-to-all over 2 ranks"),
+  EXPECT_NE(header["comm"].get<std::string>().find("MPI all-to-all, and the row-wise and data-parallel collectives, over 2 ranks"),
             std::string::npos) << header.dump();
   for (const json& rec : records) {
     EXPECT_GT(rec["algos"]["neuroshard"]["measured_ms"].get<double>(), 0) << rec.dump();
   }
-  EXPECT_NE(r.output.find("MPI all-to-all over 2 ranks"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("MPI all-to-all, and the row-wise and data-parallel collectives, over 2 ranks"), std::string::npos) << r.output;
   // The same file without mpirun: another run's communication, refused.
   const std::string before = slurp(dir.file("e.jsonl"));
   const auto single = run_cli(args + " --devices 2");
@@ -175,6 +175,30 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
   EXPECT_NE(bad.output.find("--devices is 3 but mpirun started 2 ranks"), std::string::npos)
       << bad.output;
   EXPECT_FALSE(std::filesystem::exists(dir.file("bad.jsonl")));
+}
+
+// A table larger than a device is split by rows: its index all-to-all,
+// reduce-scatter and all-gather are measured across the ranks too.
+TEST(Eval, UnderMpirunMeasuresRowWiseCollectives) {
+  if (!testing::have_mpirun()) GTEST_SKIP() << "mpirun not found";
+  ScratchDir dir("eval_mpi_rows");
+  const auto s = run_cli("synth --profile 2022 --tables 3 --batch 512 --huge-tables 1 "
+                         "--huge-rows 400000 -o " + dir.file("pool"));
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  const auto t = run_cli("tasks --pool " + dir.file("pool") + " --tables 3 --dims 128 "
+                         "--mem-cap 160MiB --count 1 --oversized -o " + dir.file("t.json"));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const std::string algo = "neuroshard@table_wise+row_wise";
+  const auto r = testing::run_mpi_cli(
+      2, "eval --tasks " + dir.file("t.json") + " --algos " + algo +
+             " --cost-model analytic --comm-warmup 1 --comm-repeats 2 --reference-window-s 0.3 "
+             "--out " + dir.file("e.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto records = RecordFile::read_all(dir.file("e.jsonl"), nullptr, nullptr);
+  ASSERT_EQ(records.size(), 1u);
+  const json& a = records[0]["algos"][algo];
+  EXPECT_EQ(a["sharding_types"].value("row_wise", 0), 1) << a.dump();
+  EXPECT_GT(a["measured_ms"].get<double>(), 0) << a.dump();
 }
 
 TEST(Eval, CliRejectsUnknownAlgorithm) {

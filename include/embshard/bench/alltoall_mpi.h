@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "embshard/bench/alltoall.h"
+#include "embshard/cost/comm_model.h"
 
 namespace embshard {
 class Reporter;
@@ -26,7 +27,9 @@ namespace embshard::mpi {
 
 using Clock = std::chrono::steady_clock;
 
-enum Status : int { kMeasure = 0, kDone = 1, kSetupError = 2 };
+// kMeasure: time a placement's all-to-alls; kMeasureCollectives: its
+// row-wise and data-parallel collectives.
+enum Status : int { kMeasure = 0, kDone = 1, kSetupError = 2, kMeasureCollectives = 3 };
 
 // Tells `reporter` "<tool>: rank R: <what>" and ends the whole job
 // (MPI_Abort): the peers wait in a collective, and only an abort ends them
@@ -88,10 +91,12 @@ class Watchdog {
   bool oversubscribed_;
 };
 
-// [status, index, dim sums (N), delays in ms (N)]; doubles hold the integers
-// exactly.
+// [status, index, dim sums (N), delays in ms (N), one spare]; doubles hold
+// the integers exactly. kMeasureCollectives carries a CollectiveLoad in the
+// same slots: row-shard columns, index bytes received, all-reduce bytes.
 std::vector<double> control_message(int status, int64_t index, const std::vector<double>& dim_sums,
-                                    const std::vector<double>& delays_ms, int n);
+                                    const std::vector<double>& delays_ms, int n,
+                                    double spare = 0);
 
 // One rank's figures for one placement. Normalized: forward = its wait for
 // the last device's delay + the transfer scaled by the drift factor
@@ -138,7 +143,25 @@ std::vector<RankTiming> measure_alltoalls(const Watchdog& dog, const AllToAllTim
                                           double reference_ms,
                                           const std::function<void(int64_t)>& before_timing = {});
 
-// Ranks > 0: take part in rank 0's measure_alltoalls until it broadcasts
+// This rank's row-wise and data-parallel collectives of `load` (comm_model.h),
+// timed like time_alltoalls: forward, the index all-to-all (every rank sends
+// device d index_recv_bytes[d] / (N - 1) bytes) and the reduce-scatter of
+// row shards' partial sums; backward, the all-gather of their gradients and
+// the all-reduce (MPI_Iallreduce) of replicated tables' gradients. The
+// reduce-scatter moves what the analytic model counts (each rank sends batch
+// / N rows of its row-shard columns to every peer and receives its own rows
+// of theirs: an all-to-all of partial sums, summed on arrival), so that
+// unequal row groups need no communicator of their own; the all-gather is
+// the same exchange reversed. A collective without load is skipped.
+RankTiming time_collectives(const Watchdog& dog, const AllToAllTiming& o,
+                            const CollectiveLoad& load, double reference_ms, int64_t index);
+
+// Rank 0: measure_alltoalls for the collectives of `load` (kMeasureCollectives).
+std::vector<RankTiming> measure_collectives(const Watchdog& dog, const AllToAllTiming& o, int n,
+                                            int64_t index, const CollectiveLoad& load,
+                                            double reference_ms);
+
+// Ranks > 0: take part in rank 0's measure_alltoalls and measure_collectives until it broadcasts
 // kDone (returns true) or kSetupError (false). `control` waits for each
 // control message (rank 0 may be busy for long between measurements);
 // `before_timing(index)` runs before each timing (a test hook).
