@@ -80,29 +80,40 @@ int64_t open_output(const CommBenchOptions& o, int n, const std::vector<std::str
 // Rank 0's side of one sample: draw, measure on every rank, append.
 void drive_sample(const Watchdog& dog, const CommBenchOptions& o, int n, int64_t index,
                   double reference_ms, RecordFile& out, Progress& progress) {
-  const CommSample sample = draw_comm_sample(o, n, index);
-  const std::vector<RankTiming> t =
-      measure_alltoalls(dog, timing(o), n, index,
-                        std::vector<double>(sample.dim_sums.begin(), sample.dim_sums.end()),
-                        sample.delays_ms, reference_ms,
-                        [&](int64_t i) { inject_fault(o, dog.reporter(), 0, i); });
+  json record = {{"sample", index}};
+  std::vector<RankTiming> t;
+  if (o.collectives) {
+    inject_fault(o, dog.reporter(), 0, index);
+    const CollectiveLoad load = draw_collective_load(o, n, index);
+    t = measure_collectives(dog, timing(o), n, index, load, reference_ms);
+    record.update({{"rw_dim_sums", load.rw_dim_sums},
+                   {"index_recv_bytes", load.index_recv_bytes},
+                   {"index_send_bytes", load.index_send_bytes},
+                   {"allreduce_bytes", load.allreduce_bytes}});
+  } else {
+    const CommSample sample = draw_comm_sample(o, n, index);
+    t = measure_alltoalls(dog, timing(o), n, index,
+                          std::vector<double>(sample.dim_sums.begin(), sample.dim_sums.end()),
+                          sample.delays_ms, reference_ms,
+                          [&](int64_t i) { inject_fault(o, dog.reporter(), 0, i); });
+    record.update({{"dim_sums", sample.dim_sums},
+                   {"num_tables", sample.num_tables},
+                   {"move_share", sample.move_share},
+                   {"delays_ms", sample.delays_ms}});
+  }
   std::vector<double> fwd, bwd, raw_fwd, raw_bwd, probe, mad;
   for (const RankTiming& r : t) {
     fwd.push_back(r.fwd_ms), bwd.push_back(r.bwd_ms);
     raw_fwd.push_back(r.raw_fwd_ms), raw_bwd.push_back(r.raw_bwd_ms);
     probe.push_back(r.probe_ms), mad.push_back(r.ratio_mad);
   }
-  out.append({{"sample", index},
-              {"dim_sums", sample.dim_sums},
-              {"num_tables", sample.num_tables},
-              {"move_share", sample.move_share},
-              {"delays_ms", sample.delays_ms},
-              {"fwd_ms", fwd},
-              {"bwd_ms", bwd},
-              {"raw_fwd_ms", raw_fwd},
-              {"raw_bwd_ms", raw_bwd},
-              {"probe_ms", probe},
-              {"ratio_mad", mad}});
+  record.update({{"fwd_ms", fwd},
+                 {"bwd_ms", bwd},
+                 {"raw_fwd_ms", raw_fwd},
+                 {"raw_bwd_ms", raw_bwd},
+                 {"probe_ms", probe},
+                 {"ratio_mad", mad}});
+  out.append(record);
   progress.update(static_cast<uint64_t>(index + 1),
                   fmt::format("last max fwd {:.2f} ms, max bwd {:.2f} ms",
                               *std::max_element(fwd.begin(), fwd.end()),

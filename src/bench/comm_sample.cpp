@@ -1,6 +1,7 @@
 // The pure half of `bench comm`: sample drawing, option checks, the header.
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <numeric>
 #include <random>
 
@@ -10,6 +11,7 @@
 #include "embshard/bench/comm.h"
 #include "embshard/bench/alltoall.h"
 #include "embshard/cost/cost_data.h"
+#include "embshard/cost/cost_model.h"
 #include "embshard/util/error.h"
 #include "embshard/util/statistics.h"
 #include "embshard/util/machine.h"
@@ -70,6 +72,28 @@ CommSample draw_comm_sample(const CommBenchOptions& o, int num_devices, int64_t 
   return s;
 }
 
+CollectiveLoad draw_collective_load(const CommBenchOptions& o, int num_devices, int64_t index) {
+  const CommSample s = draw_comm_sample(o, num_devices, index);
+  std::mt19937_64 rng(item_seed(o.seed, index) ^ splitmix64(0xc011ULL + static_cast<uint64_t>(num_devices)));
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  const double pooling = std::pow(200.0, u(rng));
+  const double n = num_devices;
+  CollectiveLoad load;
+  load.reset(num_devices);
+  for (int d = 0; d < num_devices; ++d) {
+    load.rw_dim_sums[d] = static_cast<double>(s.dim_sums[d]);
+    load.index_recv_bytes[d] =
+        std::round(s.num_tables[d] * static_cast<double>(o.batch) * pooling * 8 * (n - 1) / n);
+  }
+  double total = 0;
+  for (double b : load.index_recv_bytes) total += b * n / std::max(1.0, n - 1);
+  for (int d = 0; d < num_devices; ++d) {
+    load.index_send_bytes[d] = (total - load.index_recv_bytes[d] * n / std::max(1.0, n - 1)) / n;
+  }
+  if (u(rng) < 0.75) load.allreduce_bytes = std::round(65536.0 * std::pow(1024.0, u(rng)) / 4) * 4;
+  return load;
+}
+
 void check_comm_options(const CommBenchOptions& o, int num_devices) {
   ES_CHECK(o.reference_runs >= 1, "bench comm: --reference-runs is {}, must be >= 1",
            o.reference_runs);
@@ -108,7 +132,7 @@ nlohmann::json comm_bench_header(const CommBenchOptions& o, int num_devices,
                                  const std::vector<double>& reference_ms) {
   nlohmann::json machine = machine_info();
   machine["rank_hosts"] = rank_hosts;
-  return {{"format", kCommFormat},
+  return {{"format", o.collectives ? kCollectiveFormat : kCommFormat},
           {"version", kCostDataVersion},
           {"embshard_version", EMBSHARD_VERSION},
           {"machine", machine},
@@ -146,9 +170,62 @@ std::string min_max(const nlohmann::json& values, const char* format) {
 // over all records of the slowest rank's forward and backward.
 }  // namespace
 
+namespace {
+
+// A --collectives file: measured against the analytic formula, slowest rank.
+std::string collective_records_table(const std::string& path, const nlohmann::json& header,
+                                     const std::vector<nlohmann::json>& records, int64_t show) {
+  const int n = header.value("num_devices", 0);
+  CostModelOptions mo;
+  mo.batch_size = header.value("batch_size", int64_t{0});
+  const auto analytic = create_comm_model("analytic", mo);
+  TextTable table({"sample", "row-shard cols", "index MB (max)", "all-reduce MB",
+                   "fwd ms (ranks)", "analytic fwd", "bwd ms (ranks)", "analytic bwd"});
+  const size_t first = records.size() > static_cast<size_t>(show) ? records.size() - show : 0;
+  std::vector<double> fwd_err, bwd_err;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const auto& r = records[i];
+    CollectiveLoad load;
+    load.reset(n);
+    load.rw_dim_sums = r.at("rw_dim_sums").get<std::vector<double>>();
+    load.index_recv_bytes = r.at("index_recv_bytes").get<std::vector<double>>();
+    load.index_send_bytes = r.at("index_send_bytes").get<std::vector<double>>();
+    load.allreduce_bytes = r.at("allreduce_bytes").get<double>();
+    std::vector<double> pf(n, 0.0), pb(n, 0.0);
+    analytic->collective_ms(load, pf, pb);
+    const auto fwd = r["fwd_ms"].get<std::vector<double>>();
+    const auto bwd = r["bwd_ms"].get<std::vector<double>>();
+    const double mf = *std::max_element(fwd.begin(), fwd.end());
+    const double mb = *std::max_element(bwd.begin(), bwd.end());
+    const double af = *std::max_element(pf.begin(), pf.end());
+    const double ab = *std::max_element(pb.begin(), pb.end());
+    if (mf > 0) fwd_err.push_back(100 * std::abs(af - mf) / mf);
+    if (mb > 0) bwd_err.push_back(100 * std::abs(ab - mb) / mb);
+    if (i < first) continue;
+    table.add_row({std::to_string(r["sample"].get<int64_t>()), min_max(r["rw_dim_sums"], "{:.0f}"),
+                   fmt::format("{:.2f}", *std::max_element(load.index_recv_bytes.begin(),
+                                                           load.index_recv_bytes.end()) / 1e6),
+                   fmt::format("{:.2f}", load.allreduce_bytes / 1e6), min_max(r["fwd_ms"], "{:.3f}"),
+                   fmt::format("{:.3f}", af), min_max(r["bwd_ms"], "{:.3f}"),
+                   fmt::format("{:.3f}", ab)});
+  }
+  return fmt::format("{} collective costs in {} ({} ranks, batch {}, median of {} runs after {} "
+                     "warm-up){}\n{}the analytic formula ({}) against the slowest rank: median "
+                     "error fwd {:.1f}%, bwd {:.1f}%\n",
+                     records.size(), path, n, header.value("batch_size", 0),
+                     header.value("repeats", 0), header.value("warmup", 0),
+                     first > 0 ? fmt::format("; the last {}:", records.size() - first) : ":",
+                     table.render(), analytic->name(), median_of(fwd_err), median_of(bwd_err));
+}
+
+}  // namespace
+
 std::string comm_records_table(const std::string& path, int64_t show) {
   nlohmann::json header;
   const auto records = RecordFile::read_all(path, &header, nullptr);
+  if (header.value("format", "") == kCollectiveFormat) {
+    return collective_records_table(path, header, records, show);
+  }
   TextTable table({"sample", "tables", "dim sums", "max delay ms", "fwd ms (ranks)",
                    "bwd ms (ranks)"});
   const size_t first = records.size() > static_cast<size_t>(show) ? records.size() - show : 0;

@@ -176,6 +176,52 @@ TEST(CommBench, FourRanksMeasureResumeAndDropATornLine) {
   EXPECT_EQ(slurp(out), before);
 }
 
+// --collectives: every rank times the row-wise and data-parallel collectives
+// of a drawn load; the file has its own format, so it never mixes with
+// all-to-all records, and the report sets the analytic formula beside it.
+TEST(CommBench, CollectivesMeasureDrawnLoadsOnTwoRanks) {
+  CommBenchOptions o;
+  o.seed = 5;
+  for (int n : {1, 2, 4}) {
+    for (int64_t i = 0; i < 20; ++i) {
+      const CollectiveLoad a = draw_collective_load(o, n, i), b = draw_collective_load(o, n, i);
+      EXPECT_EQ(a.index_recv_bytes, b.index_recv_bytes);
+      EXPECT_EQ(a.allreduce_bytes, b.allreduce_bytes);
+      // What the row shards receive is what the others send.
+      double sent = 0, received = 0;
+      for (int d = 0; d < n; ++d) sent += a.index_send_bytes[d], received += a.index_recv_bytes[d];
+      EXPECT_NEAR(sent, received, 1e-6 * std::max(1.0, received)) << n << " " << i;
+      const CommSample s = draw_comm_sample(o, n, i);
+      EXPECT_EQ(a.rw_dim_sums, std::vector<double>(s.dim_sums.begin(), s.dim_sums.end()));
+    }
+  }
+  if (!testing::have_mpirun()) GTEST_SKIP() << "mpirun not found";
+  ScratchDir dir("comm_collectives");
+  const std::string out = dir.file("coll.jsonl");
+  Timed run = run_mpi(2, small_args(out, 3) + " --collectives");
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  EXPECT_NE(run.result.output.find("the analytic formula"), std::string::npos) << run.result.output;
+  json header;
+  const auto records = RecordFile::read_all(out, &header, nullptr);
+  EXPECT_EQ(header["format"], "embshard-collective-costs");
+  ASSERT_EQ(records.size(), 3u);
+  for (const json& r : records) {
+    for (const char* key : {"rw_dim_sums", "index_recv_bytes", "fwd_ms", "bwd_ms", "raw_bwd_ms"}) {
+      ASSERT_EQ(r[key].size(), 2u) << key << " " << r.dump();
+    }
+    for (int k = 0; k < 2; ++k) {
+      EXPECT_GT(r["fwd_ms"][k].get<double>(), 0.0) << r.dump();
+      EXPECT_GT(r["bwd_ms"][k].get<double>(), 0.0) << r.dump();
+    }
+  }
+  // An all-to-all run on the same file: refused by format, the file untouched.
+  const std::string before = slurp(out);
+  run = run_mpi(2, small_args(out, 4));
+  EXPECT_NE(run.result.exit_code, 0);
+  EXPECT_NE(run.result.output.find("format"), std::string::npos) << run.result.output;
+  EXPECT_EQ(slurp(out), before);
+}
+
 TEST(CommBench, RunsAsOneRankWithoutMpirun) {
   ScratchDir dir("comm_single");
   const std::string out = dir.file("comm.jsonl");

@@ -61,6 +61,9 @@ void add_bench_comm_command(CLI::App& bench) {
                   "Abort when any collective takes longer (a rank died or hangs)")
       ->capture_default_str();
   cmd->add_option("--show", o.show, "Records to print at the end")->capture_default_str();
+  cmd->add_flag("--collectives", o.collectives,
+                "Measure the row-wise and data-parallel collectives (index all-to-all, "
+                "reduce-scatter, all-gather, all-reduce) of drawn loads instead");
   add_test_hooks(cmd, *args);
   cmd->callback([args] {
     CommBenchOptions& opts = args->options;

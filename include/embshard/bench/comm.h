@@ -20,6 +20,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "embshard/cost/comm_model.h"
+
 namespace embshard {
 
 class Reporter;
@@ -42,6 +44,9 @@ struct CommBenchOptions {
   int reference_runs = 200;  // of the reference exchange, for its quiet time (new files)
   double timeout_s = 60;  // every collective must complete within this
   int64_t show = 12;      // records printed at the end
+  // Measure the row-wise and data-parallel collectives of drawn loads
+  // (draw_collective_load) instead of the pooled all-to-alls.
+  bool collectives = false;
   // Hidden test hooks: rank `fault_rank` exits or hangs at sample `fault_sample`.
   CommFault fault = CommFault::kNone;
   int fault_rank = -1;
@@ -67,6 +72,15 @@ struct CommSample {
 // [0, max_delay_ms] minus their minimum.
 CommSample draw_comm_sample(const CommBenchOptions& options, int num_devices, int64_t index);
 
+// The collectives of sample `index` (pure, like draw_comm_sample): the
+// sample's dim sums as each device's row-shard columns; each device's row
+// shards receive the indices of the global batch for its tables (8 bytes a
+// lookup, pooling factor log-uniform in 1..200 per sample) but for its own
+// slice; and, in three samples of four, an all-reduce of log-uniform 64 KiB
+// .. 64 MiB of replicated tables' gradients.
+CollectiveLoad draw_collective_load(const CommBenchOptions& options, int num_devices,
+                                    int64_t index);
+
 // Throws Error naming the option and its value when options cannot run on
 // `num_devices` ranks (e.g. a batch not divisible by N, counts past MPI's int).
 void check_comm_options(const CommBenchOptions& options, int num_devices);
@@ -81,7 +95,9 @@ nlohmann::json comm_bench_header(const CommBenchOptions& options, int num_device
 const std::vector<std::string>& comm_bench_must_match();
 
 // The last `show` records of a `bench comm` file as a table, then the medians
-// over all records of the slowest rank's forward and backward.
+// over all records of the slowest rank's forward and backward. For a
+// --collectives file, beside them the analytic formula's figures (the shipped
+// calibration) and its error against the measurements.
 std::string comm_records_table(const std::string& path, int64_t show);
 
 struct CommBenchResult {

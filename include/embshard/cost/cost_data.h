@@ -34,6 +34,8 @@ class Reporter;
 
 constexpr const char* kComputeFormat = "embshard-compute-costs";
 constexpr const char* kCommFormat = "embshard-comm-costs";
+// `bench comm --collectives`: the row-wise and data-parallel collectives.
+constexpr const char* kCollectiveFormat = "embshard-collective-costs";
 constexpr int kCostDataVersion = 2;  // 2: normalized against a reference probe
 
 enum class CostDataKind { kCompute, kComm };
