@@ -295,5 +295,62 @@ TEST(CalibrateComm, FitsLatencyAndBandwidthFromACommFile) {
   EXPECT_THROW(fit_comm_from_file(dir.file("bad.jsonl"), c, silent_reporter()), Error);
 }
 
+// A `bench comm --collectives` file made from known constants: the fit
+// recovers them, the calibration keeps them, and one from before reads as
+// "the all-to-all's".
+TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
+  ScratchDir dir("calib_coll");
+  Calibration truth = hand_calibration();
+  truth.collective_latency_us = 25, truth.collective_gbps = 6, truth.allreduce_gbps = 1.5;
+  std::vector<std::string> paths;
+  std::mt19937_64 rng(4);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int n : {2, 4}) {
+    std::string text = json{{"format", "embshard-collective-costs"}, {"version", 2},
+                            {"num_devices", n}, {"batch_size", 4096}}.dump() + "\n";
+    for (int s = 0; s < 15; ++s) {
+      CollectiveLoad load;
+      load.reset(n);
+      for (int d = 0; d < n; ++d) {
+        load.rw_dim_sums[d] = std::floor(300 * u(rng));
+        load.index_recv_bytes[d] = std::floor(4e6 * u(rng));
+        load.index_send_bytes[d] = std::floor(4e6 * u(rng));
+      }
+      load.allreduce_bytes = s % 3 == 0 ? 0 : std::floor(3e7 * u(rng));
+      std::vector<double> fwd(n, 0.0), bwd(n, 0.0);
+      analytic_collective_ms(truth, 4096, load, fwd, bwd);
+      text += json{{"sample", s}, {"rw_dim_sums", load.rw_dim_sums},
+                   {"index_recv_bytes", load.index_recv_bytes},
+                   {"index_send_bytes", load.index_send_bytes},
+                   {"allreduce_bytes", load.allreduce_bytes}, {"fwd_ms", fwd},
+                   {"bwd_ms", bwd}}.dump() + "\n";
+    }
+    paths.push_back(dir.file("coll_n" + std::to_string(n) + ".jsonl"));
+    write_file_atomic(paths.back(), text);
+  }
+  Calibration c = hand_calibration();
+  fit_collectives_from_files(paths, c, silent_reporter());
+  EXPECT_NEAR(c.collective_latency_us, 25, 1e-6);
+  EXPECT_NEAR(c.collective_gbps, 6, 1e-6);
+  EXPECT_NEAR(c.allreduce_gbps, 1.5, 1e-6);
+  const Calibration back = calibration_from_json(calibration_to_json(c), "round trip");
+  EXPECT_EQ(back.allreduce_gbps, c.allreduce_gbps);
+  EXPECT_EQ(back.collective_source, c.collective_source);
+  json old = calibration_to_json(hand_calibration());
+  for (const char* f : {"collective_latency_us", "collective_gbps", "allreduce_gbps",
+                        "collective_source"}) {
+    old.erase(f);
+  }
+  EXPECT_EQ(calibration_from_json(old, "old").collective_gbps, 0.0);
+  // An all-to-all file is not a collectives file: the message says which is wanted.
+  write_file_atomic(dir.file("a2a.jsonl"), json{{"format", "embshard-comm-costs"}}.dump() + "\n");
+  try {
+    fit_collectives_from_files({dir.file("a2a.jsonl")}, c, silent_reporter());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bench comm --collectives"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace embshard

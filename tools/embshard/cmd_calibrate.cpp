@@ -20,6 +20,7 @@ struct CalibrateArgs {
   std::string from;   // reuse an existing calibration instead of measuring
   std::string check;  // a bench compute file to report the model's accuracy on
   std::string check_csv;  // where to write predicted vs measured per shard
+  std::vector<std::string> collectives;  // `bench comm --collectives` files to fit
 };
 
 void run(const CalibrateArgs& args) {
@@ -32,7 +33,8 @@ void run(const CalibrateArgs& args) {
       fit_comm_from_file(args.options.comm_path, c, stderr_reporter());
     }
   }
-  if (args.from.empty() || !args.options.comm_path.empty()) {
+  if (!args.collectives.empty()) fit_collectives_from_files(args.collectives, c, stderr_reporter());
+  if (args.from.empty() || !args.options.comm_path.empty() || !args.collectives.empty()) {
     const auto parent = std::filesystem::path(args.options.out_path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
     save_calibration(c, args.options.out_path);
@@ -71,11 +73,15 @@ void add_calibrate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--comm", o.comm_path,
                   "A `bench comm` file to fit the all-to-all latency and bandwidth to");
+  cmd->add_option("--collectives", args->collectives,
+                  "`bench comm --collectives` files (any rank counts) to fit the row-wise and "
+                  "data-parallel collectives' latency and bandwidths to")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--quick", o.quick, "Smaller probes, fewer runs (tests; about 2-5 s)");
   cmd->add_option("--seed", o.seed, "Seed of the probes' indices")->capture_default_str();
   cmd->add_option("--from", args->from,
-                  "Load this calibration instead of measuring (with --comm: refit comm and "
-                  "write --out)")
+                  "Load this calibration instead of measuring (with --comm or --collectives: "
+                  "refit them and write --out)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--check", args->check,
                   "A `bench compute` file: print the model's MAPE, p90 APE and Kendall tau")

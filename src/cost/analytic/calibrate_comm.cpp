@@ -1,9 +1,11 @@
 // Fits the all-to-all latency and bandwidth (alpha, beta) of the analytic
-// model to a `bench comm` data file by non-negative least squares.
+// model to a `bench comm` data file, and the collectives' (alpha, beta,
+// beta_ar) to `bench comm --collectives` files, by non-negative least squares.
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "embshard/bench/alltoall.h"
@@ -50,6 +52,86 @@ void fit_comm_from_file(const std::string& path, Calibration& c, Reporter& repor
   reporter.note(fmt::format("calibrate: all-to-all from {} ({} records, {} devices): {:.1f} us + "
                             "bytes / {:.2f} GB/s",
                             path, data.records.size(), n, c.comm_latency_us, c.comm_gbps));
+}
+
+namespace {
+
+std::vector<double> doubles(const nlohmann::json& r, const char* field, size_t n,
+                            const std::string& where) {
+  ES_CHECK(r.contains(field) && r[field].is_array() && r[field].size() == n,
+           "{}: field '{}' must be an array of {} numbers", where, field, n);
+  std::vector<double> v;
+  for (const auto& x : r[field]) {
+    ES_CHECK(x.is_number() && std::isfinite(x.get<double>()) && x.get<double>() >= 0,
+             "{}: field '{}' holds {}, not a non-negative number", where, field, x.dump());
+    v.push_back(x.get<double>());
+  }
+  return v;
+}
+
+}  // namespace
+
+void fit_collectives_from_files(const std::vector<std::string>& paths, Calibration& c,
+                                Reporter& reporter) {
+  // One row per rank and direction, unknowns (alpha, 1/beta, 1/beta_ar), the
+  // terms of analytic_collective_ms (terms.h).
+  std::vector<double> a, b;
+  size_t records = 0;
+  for (const std::string& path : paths) {
+    nlohmann::json header;
+    const auto lines = RecordFile::read_all(path, &header, nullptr);
+    ES_CHECK(header.value("format", "") == kCollectiveFormat,
+             "{}: field 'format' is {}, expected \"{}\" (a `bench comm --collectives` file)", path,
+             header.value("format", nlohmann::json()).dump(), kCollectiveFormat);
+    const int64_t n = header.value("num_devices", int64_t{0});
+    const double batch = header.value("batch_size", 0.0);
+    ES_CHECK(n >= 2 && batch > 0, "{}: num_devices {} and batch_size {}: need >= 2 ranks", path,
+             n, batch);
+    const double devices = static_cast<double>(n);
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const std::string where = fmt::format("{}: record {}", path, i + 1);
+      const size_t m = static_cast<size_t>(n);
+      const auto rw = doubles(lines[i], "rw_dim_sums", m, where);
+      const auto recv = doubles(lines[i], "index_recv_bytes", m, where);
+      const auto sent = doubles(lines[i], "index_send_bytes", m, where);
+      const auto fwd = doubles(lines[i], "fwd_ms", m, where);
+      const auto bwd = doubles(lines[i], "bwd_ms", m, where);
+      ES_CHECK(lines[i].contains("allreduce_bytes") && lines[i]["allreduce_bytes"].is_number(),
+               "{}: field 'allreduce_bytes' is missing", where);
+      const double allreduce = lines[i]["allreduce_bytes"].get<double>();
+      double total_rw = 0, total_index = 0;
+      for (size_t d = 0; d < m; ++d) total_rw += rw[d], total_index += recv[d];
+      for (size_t d = 0; d < m; ++d) {
+        double f_latency = 0, f_bytes = 0, b_latency = 0, b_bytes = 0, b_allreduce = 0;
+        if (total_index > 0) f_latency += 1, f_bytes += std::max(recv[d], sent[d]);
+        if (total_rw > 0) {
+          const double bytes = alltoall_bytes(rw[d], total_rw, devices, batch).busiest();
+          f_latency += devices - 1, f_bytes += bytes;
+          b_latency += devices - 1, b_bytes += bytes;
+        }
+        if (allreduce > 0) {
+          b_latency += 2 * (devices - 1);
+          b_allreduce = 2 * (devices - 1) / devices * allreduce;
+        }
+        if (f_latency > 0) a.insert(a.end(), {f_latency, f_bytes, 0.0}), b.push_back(fwd[d]);
+        if (b_latency > 0) a.insert(a.end(), {b_latency, b_bytes, b_allreduce}), b.push_back(bwd[d]);
+      }
+    }
+    records += lines.size();
+  }
+  ES_CHECK(!b.empty(), "{}: no records to fit the collectives to", fmt::join(paths, ", "));
+  const std::vector<double> x = nnls(a, b, 3);
+  auto gbps = [](double ms_per_byte) {
+    return ms_per_byte > 1e-6 / kUnboundedGbps ? 1e-6 / ms_per_byte : kUnboundedGbps;
+  };
+  c.collective_latency_us = x[0] * 1e3;
+  c.collective_gbps = gbps(x[1]);
+  c.allreduce_gbps = gbps(x[2]);
+  c.collective_source = fmt::format("{}", fmt::join(paths, ","));
+  reporter.note(fmt::format("calibrate: collectives from {} records: {:.1f} us + bytes / {:.2f} "
+                            "GB/s, all-reduce bytes / {:.2f} GB/s",
+                            records, c.collective_latency_us, c.collective_gbps,
+                            c.allreduce_gbps));
 }
 
 }  // namespace embshard

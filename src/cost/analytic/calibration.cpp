@@ -46,6 +46,13 @@ constexpr Field kFields[] = {
     {"calibration_s", &Calibration::calibration_s, true},
 };
 
+// 0: as the all-to-all's comm_latency_us / comm_gbps.
+constexpr Field kCollectiveFields[] = {
+    {"collective_latency_us", &Calibration::collective_latency_us, true},
+    {"collective_gbps", &Calibration::collective_gbps, true},
+    {"allreduce_gbps", &Calibration::allreduce_gbps, true},
+};
+
 const json& require(const json& j, const char* field, const std::string& context) {
   ES_CHECK(j.contains(field), "{}: field '{}' is missing", context, field);
   return j.at(field);
@@ -83,6 +90,8 @@ json calibration_to_json(const Calibration& c) {
             {"cache_bytes", c.cache_bytes},
             {"comm_source", c.comm_source}};
   for (const Field& f : kFields) j[f.name] = c.*(f.member);
+  for (const Field& f : kCollectiveFields) j[f.name] = c.*(f.member);
+  j["collective_source"] = c.collective_source;
   return j;
 }
 
@@ -109,6 +118,16 @@ Calibration calibration_from_json(const json& j, const std::string& context) {
            source.dump());
   c.comm_source = source.get<std::string>();
   for (const Field& f : kFields) c.*(f.member) = number(j, f, context);
+  // Optional: files from before the collectives were fitted have none.
+  for (const Field& f : kCollectiveFields) {
+    if (j.contains(f.name)) c.*(f.member) = number(j, f, context);
+  }
+  if (j.contains("collective_source")) {
+    ES_CHECK(j["collective_source"].is_string(),
+             "{}: field 'collective_source' is {}, not a string", context,
+             j["collective_source"].dump());
+    c.collective_source = j["collective_source"].get<std::string>();
+  }
   return c;
 }
 

@@ -101,9 +101,16 @@ std::shared_ptr<const CommModel> make_analytic_comm_model(const Calibration& c,
 }
 
 std::string analytic_comm_source(const Calibration& c) {
-  if (c.comm_source == "default") return "analytic, default constants (not measured)";
-  return fmt::format("analytic, {:.0f} us + bytes / {:.1f} GB/s from {}", c.comm_latency_us,
-                     c.comm_gbps, std::filesystem::path(c.comm_source).filename().string());
+  std::string collectives;
+  if (!c.collective_source.empty()) {
+    collectives = fmt::format("; collectives {:.0f} us + bytes / {:.1f} GB/s, all-reduce bytes / "
+                              "{:.1f} GB/s, fitted to bench comm --collectives",
+                              c.collective_latency_us, c.collective_gbps, c.allreduce_gbps);
+  }
+  if (c.comm_source == "default") return "analytic, default constants (not measured)" + collectives;
+  return fmt::format("analytic, {:.0f} us + bytes / {:.1f} GB/s from {}{}", c.comm_latency_us,
+                     c.comm_gbps, std::filesystem::path(c.comm_source).filename().string(),
+                     collectives);
 }
 
 CostModel make_analytic_cost_model(const Calibration& c, int64_t batch_size) {

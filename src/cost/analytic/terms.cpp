@@ -161,7 +161,11 @@ void analytic_collective_ms(const Calibration& c, int64_t batch_size, const Coll
            load.rw_dim_sums.size(), load.index_recv_bytes.size(), load.index_send_bytes.size(),
            bwd_ms.size());
   if (n <= 1) return;  // one device exchanges nothing
-  const double alpha = c.comm_latency_us * 1e-3, per_byte = ms_per_byte(c.comm_gbps);
+  const double alpha =
+      (c.collective_latency_us > 0 ? c.collective_latency_us : c.comm_latency_us) * 1e-3;
+  const double per_byte = ms_per_byte(c.collective_gbps > 0 ? c.collective_gbps : c.comm_gbps);
+  const double allreduce_per_byte =
+      c.allreduce_gbps > 0 ? ms_per_byte(c.allreduce_gbps) : per_byte;
   const double devices = static_cast<double>(n);
   double total_rw = 0, total_index = 0;
   for (size_t d = 0; d < n; ++d) {
@@ -176,7 +180,8 @@ void analytic_collective_ms(const Calibration& c, int64_t batch_size, const Coll
   // Ring all-reduce: a reduce-scatter then an all-gather, 2 (N-1) steps of S / N.
   const double allreduce =
       load.allreduce_bytes > 0
-          ? 2 * (devices - 1) * alpha + 2 * (devices - 1) / devices * load.allreduce_bytes * per_byte
+          ? 2 * (devices - 1) * alpha +
+                2 * (devices - 1) / devices * load.allreduce_bytes * allreduce_per_byte
           : 0.0;
   for (size_t d = 0; d < n; ++d) {
     double fwd = 0, bwd = allreduce;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "embshard/cost/analytic/calibration.h"
 
@@ -27,5 +28,9 @@ struct CalibrateOptions {
 Calibration run_calibration(const CalibrateOptions& options, Reporter& reporter);
 // Fits comm_latency_us / comm_gbps from a `bench comm` file into `c`.
 void fit_comm_from_file(const std::string& path, Calibration& c, Reporter& reporter);
+// Fits collective_latency_us, collective_gbps and allreduce_gbps from `bench
+// comm --collectives` files (any rank counts, fitted together) into `c`.
+void fit_collectives_from_files(const std::vector<std::string>& paths, Calibration& c,
+                                Reporter& reporter);
 
 }  // namespace embshard

@@ -55,6 +55,13 @@ struct Calibration {
   double comm_latency_us = kDefaultCommLatencyUs;
   double comm_gbps = 0;
   std::string comm_source = "default";  // "default" or the comm data file
+  // The row-wise and data-parallel collectives (terms.h): latency, bandwidth
+  // and the all-reduce's bandwidth, fitted to `bench comm --collectives`
+  // files; 0 (and files from before them): the all-to-all's.
+  double collective_latency_us = 0;
+  double collective_gbps = 0;
+  double allreduce_gbps = 0;
+  std::string collective_source;  // the files they were fitted to ("": none)
   // how good the fit was (relative RMS error over the probes, in percent)
   double fwd_fit_rms_pct = 0, bwd_fit_rms_pct = 0;
   double calibration_s = 0;

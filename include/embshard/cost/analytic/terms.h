@@ -89,11 +89,13 @@ double analytic_comm_floor_ms(const Calibration& c, int64_t batch_size, double t
                               int devices);
 
 // The collectives of row-wise and data-parallel pieces (comm_model.h), with
-// the same latency alpha and bandwidth beta, N devices, B the batch:
+// the calibration's collective latency alpha, bandwidth beta and all-reduce
+// bandwidth beta_ar (each the all-to-all's where not fitted), N devices, B
+// the batch:
 //   index all-to-all (fwd): alpha + max(received_d, sent_d) / beta
 //   reduce-scatter (fwd) and all-gather (bwd), each:
 //     (N-1) alpha + max(B/N rw_d 4 (N-1), B/N (sum rw - rw_d) 4) / beta
-//   all-reduce (bwd, every device): 2 (N-1) alpha + 2 (N-1)/N S / beta
+//   all-reduce (bwd, every device): 2 (N-1) alpha + 2 (N-1)/N S / beta_ar
 // Each term is 0 without its load; added to fwd_ms / bwd_ms.
 void analytic_collective_ms(const Calibration& c, int64_t batch_size, const CollectiveLoad& load,
                             std::span<double> fwd_ms, std::span<double> bwd_ms);
