@@ -15,6 +15,7 @@
 #include "embshard/util/reporter.h"
 #include "embshard/util/error.h"
 #include "embshard/util/record_file.h"
+#include "embshard/util/statistics.h"
 
 namespace embshard {
 
@@ -113,8 +114,16 @@ void fit_collectives_from_files(const std::vector<std::string>& paths, Calibrati
           b_latency += 2 * (devices - 1);
           b_allreduce = 2 * (devices - 1) / devices * allreduce;
         }
-        if (f_latency > 0) a.insert(a.end(), {f_latency, f_bytes, 0.0}), b.push_back(fwd[d]);
-        if (b_latency > 0) a.insert(a.end(), {b_latency, b_bytes, b_allreduce}), b.push_back(bwd[d]);
+        // Rows weighted by 1 / the measured time: relative errors, so that
+        // the large all-reduces do not decide the small exchanges' fit.
+        if (f_latency > 0 && fwd[d] > 0) {
+          a.insert(a.end(), {f_latency / fwd[d], f_bytes / fwd[d], 0.0});
+          b.push_back(1.0);
+        }
+        if (b_latency > 0 && bwd[d] > 0) {
+          a.insert(a.end(), {b_latency / bwd[d], b_bytes / bwd[d], b_allreduce / bwd[d]});
+          b.push_back(1.0);
+        }
       }
     }
     records += lines.size();
@@ -128,10 +137,16 @@ void fit_collectives_from_files(const std::vector<std::string>& paths, Calibrati
   c.collective_gbps = gbps(x[1]);
   c.allreduce_gbps = gbps(x[2]);
   c.collective_source = fmt::format("{}", fmt::join(paths, ","));
+  std::vector<double> ape;  // the rows are fit / measured
+  for (size_t row = 0; row < b.size(); ++row) {
+    ape.push_back(100 * std::abs(a[3 * row] * x[0] + a[3 * row + 1] * x[1] +
+                                 a[3 * row + 2] * x[2] - 1.0));
+  }
   reporter.note(fmt::format("calibrate: collectives from {} records: {:.1f} us + bytes / {:.2f} "
-                            "GB/s, all-reduce bytes / {:.2f} GB/s",
-                            records, c.collective_latency_us, c.collective_gbps,
-                            c.allreduce_gbps));
+                            "GB/s, all-reduce bytes / {:.2f} GB/s; median error of the fit {:.1f}% "
+                            "over {} rank-directions",
+                            records, c.collective_latency_us, c.collective_gbps, c.allreduce_gbps,
+                            ape.empty() ? 0.0 : median(ape), ape.size()));
 }
 
 }  // namespace embshard
