@@ -253,16 +253,19 @@ class IndexExchange {
  public:
   IndexExchange(const Watchdog& dog, const std::vector<double>& recv_bytes) : dog_(dog) {
     const int me = dog.rank(), n = static_cast<int>(recv_bytes.size());
-    send_counts_.assign(n, 0);
-    recv_counts_.assign(n, 0);
+    // What each peer sends device d; d receives its own share from each peer.
+    std::vector<int> share(n, 0);
     for (int d = 0; d < n && n > 1; ++d) {
-      const double share = std::round(recv_bytes[d] / (n - 1));
-      ES_CHECK(share >= 0 && share < std::numeric_limits<int>::max(),
+      const double bytes = std::round(recv_bytes[d] / (n - 1));
+      ES_CHECK(bytes >= 0 && bytes < std::numeric_limits<int>::max(),
                "index all-to-all: device {} receives {} bytes from each peer, past MPI's int",
-               d, share);
-      if (d != me) send_counts_[d] = static_cast<int>(share);
+               d, bytes);
+      share[d] = static_cast<int>(bytes);
     }
-    for (int p = 0; p < n; ++p) recv_counts_[p] = p == me ? 0 : send_counts_of(recv_bytes, me, n);
+    send_counts_ = share;
+    send_counts_[me] = 0;
+    recv_counts_.assign(n, share[me]);
+    recv_counts_[me] = 0;
     send_displs_ = prefix_sums(send_counts_);
     recv_displs_ = prefix_sums(recv_counts_);
     send_.assign(std::max<size_t>(1, send_displs_.back() + size_t(send_counts_.back())), 1);
@@ -278,9 +281,6 @@ class IndexExchange {
   }
 
  private:
-  static int send_counts_of(const std::vector<double>& recv_bytes, int me, int n) {
-    return static_cast<int>(std::round(recv_bytes[me] / (n - 1)));
-  }
   const Watchdog& dog_;
   std::vector<int> send_counts_, send_displs_, recv_counts_, recv_displs_;
   std::vector<char> send_, recv_;

@@ -74,21 +74,23 @@ CommSample draw_comm_sample(const CommBenchOptions& o, int num_devices, int64_t 
 
 CollectiveLoad draw_collective_load(const CommBenchOptions& o, int num_devices, int64_t index) {
   const CommSample s = draw_comm_sample(o, num_devices, index);
-  std::mt19937_64 rng(item_seed(o.seed, index) ^ splitmix64(0xc011ULL + static_cast<uint64_t>(num_devices)));
+  std::mt19937_64 rng(item_seed(o.seed, index) ^
+                      splitmix64(0xc011ULL + static_cast<uint64_t>(num_devices)));
   std::uniform_real_distribution<double> u(0.0, 1.0);
   const double pooling = std::pow(200.0, u(rng));
   const double n = num_devices;
+  // Each device's row shards look up the global batch; its own slice stays home.
+  std::vector<double> global(num_devices);
+  for (int d = 0; d < num_devices; ++d) {
+    global[d] = s.num_tables[d] * static_cast<double>(o.batch) * pooling * 8;
+  }
+  const double total = std::accumulate(global.begin(), global.end(), 0.0);
   CollectiveLoad load;
   load.reset(num_devices);
   for (int d = 0; d < num_devices; ++d) {
     load.rw_dim_sums[d] = static_cast<double>(s.dim_sums[d]);
-    load.index_recv_bytes[d] =
-        std::round(s.num_tables[d] * static_cast<double>(o.batch) * pooling * 8 * (n - 1) / n);
-  }
-  double total = 0;
-  for (double b : load.index_recv_bytes) total += b * n / std::max(1.0, n - 1);
-  for (int d = 0; d < num_devices; ++d) {
-    load.index_send_bytes[d] = (total - load.index_recv_bytes[d] * n / std::max(1.0, n - 1)) / n;
+    load.index_recv_bytes[d] = std::round(global[d] * (n - 1) / n);
+    load.index_send_bytes[d] = std::round((total - global[d]) / n);
   }
   if (u(rng) < 0.75) load.allreduce_bytes = std::round(65536.0 * std::pow(1024.0, u(rng)) / 4) * 4;
   return load;
@@ -165,12 +167,6 @@ std::string min_max(const nlohmann::json& values, const char* format) {
   const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
   return fmt::format(fmt::runtime(format), *lo) + ".." + fmt::format(fmt::runtime(format), *hi);
 }
-
-// The last `show` records of a comm cost file as a table, then the medians
-// over all records of the slowest rank's forward and backward.
-}  // namespace
-
-namespace {
 
 // A --collectives file: measured against the analytic formula, slowest rank.
 std::string collective_records_table(const std::string& path, const nlohmann::json& header,
