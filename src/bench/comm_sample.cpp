@@ -170,47 +170,43 @@ std::string min_max(const nlohmann::json& values, const char* format) {
 
 // A --collectives file: measured against the analytic formula, slowest rank.
 std::string collective_records_table(const std::string& path, const nlohmann::json& header,
-                                     const std::vector<nlohmann::json>& records, int64_t show) {
-  const int n = header.value("num_devices", 0);
+                                     int64_t show) {
+  LoadOptions strict;
+  strict.check = RecordCheck::kStrict;
+  const CollectiveData data = load_collective_data(path, strict);
+  const int n = data.num_devices;
   CostModelOptions mo;
-  mo.batch_size = header.value("batch_size", int64_t{0});
+  mo.batch_size = data.batch_size;
   const auto analytic = create_comm_model("analytic", mo);
   TextTable table({"sample", "row-shard cols", "index MB (max)", "all-reduce MB",
                    "fwd ms (ranks)", "analytic fwd", "bwd ms (ranks)", "analytic bwd"});
-  const size_t first = records.size() > static_cast<size_t>(show) ? records.size() - show : 0;
+  const size_t count = data.records.size();
+  const size_t first = count > static_cast<size_t>(show) ? count - show : 0;
+  auto max_of = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+  auto range = [&](const std::vector<double>& v, const char* format) {
+    return fmt::format(fmt::runtime(format), *std::min_element(v.begin(), v.end())) + ".." +
+           fmt::format(fmt::runtime(format), max_of(v));
+  };
   std::vector<double> fwd_err, bwd_err;
-  for (size_t i = 0; i < records.size(); ++i) {
-    const auto& r = records[i];
-    CollectiveLoad load;
-    load.reset(n);
-    load.rw_dim_sums = r.at("rw_dim_sums").get<std::vector<double>>();
-    load.index_recv_bytes = r.at("index_recv_bytes").get<std::vector<double>>();
-    load.index_send_bytes = r.at("index_send_bytes").get<std::vector<double>>();
-    load.allreduce_bytes = r.at("allreduce_bytes").get<double>();
+  for (size_t i = 0; i < count; ++i) {
+    const CollectiveRecord& r = data.records[i];
     std::vector<double> pf(n, 0.0), pb(n, 0.0);
-    analytic->collective_ms(load, pf, pb);
-    const auto fwd = r["fwd_ms"].get<std::vector<double>>();
-    const auto bwd = r["bwd_ms"].get<std::vector<double>>();
-    const double mf = *std::max_element(fwd.begin(), fwd.end());
-    const double mb = *std::max_element(bwd.begin(), bwd.end());
-    const double af = *std::max_element(pf.begin(), pf.end());
-    const double ab = *std::max_element(pb.begin(), pb.end());
+    analytic->collective_ms(r.load, pf, pb);
+    const double mf = max_of(r.fwd_ms), mb = max_of(r.bwd_ms), af = max_of(pf), ab = max_of(pb);
     if (mf > 0) fwd_err.push_back(100 * std::abs(af - mf) / mf);
     if (mb > 0) bwd_err.push_back(100 * std::abs(ab - mb) / mb);
     if (i < first) continue;
-    table.add_row({std::to_string(r["sample"].get<int64_t>()), min_max(r["rw_dim_sums"], "{:.0f}"),
-                   fmt::format("{:.2f}", *std::max_element(load.index_recv_bytes.begin(),
-                                                           load.index_recv_bytes.end()) / 1e6),
-                   fmt::format("{:.2f}", load.allreduce_bytes / 1e6), min_max(r["fwd_ms"], "{:.3f}"),
-                   fmt::format("{:.3f}", af), min_max(r["bwd_ms"], "{:.3f}"),
-                   fmt::format("{:.3f}", ab)});
+    table.add_row({std::to_string(i), range(r.load.rw_dim_sums, "{:.0f}"),
+                   fmt::format("{:.2f}", max_of(r.load.index_recv_bytes) / 1e6),
+                   fmt::format("{:.2f}", r.load.allreduce_bytes / 1e6), range(r.fwd_ms, "{:.3f}"),
+                   fmt::format("{:.3f}", af), range(r.bwd_ms, "{:.3f}"), fmt::format("{:.3f}", ab)});
   }
   return fmt::format("{} collective costs in {} ({} ranks, batch {}, median of {} runs after {} "
                      "warm-up){}\n{}the analytic formula ({}) against the slowest rank: median "
                      "error fwd {:.1f}%, bwd {:.1f}%\n",
-                     records.size(), path, n, header.value("batch_size", 0),
-                     header.value("repeats", 0), header.value("warmup", 0),
-                     first > 0 ? fmt::format("; the last {}:", records.size() - first) : ":",
+                     count, path, n, data.batch_size, header.value("repeats", 0),
+                     header.value("warmup", 0),
+                     first > 0 ? fmt::format("; the last {}:", count - first) : ":",
                      table.render(), analytic->name(), median_of(fwd_err), median_of(bwd_err));
 }
 
@@ -220,7 +216,7 @@ std::string comm_records_table(const std::string& path, int64_t show) {
   nlohmann::json header;
   const auto records = RecordFile::read_all(path, &header, nullptr);
   if (header.value("format", "") == kCollectiveFormat) {
-    return collective_records_table(path, header, records, show);
+    return collective_records_table(path, header, show);
   }
   TextTable table({"sample", "tables", "dim sums", "max delay ms", "fwd ms (ranks)",
                    "bwd ms (ranks)"});

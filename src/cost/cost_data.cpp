@@ -59,8 +59,12 @@ Lines read_lines(const std::string& path) {
 
 // Returns whether the file holds normalized ground truth (version 2).
 bool check_header(const std::string& path, const json& header, const char* format) {
-  ES_CHECK(header.value("format", "") == format, "{}: format is '{}', expected '{}'", path,
-           header.value("format", ""), format);
+  const std::string writer = format == std::string(kComputeFormat) ? "bench compute"
+                             : format == std::string(kCommFormat)  ? "bench comm"
+                                                                   : "bench comm --collectives";
+  ES_CHECK(header.value("format", "") == format,
+           "{}: format is '{}', expected '{}' (a file of `embshard {}`)", path,
+           header.value("format", ""), format, writer);
   const int version = header.value("version", 0);
   ES_CHECK(version == 1 || version == kCostDataVersion,
            "{}: {} version {}, this embshard reads versions 1 (raw) and {} (normalized)", path,
@@ -129,6 +133,33 @@ CommRecord parse_comm(const json& r, int num_devices, bool raw) {
       throw std::invalid_argument(fmt::format("device {}: dim sum {} / delay {} invalid", d,
                                               rec.dim_sums[d], rec.delays_ms[d]));
     }
+  }
+  return rec;
+}
+
+CollectiveRecord parse_collective(const json& r, int num_devices) {
+  CollectiveRecord rec;
+  rec.load.rw_dim_sums = r.at("rw_dim_sums").get<std::vector<double>>();
+  rec.load.index_recv_bytes = r.at("index_recv_bytes").get<std::vector<double>>();
+  rec.load.index_send_bytes = r.at("index_send_bytes").get<std::vector<double>>();
+  rec.load.allreduce_bytes = r.at("allreduce_bytes").get<double>();
+  rec.fwd_ms = r.at("fwd_ms").get<std::vector<double>>();
+  rec.bwd_ms = r.at("bwd_ms").get<std::vector<double>>();
+  const size_t n = static_cast<size_t>(num_devices);
+  for (const auto* v : {&rec.load.rw_dim_sums, &rec.load.index_recv_bytes,
+                        &rec.load.index_send_bytes, &rec.fwd_ms, &rec.bwd_ms}) {
+    if (v->size() != n) {
+      throw std::invalid_argument(fmt::format("arrays are not of length num_devices = {}", n));
+    }
+    for (double x : *v) {
+      if (!std::isfinite(x) || x < 0) {
+        throw std::invalid_argument(fmt::format("{} is not a non-negative number", x));
+      }
+    }
+  }
+  if (!std::isfinite(rec.load.allreduce_bytes) || rec.load.allreduce_bytes < 0) {
+    throw std::invalid_argument(
+        fmt::format("allreduce_bytes {} is not a non-negative number", rec.load.allreduce_bytes));
   }
   return rec;
 }
@@ -210,6 +241,24 @@ CommData load_comm_data(const std::string& path, const LoadOptions& options) {
                                          return parse_comm(r, n, options.raw);
                                        });
   if (options.raw) data.normalized = false;
+  data.problems = std::move(lines.problems);
+  ES_CHECK(!data.records.empty(), "{}: no valid records", path);
+  return data;
+}
+
+CollectiveData load_collective_data(const std::string& path, const LoadOptions& options) {
+  Lines lines = read_lines(path);
+  CollectiveData data;
+  check_header(path, lines.header, kCollectiveFormat);
+  data.path = path;
+  data.batch_size = lines.header.value("batch_size", int64_t{0});
+  data.num_devices = lines.header.value("num_devices", 0);
+  ES_CHECK(data.batch_size > 0 && data.num_devices > 0,
+           "{}: header batch_size {} / num_devices {} invalid", path, data.batch_size,
+           data.num_devices);
+  const int n = data.num_devices;
+  data.records = parse_all<CollectiveRecord>(
+      path, lines, options, [n](const json& r) { return parse_collective(r, n); });
   data.problems = std::move(lines.problems);
   ES_CHECK(!data.records.empty(), "{}: no valid records", path);
   return data;

@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embshard/cost/comm_model.h"
 #include "embshard/cost/compute_model.h"
 
 namespace embshard {
@@ -81,6 +82,21 @@ struct CommRecord {
   std::vector<double> dim_sums, delays_ms, fwd_ms, bwd_ms;  // per device
 };
 
+// A `bench comm --collectives` record: the drawn load and what it took.
+struct CollectiveRecord {
+  int64_t line = 0;
+  CollectiveLoad load;
+  std::vector<double> fwd_ms, bwd_ms;  // per device, normalized
+};
+
+struct CollectiveData {
+  std::string path;
+  int64_t batch_size = 0;
+  int num_devices = 0;
+  std::vector<CollectiveRecord> records;
+  std::vector<DataProblem> problems;
+};
+
 struct CommData {
   std::string path;
   nlohmann::json header;
@@ -93,6 +109,7 @@ struct CommData {
 
 ComputeData load_compute_data(const std::string& path, const LoadOptions& options = {});
 CommData load_comm_data(const std::string& path, const LoadOptions& options = {});
+CollectiveData load_collective_data(const std::string& path, const LoadOptions& options = {});
 // Several compute files as one set (records keep their file index and batch;
 // pool ids are per file). Error when they mix normalized and raw ground truth.
 ComputeData merge_compute_data(std::vector<ComputeData> files);

@@ -55,78 +55,53 @@ void fit_comm_from_file(const std::string& path, Calibration& c, Reporter& repor
                             path, data.records.size(), n, c.comm_latency_us, c.comm_gbps));
 }
 
-namespace {
-
-std::vector<double> doubles(const nlohmann::json& r, const char* field, size_t n,
-                            const std::string& where) {
-  ES_CHECK(r.contains(field) && r[field].is_array() && r[field].size() == n,
-           "{}: field '{}' must be an array of {} numbers", where, field, n);
-  std::vector<double> v;
-  for (const auto& x : r[field]) {
-    ES_CHECK(x.is_number() && std::isfinite(x.get<double>()) && x.get<double>() >= 0,
-             "{}: field '{}' holds {}, not a non-negative number", where, field, x.dump());
-    v.push_back(x.get<double>());
-  }
-  return v;
-}
-
-}  // namespace
-
 void fit_collectives_from_files(const std::vector<std::string>& paths, Calibration& c,
                                 Reporter& reporter) {
   // One row per rank and direction, unknowns (alpha, 1/beta, 1/beta_ar), the
   // terms of analytic_collective_ms (terms.h).
   std::vector<double> a, b;
   size_t records = 0;
+  LoadOptions strict;
+  strict.check = RecordCheck::kStrict;
   for (const std::string& path : paths) {
-    nlohmann::json header;
-    const auto lines = RecordFile::read_all(path, &header, nullptr);
-    ES_CHECK(header.value("format", "") == kCollectiveFormat,
-             "{}: field 'format' is {}, expected \"{}\" (a `bench comm --collectives` file)", path,
-             header.value("format", nlohmann::json()).dump(), kCollectiveFormat);
-    const int64_t n = header.value("num_devices", int64_t{0});
-    const double batch = header.value("batch_size", 0.0);
-    ES_CHECK(n >= 2 && batch > 0, "{}: num_devices {} and batch_size {}: need >= 2 ranks", path,
-             n, batch);
-    const double devices = static_cast<double>(n);
-    for (size_t i = 0; i < lines.size(); ++i) {
-      const std::string where = fmt::format("{}: record {}", path, i + 1);
-      const size_t m = static_cast<size_t>(n);
-      const auto rw = doubles(lines[i], "rw_dim_sums", m, where);
-      const auto recv = doubles(lines[i], "index_recv_bytes", m, where);
-      const auto sent = doubles(lines[i], "index_send_bytes", m, where);
-      const auto fwd = doubles(lines[i], "fwd_ms", m, where);
-      const auto bwd = doubles(lines[i], "bwd_ms", m, where);
-      ES_CHECK(lines[i].contains("allreduce_bytes") && lines[i]["allreduce_bytes"].is_number(),
-               "{}: field 'allreduce_bytes' is missing", where);
-      const double allreduce = lines[i]["allreduce_bytes"].get<double>();
+    const CollectiveData data = load_collective_data(path, strict);
+    const size_t n = static_cast<size_t>(data.num_devices);
+    ES_CHECK(n >= 2, "{}: field 'num_devices' is {}: one device has no collectives to fit",
+             path, n);
+    const double devices = static_cast<double>(n), batch = static_cast<double>(data.batch_size);
+    for (const CollectiveRecord& r : data.records) {
+      const CollectiveLoad& load = r.load;
       double total_rw = 0, total_index = 0;
-      for (size_t d = 0; d < m; ++d) total_rw += rw[d], total_index += recv[d];
-      for (size_t d = 0; d < m; ++d) {
+      for (size_t d = 0; d < n; ++d) total_rw += load.rw_dim_sums[d], total_index += load.index_recv_bytes[d];
+      for (size_t d = 0; d < n; ++d) {
         double f_latency = 0, f_bytes = 0, b_latency = 0, b_bytes = 0, b_allreduce = 0;
-        if (total_index > 0) f_latency += 1, f_bytes += std::max(recv[d], sent[d]);
+        if (total_index > 0) {
+          f_latency += 1;
+          f_bytes += std::max(load.index_recv_bytes[d], load.index_send_bytes[d]);
+        }
         if (total_rw > 0) {
-          const double bytes = alltoall_bytes(rw[d], total_rw, devices, batch).busiest();
+          const double bytes = alltoall_bytes(load.rw_dim_sums[d], total_rw, devices, batch).busiest();
           f_latency += devices - 1, f_bytes += bytes;
           b_latency += devices - 1, b_bytes += bytes;
         }
-        if (allreduce > 0) {
+        if (load.allreduce_bytes > 0) {
           b_latency += 2 * (devices - 1);
-          b_allreduce = 2 * (devices - 1) / devices * allreduce;
+          b_allreduce = 2 * (devices - 1) / devices * load.allreduce_bytes;
         }
         // Rows weighted by 1 / the measured time: relative errors, so that
         // the large all-reduces do not decide the small exchanges' fit.
-        if (f_latency > 0 && fwd[d] > 0) {
-          a.insert(a.end(), {f_latency / fwd[d], f_bytes / fwd[d], 0.0});
+        const double fwd = r.fwd_ms[d], bwd = r.bwd_ms[d];
+        if (f_latency > 0 && fwd > 0) {
+          a.insert(a.end(), {f_latency / fwd, f_bytes / fwd, 0.0});
           b.push_back(1.0);
         }
-        if (b_latency > 0 && bwd[d] > 0) {
-          a.insert(a.end(), {b_latency / bwd[d], b_bytes / bwd[d], b_allreduce / bwd[d]});
+        if (b_latency > 0 && bwd > 0) {
+          a.insert(a.end(), {b_latency / bwd, b_bytes / bwd, b_allreduce / bwd});
           b.push_back(1.0);
         }
       }
     }
-    records += lines.size();
+    records += data.records.size();
   }
   ES_CHECK(!b.empty(), "{}: no records to fit the collectives to", fmt::join(paths, ", "));
   const std::vector<double> x = nnls(a, b, 3);
