@@ -138,13 +138,26 @@ CommRecord parse_comm(const json& r, int num_devices, bool raw) {
 }
 
 CollectiveRecord parse_collective(const json& r, int num_devices) {
+  auto numbers = [&r](const char* field) {
+    const json& v = r.value(field, json());
+    if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number(); })) {
+      throw std::invalid_argument(fmt::format("field '{}' is {}, not an array of numbers", field,
+                                              v.dump()));
+    }
+    return v.get<std::vector<double>>();
+  };
   CollectiveRecord rec;
-  rec.load.rw_dim_sums = r.at("rw_dim_sums").get<std::vector<double>>();
-  rec.load.index_recv_bytes = r.at("index_recv_bytes").get<std::vector<double>>();
-  rec.load.index_send_bytes = r.at("index_send_bytes").get<std::vector<double>>();
-  rec.load.allreduce_bytes = r.at("allreduce_bytes").get<double>();
-  rec.fwd_ms = r.at("fwd_ms").get<std::vector<double>>();
-  rec.bwd_ms = r.at("bwd_ms").get<std::vector<double>>();
+  rec.load.rw_dim_sums = numbers("rw_dim_sums");
+  rec.load.index_recv_bytes = numbers("index_recv_bytes");
+  rec.load.index_send_bytes = numbers("index_send_bytes");
+  rec.fwd_ms = numbers("fwd_ms");
+  rec.bwd_ms = numbers("bwd_ms");
+  const json& allreduce = r.value("allreduce_bytes", json());
+  if (!allreduce.is_number()) {
+    throw std::invalid_argument(
+        fmt::format("field 'allreduce_bytes' is {}, not a number", allreduce.dump()));
+  }
+  rec.load.allreduce_bytes = allreduce.get<double>();
   const size_t n = static_cast<size_t>(num_devices);
   for (const auto* v : {&rec.load.rw_dim_sums, &rec.load.index_recv_bytes,
                         &rec.load.index_send_bytes, &rec.fwd_ms, &rec.bwd_ms}) {

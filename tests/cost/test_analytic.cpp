@@ -342,6 +342,19 @@ TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
     old.erase(f);
   }
   EXPECT_EQ(calibration_from_json(old, "old").collective_gbps, 0.0);
+  // A record with a broken field: an error naming the file, line and field.
+  std::string text = testing::slurp(paths[0]);
+  const size_t at = text.find("\"fwd_ms\":[");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 10, "\"fwd_ms\":[\"x\",");
+  write_file_atomic(dir.file("broken.jsonl"), text);
+  try {
+    fit_collectives_from_files({dir.file("broken.jsonl")}, c, silent_reporter());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("broken.jsonl: line 2: field 'fwd_ms'"), std::string::npos) << what;
+  }
   // An all-to-all file is not a collectives file: the message says which is wanted.
   write_file_atomic(dir.file("a2a.jsonl"), json{{"format", "embshard-comm-costs"}}.dump() + "\n");
   try {
