@@ -33,6 +33,14 @@ MIN_ROUNDS=${MIN_ROUNDS:-8}           # interleaved rounds (shard + reference pr
 MAX_ROUNDS=${MAX_ROUNDS:-40}
 TARGET_CI=${TARGET_CI:-0.03}
 REFERENCE_WINDOW_S=${REFERENCE_WINDOW_S:-20}
+# Row pieces and replica slices: a share of the drawn tables made a 2/4/8-way
+# row block or batch slice (bench compute --pieces), on the training pools of
+# these batches, and on never-seen pools (profile:batch) made of them only.
+PIECE_SHARE=${PIECE_SHARE:-0.5}
+PIECE_BATCHES=${PIECE_BATCHES:-"2048 4096"}
+PIECE_SAMPLES=${PIECE_SAMPLES:-150}
+UNSEEN_PIECES=${UNSEEN_PIECES:-"2021:2048 2022:4096"}
+UNSEEN_PIECE_SAMPLES=${UNSEEN_PIECE_SAMPLES:-80}
 # Never-seen tables: pools from other seeds, the model's tests.
 UNSEEN_BATCHES=${UNSEEN_BATCHES:-"2048 4096"}
 UNSEEN_TABLES=${UNSEEN_TABLES:-40}
@@ -57,10 +65,11 @@ run() { echo "+ $*" >&2; "$@"; }
 # The first compute file measures the reference probe; every other file takes
 # its reference, so that all of them share one scale.
 REFERENCE_FILE=""
-bench_compute() {  # workload samples out seed
+bench_compute() {  # workload samples out seed [piece share]
   local ref=()
   if [ -n "$REFERENCE_FILE" ]; then ref=(--reference-from "$REFERENCE_FILE"); fi
   run "$EMBSHARD" bench compute --workload "$1" --samples "$2" -o "$3" --seed "$4" \
+    --pieces "${5:-0}" \
     --executor "$EXECUTOR" --threads "$THREADS" --max-tables "$MAX_TABLES" --dims "$DIMS" \
     --mem-cap "$MEM_CAP" --warmup "$WARMUP" --min-rounds "$MIN_ROUNDS" \
     --max-rounds "$MAX_ROUNDS" --target-ci "$TARGET_CI" \
@@ -85,6 +94,18 @@ for profile in $PROFILES; do
   done
 done
 
+k=0
+for profile in $PROFILES; do
+  for batch in $BATCHES; do
+    k=$((k + 1))
+    case " $PIECE_BATCHES " in *" $batch "*) ;; *) continue ;; esac
+    [ "$PIECE_SHARE" != 0 ] || continue
+    bench_compute "$DATA/pool_${profile}_b$batch" "$PIECE_SAMPLES" \
+      "$DATA/pieces_${profile}_b$batch.jsonl" $((SEED * 100 + k)) "$PIECE_SHARE"
+    COMPUTE_ARGS+=(--compute "$DATA/pieces_${profile}_b$batch.jsonl")
+  done
+done
+
 UNSEEN_ARGS=()
 for profile in $PROFILES; do
   for batch in $UNSEEN_BATCHES; do
@@ -95,6 +116,16 @@ for profile in $PROFILES; do
       $((SEED * 100 + 1000 + i))
     UNSEEN_ARGS+=(--unseen-compute "$DATA/unseen_${profile}_b$batch.jsonl")
   done
+done
+
+j=0
+for pair in $UNSEEN_PIECES; do
+  j=$((j + 1))
+  profile=${pair%%:*} batch=${pair##*:}
+  pool=$DATA/unseen_pieces_${profile}_b$batch
+  synth "$profile" "$UNSEEN_TABLES" "$batch" $((SEED * 100 + 2000 + j)) "$pool"
+  bench_compute "$pool" "$UNSEEN_PIECE_SAMPLES" "$pool.jsonl" $((SEED * 100 + 2000 + j)) 1
+  UNSEEN_ARGS+=(--unseen-compute "$pool.jsonl")
 done
 
 COMM_ARGS=()
@@ -116,6 +147,10 @@ for profile in $PROFILES; do
     run "$EMBSHARD" validate --model "$OUT/model" --data "$DATA/unseen_${profile}_b$batch.jsonl" \
       "${RAW_ARGS[@]}"
   done
+done
+for pair in $UNSEEN_PIECES; do
+  run "$EMBSHARD" validate --model "$OUT/model" \
+    --data "$DATA/unseen_pieces_${pair%%:*}_b${pair##*:}.jsonl" "${RAW_ARGS[@]}"
 done
 run "$EMBSHARD" bench cost-model --model "$OUT/model"
 echo "model set in $OUT/model (report: $OUT/model/report.md)"

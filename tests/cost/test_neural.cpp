@@ -173,6 +173,37 @@ TEST(NeuralModel, BadDirectoriesNameTheFile) {
   expect_error_naming(d, "compute_head.bin");
 }
 
+// A table far outside the training set (here: a pooling factor of millions)
+// meets features clamped at +-clamp standard deviations: past the clamp, more
+// of it changes nothing, where unclamped the network extrapolates freely.
+// The clamp travels with the model file; a bad one is an error naming it.
+TEST(NeuralModel, ClampedFeaturesBoundATableFarOutside) {
+  NeuralModel m = random_model(6);
+  std::vector<TableFeatures> far = pool_features(2), farther = far;
+  far[1].pooling_factor = 1e6;
+  farther[1].pooling_factor = 1e9;
+  EXPECT_NE(predict_compute_ms(m, far), predict_compute_ms(m, farther));
+  m.compute.features.clamp = 3;
+  EXPECT_EQ(predict_compute_ms(m, far), predict_compute_ms(m, farther));
+
+  ScratchDir dir("neural_clamp");
+  save_neural_model(m, dir.path().string());
+  const NeuralModel back = load_neural_model(dir.path().string());
+  EXPECT_EQ(back.compute.features.clamp, 3.0f);
+  EXPECT_EQ(back.comm_fwd.features.clamp, 0.0f);  // none: as before the clamp
+  EXPECT_EQ(predict_compute_ms(back, far), predict_compute_ms(m, far));
+  auto manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
+  manifest["networks"]["compute"]["normaliser"]["clamp"] = -1;
+  write_file_atomic(dir.file("manifest.json"), manifest.dump());
+  try {
+    load_neural_model(dir.path().string());
+    ADD_FAILURE() << "a negative clamp was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("clamp"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("manifest.json"), std::string::npos) << e.what();
+  }
+}
+
 TEST(NeuralModel, NanNeverReachesThePlanner) {
   NeuralModel m = random_model(4);
   auto tables = pool_features(3);

@@ -91,6 +91,9 @@ void Mlp::prepare() {
 
 void Normaliser::apply(float* x) const {
   for (size_t i = 0; i < mean.size(); ++i) x[i] = (x[i] - mean[i]) * scale[i];
+  if (clamp > 0) {
+    for (size_t i = 0; i < mean.size(); ++i) x[i] = std::clamp(x[i], -clamp, clamp);
+  }
 }
 
 }  // namespace embshard

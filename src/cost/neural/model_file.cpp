@@ -128,7 +128,11 @@ Mlp decode_mlp(const std::string& path, const std::vector<int>& expected_sizes) 
 
 }  // namespace
 
-json normaliser_json(const Normaliser& n) { return {{"mean", n.mean}, {"scale", n.scale}}; }
+json normaliser_json(const Normaliser& n) {
+  json j = {{"mean", n.mean}, {"scale", n.scale}};
+  if (n.clamp > 0) j["clamp"] = n.clamp;  // absent: a model from before the clamp
+  return j;
+}
 
 Normaliser normaliser_from(const json& j, size_t features, const std::string& where) {
   Normaliser n;
@@ -140,6 +144,13 @@ Normaliser normaliser_from(const json& j, size_t features, const std::string& wh
   for (size_t i = 0; i < features; ++i) {
     ES_CHECK(std::isfinite(n.mean[i]) && std::isfinite(n.scale[i]),
              "{}: non-finite normalisation of feature {}", where, i);
+  }
+  if (j.contains("clamp")) {
+    ES_CHECK(j["clamp"].is_number(), "{}: field 'clamp' is {}, expected a number", where,
+             j["clamp"].dump());
+    n.clamp = j["clamp"].get<float>();
+    ES_CHECK(std::isfinite(n.clamp) && n.clamp > 0, "{}: field 'clamp' is {}, expected > 0", where,
+             j["clamp"].dump());
   }
   return n;
 }

@@ -35,9 +35,11 @@ torch::Tensor robust_loss(const torch::Tensor& predicted, const torch::Tensor& t
   return torch::huber_loss(predicted, target, at::Reduction::Mean, kHuberDelta);
 }
 
-// Mean and 1/std per feature over the rows (std floored: constant features stay finite).
+// Mean and 1/std per feature over the rows (std floored: constant features stay
+// finite), clamped at kFeatureClamp.
 Normaliser fit_normaliser(const std::vector<float>& rows, int features) {
   Normaliser n;
+  n.clamp = kFeatureClamp;
   n.mean.assign(features, 0.0f);
   n.scale.assign(features, 1.0f);
   const size_t count = rows.size() / features;

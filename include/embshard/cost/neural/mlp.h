@@ -32,11 +32,18 @@ struct Mlp {
   void prepare();
 };
 
-// x' = (x - mean) * scale, per feature; scale = 1 / std of the training set.
+// x' = (x - mean) * scale, per feature; scale = 1 / std of the training set;
+// then, if clamp > 0, x' is clamped to +-clamp, so that a feature far outside
+// the training set (a row piece's reuse all in a bin whole tables rarely
+// fill, where 1 / std is in the thousands) cannot drive the network out of
+// any range it was trained on. Models trained before the clamp have 0.
 struct Normaliser {
   std::vector<float> mean, scale;
+  float clamp = 0;
   void apply(float* x) const;
 };
+// The clamp training gives every normaliser it fits, in standard deviations.
+constexpr float kFeatureClamp = 6.0f;
 
 // The per-table outputs are clamped to +-kTableLogClamp before exp, so that
 // sums stay finite in float.
