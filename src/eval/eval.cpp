@@ -30,7 +30,8 @@ namespace {
 using nlohmann::json;
 
 PlanTask make_eval_task(const Workload& pool, const EvalTask& t, int devices,
-                        const std::vector<std::vector<double>>& row_shares) {
+                        const std::vector<std::vector<double>>& row_shares,
+                        std::shared_ptr<PieceStats> piece_stats) {
   std::vector<TableSpec> tables;
   for (size_t k = 0; k < t.tables.size(); ++k) {
     TableSpec spec = pool.tables[t.tables[k]];
@@ -43,6 +44,7 @@ PlanTask make_eval_task(const Workload& pool, const EvalTask& t, int devices,
                             device_capacities(devices, t.mem_cap_bytes, {}), {});
   task.source_table = t.tables;
   for (int id : t.tables) task.row_lookup_share.push_back(row_shares[id]);
+  task.piece_stats = std::move(piece_stats);
   return task;
 }
 
@@ -170,6 +172,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   const std::vector<EvalTask> tasks = load_tasks(o.tasks_path, &pool_dir);
   const Workload pool = load_workload(pool_dir);
   const std::vector<std::vector<double>> row_shares = pool_row_shares(pool);
+  const auto piece_stats = std::make_shared<PieceStats>(pool.trace_path());
   CostModelOptions mo;
   mo.model_dir = o.model_dir;
   mo.workload_dir = pool_dir;
@@ -224,7 +227,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   for (size_t i = done; i < tasks.size(); ++i) {
     PlanTask task;
     try {
-      task = make_eval_task(pool, tasks[i], o.devices, row_shares);
+      task = make_eval_task(pool, tasks[i], o.devices, row_shares, piece_stats);
     } catch (const Error& e) {
       // The same task file serves any device count: a task too big for this
       // many devices is recorded and left out of the summary, not fatal.

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "embshard/util/error.h"
+#include "embshard/workload/trace_shard.h"
 
 namespace embshard {
 
@@ -28,13 +29,23 @@ ShardCosts::ShardCosts(const PlanTask& task, const CostModel& model)
 
 TableFeatures shard_features(const PlanTask& task, const Shard& s) {
   const TableSpec& spec = task.tables[s.table];
-  // A replica serves only its device's slice of the batch.
-  const double share = s.replica ? 1.0 / task.num_devices()
-                                 : task.lookup_share(s.table, s.row_offset, s.rows);
-  TableFeatures f = piece_features(spec, s.cols, s.rows, share);
-  if (static_cast<size_t>(s.table) < task.source_table.size()) {
-    f.source_table = task.source_table[s.table];
+  const int source =
+      static_cast<size_t>(s.table) < task.source_table.size() ? task.source_table[s.table] : -1;
+  const bool piece = s.replica || s.rows < spec.rows;
+  TableFeatures f;
+  if (piece && task.piece_stats && source >= 0) {
+    // Measured on the piece's own lookups, as the models' training pieces were.
+    f = table_features(task.piece_stats->piece(source, spec, s.row_offset, s.rows,
+                                               s.replica ? s.device : 0,
+                                               s.replica ? task.num_devices() : 1),
+                       s.cols);
+  } else {
+    // A replica serves only its device's slice of the batch.
+    const double share = s.replica ? 1.0 / task.num_devices()
+                                   : task.lookup_share(s.table, s.row_offset, s.rows);
+    f = piece_features(spec, s.cols, s.rows, share);
   }
+  f.source_table = source;
   f.source_row_offset = s.row_offset;
   f.row_piece = !s.replica && s.rows < spec.rows;
   if (s.replica) f.batch_slice = s.device, f.batch_slices = task.num_devices();

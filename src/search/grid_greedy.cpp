@@ -90,7 +90,7 @@ GridGreedy::GridGreedy(const PlanTask& task, const CostModel& model,
       patience_(options.scan_patience),
       state_size_(model.compute->state_size()),
       scratch_state_(state_size_) {
-  ES_CHECK(grid_steps_ >= 1, "grid steps is {}, must be at least 1", grid_steps_);
+  set_grid_steps(grid_steps_);
   ES_CHECK(cap_low_ > 0 && cap_high_ >= cap_low_, "dim-sum caps {}..{} x mean are not a range",
            cap_low_, cap_high_);
   const size_t n = task.num_devices();
@@ -103,6 +103,11 @@ GridGreedy::GridGreedy(const PlanTask& task, const CostModel& model,
   a2a_dims_.resize(n);
   extra_fwd_.resize(n);
   extra_bwd_.resize(n);
+}
+
+void GridGreedy::set_grid_steps(int steps) {
+  ES_CHECK(steps >= 1, "grid steps is {}, must be at least 1", steps);
+  grid_steps_ = steps;
 }
 
 Layout& GridGreedy::acquire() {

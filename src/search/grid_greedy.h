@@ -100,6 +100,10 @@ class GridGreedy {
 
   const CostCache& cache() const { return cache_; }
 
+  // The number of caps of the next runs (the options' grid_steps until set);
+  // the cost cache is the same whatever the grid.
+  void set_grid_steps(int steps);
+
  private:
   void descend(Layout& layout, size_t next, std::vector<int> caps);
   bool choose(Layout& layout, const Piece& p, const std::vector<int>& caps,

@@ -1,5 +1,6 @@
 // NeuroShard's search: beam search over column-wise halvings, each candidate
-// rated by the greedy grid search (grid_greedy.h) against the cost model;
+// rated by the greedy grid search (grid_greedy.h) against the cost model
+// (screened first on a coarse grid: PlannerOptions::screen_keep);
 // beyond NeuroShard, where the task allows them, moves that split a piece's
 // rows over k devices (k = 2 and every device) and that replicate a table on
 // every device.
@@ -21,6 +22,11 @@ namespace embshard {
 namespace {
 
 using search::Piece;
+
+// The dim-sum caps of the screening grid (PlannerOptions::screen_keep):
+// with NeuroShard's 1.0..1.5 x the mean in 11 steps, 1.0, 1.25 and 1.5,
+// three of the eleven.
+constexpr int kScreenGridSteps = 3;
 
 struct BeamState {
   std::vector<Piece> pieces;  // placement order
@@ -66,6 +72,8 @@ class NeuroShardPlanner : public Planner {
     ES_CHECK(o.candidates >= 0, "candidates is {}, must be at least 0", o.candidates);
     ES_CHECK(o.scan_patience >= 0, "scan patience is {}, must be at least 0 (0: no limit)",
              o.scan_patience);
+    ES_CHECK(o.screen_keep >= 0, "screen keep is {}, must be at least 0 (0: no screening)",
+             o.screen_keep);
     ES_CHECK(o.threads >= 0, "threads is {}, must be at least 0 (0: one per hardware thread)", o.threads);
   }
   std::string name() const override { return "neuroshard"; }
@@ -225,6 +233,12 @@ void rate_children(std::vector<BeamState>& children, size_t beam_width,
   if (error) std::rethrow_exception(error);
 }
 
+// Cheapest first; ties keep their order (the order children were made in).
+void by_cost(std::vector<BeamState>& children) {
+  std::stable_sort(children.begin(), children.end(),
+                   [](const BeamState& a, const BeamState& b) { return a.cost_ms < b.cost_ms; });
+}
+
 // Keeps the `count` cheapest distinct states seen (distinct piece sets give
 // distinct plans), cheapest first; ties keep the earlier state.
 void remember(std::vector<BeamState>& best, const BeamState& s, size_t count) {
@@ -294,9 +308,17 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
       if (children.empty()) break;
       for (const BeamState& c : children) work += c.pieces.size();
       if (!extended) halvings_work = work;
+      const size_t keep = static_cast<size_t>(options_.screen_keep) * options_.beam_width;
+      if (keep > 0 && options_.grid_steps > kScreenGridSteps && children.size() > keep) {
+        // The screen: the coarse grid's keep best go on to the full grid.
+        for (auto& g : grids) g->set_grid_steps(kScreenGridSteps);
+        rate_children(children, keep, grids);
+        by_cost(children);
+        children.resize(keep);
+        for (auto& g : grids) g->set_grid_steps(options_.grid_steps);
+      }
       rate_children(children, options_.beam_width, grids);
-      std::stable_sort(children.begin(), children.end(),
-                       [](const BeamState& a, const BeamState& b) { return a.cost_ms < b.cost_ms; });
+      by_cost(children);
       for (const BeamState& c : children) remember(best, c, count);
       if (children.size() > static_cast<size_t>(options_.beam_width)) {
         children.resize(options_.beam_width);

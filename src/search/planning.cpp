@@ -40,14 +40,16 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   PlanOutcome out;
   out.task = make_task(r.workload.tables, r.workload.batch_size,
                        device_capacities(r.devices, each, r.mem_bytes), r.constraints);
-  if (r.workload.trace_file.has_value() && out.task.types.any_row_split()) {
-    // Row pieces' shares of the lookups measured from the trace, not assumed even.
+  if (r.workload.trace_file.has_value() &&
+      (out.task.types.any_row_split() || out.task.types.allows(ShardingType::kDataParallel))) {
+    // Row pieces' and replicas' lookups measured from the trace, not assumed.
     TraceReader reader(r.workload.trace_path());
     for (int t = 0; t < out.task.num_tables(); ++t) {
       out.task.row_lookup_share.push_back(row_lookup_shares(
           reader.read_table(t), out.task.tables[t].rows, kRowShareBins));
       out.task.source_table.push_back(t);
     }
+    out.task.piece_stats = std::make_shared<PieceStats>(r.workload.trace_path());
   }
   CostModelOptions model_options = r.model;
   if (model_options.batch_size == 0) model_options.batch_size = out.task.batch_size;

@@ -1,6 +1,8 @@
 // Row shards and batch slices of a trace.
 #include "embshard/workload/trace_shard.h"
 
+#include <algorithm>
+
 #include "embshard/util/error.h"
 
 namespace embshard {
@@ -54,4 +56,74 @@ std::vector<double> row_lookup_shares(const TableTrace& trace, int64_t rows, int
   return share;
 }
 
+TableStats row_range_stats(std::span<const int64_t> sorted, int64_t batch_size,
+                           int64_t row_offset, int64_t rows) {
+  ES_CHECK(row_offset >= 0 && rows > 0, "row range stats: rows [{}, {}) is an empty or negative range",
+           row_offset, row_offset + rows);
+  TableStats s;
+  s.batch_size = batch_size;
+  const auto first = std::lower_bound(sorted.begin(), sorted.end(), row_offset);
+  const auto last = std::lower_bound(first, sorted.end(), row_offset + rows);
+  s.num_indices = last - first;
+  for (auto run = first; run != last;) {
+    auto end = run;
+    while (end != last && *end == *run) ++end;
+    const int64_t count = end - run;
+    const int bin = reuse_bin(static_cast<uint64_t>(count));
+    ++s.unique_rows;
+    ++s.rows_per_bin[bin];
+    s.lookups_per_bin[bin] += count;
+    run = end;
+  }
+  return s;
+}
+
+PieceStats::PieceStats(std::string trace_path) : reader_(std::move(trace_path)) {}
+PieceStats::~PieceStats() = default;
+
+void PieceStats::load(int table, const TableSpec& spec) {
+  if (loaded_ == table) return;
+  loaded_ = -1;
+  ES_CHECK(table >= 0 && static_cast<uint64_t>(table) < reader_.info().num_tables,
+           "trace {}: table {} ('{}') is not in it ({} tables)", reader_.path(), table, spec.name,
+           reader_.info().num_tables);
+  trace_ = reader_.read_table(static_cast<uint64_t>(table));
+  sorted_ = trace_.indices;
+  std::sort(sorted_.begin(), sorted_.end());
+  if (!sorted_.empty()) {
+    const int64_t bad = sorted_.front() < 0 ? sorted_.front() : sorted_.back();
+    ES_CHECK(sorted_.front() >= 0 && sorted_.back() < spec.rows,
+             "trace {}: table {} ('{}'): index {} outside its rows [0, {})", reader_.path(), table,
+             spec.name, bad, spec.rows);
+  }
+  loaded_ = table;
+}
+
+TableSpec PieceStats::piece(int table, TableSpec spec, int64_t row_offset, int64_t rows, int slice,
+                            int slices) {
+  ES_CHECK(row_offset >= 0 && rows > 0 && row_offset + rows <= spec.rows,
+           "trace {}: table {} ('{}'): rows [{}, {}) are not a range of its {} rows", reader_.path(),
+           table, spec.name, row_offset, row_offset + rows, spec.rows);
+  std::lock_guard lock(mutex_);
+  const auto key = std::make_tuple(table, row_offset, rows, slice, slices);
+  auto it = done_.find(key);
+  if (it == done_.end()) {
+    load(table, spec);
+    TableStats stats;
+    if (slices == 1) {
+      stats = row_range_stats(sorted_, trace_.batch_size(), row_offset, rows);
+    } else {
+      const TableTrace t = rows == spec.rows ? batch_slice_trace(trace_, slice, slices)
+                                             : batch_slice_trace(row_shard_trace(trace_, row_offset, rows),
+                                                                 slice, slices);
+      stats = compute_table_stats(t, rows, "trace " + reader_.path() + ": table " + spec.name);
+    }
+    it = done_.emplace(key, stats).first;
+  }
+  fill_table_spec(it->second, spec);
+  spec.rows = rows;
+  return spec;
+}
+
 }  // namespace embshard
+

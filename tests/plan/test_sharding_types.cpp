@@ -1,6 +1,7 @@
 // Row-wise, table-row-wise, grid and data-parallel pieces in the plan model:
 // the --sharding-types list, row blocks, lookup shares, the validator, the
-// collectives' formulas and what predict_plan charges for the new pieces.
+// collectives' formulas, what predict_plan charges for the new pieces and the
+// features a piece gets from the trace.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,8 @@
 #include "embshard/cost/analytic/terms.h"
 #include "embshard/plan/predict.h"
 #include "embshard/util/error.h"
+#include "embshard/workload/stats.h"
+#include "embshard/workload/trace_shard.h"
 #include "search/task_util.h"
 #include "search/toy_cost_model.h"
 #include "test_util.h"
@@ -214,6 +217,60 @@ TEST(Predict, RowPiecesAndReplicasChargeTheirCollectivesNotTheAllToAll) {
   EXPECT_DOUBLE_EQ(r.pooling_factor, 2.5);  // its device's quarter of the batch
   EXPECT_EQ(r.batch_slice, 2);
   EXPECT_EQ(r.batch_slices, 4);
+}
+
+// A row block of a table whose hot rows sit in its first block, and a
+// replica: with the trace, their features are those of their own lookups
+// (what bench compute records); without, the table's histograms.
+TEST(Predict, PiecesFromTheTraceCarryTheirOwnLookups) {
+  testing::ScratchDir dir("piece_features");
+  const std::string path = dir.file("trace.bin");
+  PlanTask task = task_of(4, int64_t{1} << 30);
+  TableTrace trace;
+  trace.offsets.push_back(0);
+  std::mt19937_64 rng(5);
+  for (int64_t b = 0; b < task.batch_size; ++b) {
+    for (int i = 0; i < 10; ++i) {
+      trace.indices.push_back(static_cast<int64_t>(i % 2 == 0 ? rng() % 10 : rng() % 1000));
+    }
+    trace.offsets.push_back(static_cast<int64_t>(trace.indices.size()));
+  }
+  {
+    TraceWriter writer(path, 1, task.batch_size, 4);
+    writer.add_table(trace);
+    writer.finish();
+  }
+  TableSpec& spec = task.tables[0];
+  fill_table_spec(compute_table_stats(trace, spec.rows), spec);
+  const Shard block{0, 0, spec.dim, 0, 250, 1, false}, cold{0, 0, spec.dim, 750, 250, 2, false};
+  const Shard replica{0, 0, spec.dim, 0, spec.rows, 3, true};
+  // Without the trace: the table's histograms.
+  EXPECT_EQ(shard_features(task, block).row_reuse, spec.row_reuse);
+  task.source_table = {0, -1, -1, -1};
+  task.piece_stats = std::make_shared<PieceStats>(path);
+  for (const Shard& s : {block, cold}) {
+    TableSpec want = spec;
+    fill_table_spec(compute_table_stats(row_shard_trace(trace, s.row_offset, s.rows), s.rows), want);
+    const TableFeatures f = shard_features(task, s);
+    EXPECT_EQ(f.rows, 250);
+    EXPECT_EQ(f.pooling_factor, want.pooling_factor);
+    EXPECT_EQ(f.row_reuse, want.row_reuse);
+    EXPECT_EQ(f.lookup_reuse, want.lookup_reuse);
+    EXPECT_EQ(f.source_table, 0);
+    EXPECT_EQ(f.source_row_offset, s.row_offset);
+    EXPECT_TRUE(f.row_piece);
+  }
+  EXPECT_NE(shard_features(task, block).row_reuse, shard_features(task, cold).row_reuse);
+  TableSpec slice = spec;
+  fill_table_spec(compute_table_stats(batch_slice_trace(trace, 3, 4), spec.rows), slice);
+  const TableFeatures r = shard_features(task, replica);
+  EXPECT_EQ(r.pooling_factor, slice.pooling_factor);
+  EXPECT_EQ(r.lookup_reuse, slice.lookup_reuse);
+  EXPECT_EQ(r.batch_slice, 3);
+  // Whole tables keep the spec's features; tables with no source, too.
+  EXPECT_EQ(shard_features(task, {0, 0, spec.dim, 0, spec.rows, 0, false}).row_reuse, spec.row_reuse);
+  EXPECT_EQ(shard_features(task, {1, 0, 8, 0, task.tables[1].rows / 2, 0, false}).row_reuse,
+            task.tables[1].row_reuse);
 }
 
 }  // namespace

@@ -195,26 +195,39 @@ TEST(Planners, NeuroShardPlacesABigCheapTableWhereCostOrderLeavesNoRoom) {
   EXPECT_LE(with_big, 2);
 }
 
-// Patience stops a piece's device scan early: plans stay valid (make_plan
-// validates) and close to the full scan's, and cost fewer model calls.
-TEST(Planners, NeuroShardScanPatienceCutsModelCallsNotQuality) {
-  for (uint64_t seed : {51, 52}) {
-    const PlanTask task = random_task(60, 16, 1.3, seed);
-    ToyCostModel full_model(true), patient_model(true);
-    PlannerOptions full, patient;
-    full.threads = patient.threads = 1;
-    full.scan_patience = 0;
-    patient.scan_patience = 1;
+// A shortcut of the search (an option `set` to `on`, against `off`) keeps
+// plans valid (make_plan validates) and close to the full search's, for fewer
+// model calls; `bad` is refused.
+template <class Set>
+void expect_fewer_calls_close_plans(Set set, int off, int on, int bad, int devices,
+                                    std::initializer_list<uint64_t> seeds) {
+  PlannerOptions full, shortcut, refused;
+  full.threads = shortcut.threads = 1;
+  set(full, off);
+  set(shortcut, on);
+  set(refused, bad);
+  for (uint64_t seed : seeds) {
+    const PlanTask task = random_task(60, devices, 1.3, seed);
+    ToyCostModel full_model(true), short_model(true);
     const PlanResult a = make_plan(*create_planner("neuroshard", full), task, full_model.model);
-    const PlanResult b =
-        make_plan(*create_planner("neuroshard", patient), task, patient_model.model);
+    const PlanResult b = make_plan(*create_planner("neuroshard", shortcut), task, short_model.model);
     SCOPED_TRACE(fmt::format("seed {}", seed));
-    EXPECT_LT(patient_model.compute->calls, full_model.compute->calls);
+    EXPECT_LT(short_model.compute->calls, full_model.compute->calls);
     EXPECT_LE(b.predicted.cost_ms, a.predicted.cost_ms * 1.05);
   }
-  PlannerOptions bad;
-  bad.scan_patience = -1;
-  EXPECT_THROW(create_planner("neuroshard", bad), Error);
+  EXPECT_THROW(create_planner("neuroshard", refused), Error);
+}
+
+// Patience stops a piece's device scan early.
+TEST(Planners, NeuroShardScanPatienceCutsModelCallsNotQuality) {
+  expect_fewer_calls_close_plans([](PlannerOptions& o, int v) { o.scan_patience = v; }, 0, 1, -1,
+                                 16, {51, 52});
+}
+
+// Screening rates only the coarse grid's best children on the whole grid.
+TEST(Planners, NeuroShardScreeningCutsModelCallsNotQuality) {
+  expect_fewer_calls_close_plans([](PlannerOptions& o, int v) { o.screen_keep = v; }, 0, 1, -1,
+                                 8, {53, 54});
 }
 
 TEST(Planners, DeterministicForAFixedSeed) {

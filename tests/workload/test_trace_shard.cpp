@@ -1,23 +1,33 @@
 // Row shards and batch slices of a trace against a direct reference on
 // random traces: every lookup lands in exactly one row shard, remapped; a
-// slice keeps its samples' bags only; the lookup shares add up.
+// slice keeps its samples' bags only; the lookup shares add up; a row range's
+// counts from the sorted indices (row_range_stats, PieceStats) are those of
+// its bucketized trace.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "embshard/util/error.h"
 #include "embshard/workload/trace_shard.h"
+#include "test_util.h"
 
 namespace embshard {
 namespace {
 
-TableTrace random_trace(int64_t batch, int64_t rows, uint64_t seed) {
+// Bags of 0-6 lookups; with `hot`, half of them on the first 1% of rows, so
+// that the higher reuse bins fill.
+TableTrace random_trace(int64_t batch, int64_t rows, uint64_t seed, bool hot = false) {
   std::mt19937_64 rng(seed);
   TableTrace t;
   t.offsets.push_back(0);
+  const int64_t hot_rows = std::max<int64_t>(1, rows / 100);
   for (int64_t b = 0; b < batch; ++b) {
     const int n = static_cast<int>(rng() % 7);
-    for (int i = 0; i < n; ++i) t.indices.push_back(static_cast<int64_t>(rng() % rows));
+    for (int i = 0; i < n; ++i) {
+      const bool h = hot && rng() % 2 == 0;
+      t.indices.push_back(static_cast<int64_t>(rng() % (h ? hot_rows : rows)));
+    }
     t.offsets.push_back(static_cast<int64_t>(t.indices.size()));
   }
   return t;
@@ -73,6 +83,109 @@ TEST(TraceShard, LookupSharesCountIndicesPerRowBin) {
   t.indices = {0, 1, 2, 100};
   t.offsets = {0, 4};
   EXPECT_THROW(row_lookup_shares(t, 100, 4), Error);
+}
+
+void expect_same_counts(const TableStats& got, const TableStats& want, const std::string& what) {
+  EXPECT_EQ(got.batch_size, want.batch_size) << what;
+  EXPECT_EQ(got.num_indices, want.num_indices) << what;
+  EXPECT_EQ(got.unique_rows, want.unique_rows) << what;
+  EXPECT_EQ(got.rows_per_bin, want.rows_per_bin) << what;
+  EXPECT_EQ(got.lookups_per_bin, want.lookups_per_bin) << what;
+}
+
+TEST(TraceShard, RowRangeStatsMatchTheBucketizedTrace) {
+  for (const uint64_t seed : {21, 22, 23}) {
+    for (const bool hot : {false, true}) {
+      const int64_t rows = 5000;
+      const TableTrace t = random_trace(4096, rows, seed, hot);
+      std::vector<int64_t> sorted = t.indices;
+      std::sort(sorted.begin(), sorted.end());
+      std::mt19937_64 rng(seed);
+      // Blocks of 2 and 7, the first and last row alone, the whole table, a
+      // range past every lookup, random ranges.
+      std::vector<std::pair<int64_t, int64_t>> ranges{{0, rows}, {0, 1}, {rows - 1, 1}};
+      for (const int64_t k : {2, 7}) {
+        const int64_t block = (rows + k - 1) / k;
+        for (int64_t o = 0; o < rows; o += block) ranges.emplace_back(o, std::min(block, rows - o));
+      }
+      for (int i = 0; i < 20; ++i) {
+        const int64_t o = static_cast<int64_t>(rng() % rows);
+        ranges.emplace_back(o, 1 + static_cast<int64_t>(rng() % (rows - o)));
+      }
+      for (const auto& [o, n] : ranges) {
+        const std::string what = "seed " + std::to_string(seed) + " rows [" + std::to_string(o) +
+                                 ", +" + std::to_string(n) + ")";
+        expect_same_counts(row_range_stats(sorted, t.batch_size(), o, n),
+                           compute_table_stats(row_shard_trace(t, o, n), n), what);
+      }
+      if (hot) {  // the hot range does reach the high bins the test is for
+        const TableStats all = row_range_stats(sorted, t.batch_size(), 0, rows);
+        int64_t high = 0;
+        for (int b = 5; b < kReuseBins; ++b) high += all.rows_per_bin[b];
+        EXPECT_GT(high, 0);
+      }
+    }
+  }
+  const std::vector<int64_t> none;
+  EXPECT_EQ(row_range_stats(none, 8, 0, 10).unique_rows, 0);
+  EXPECT_THROW(row_range_stats(none, 8, 0, 0), Error);
+  EXPECT_THROW(row_range_stats(none, 8, -1, 5), Error);
+}
+
+TEST(TraceShard, PieceStatsAreTheMeasuredPieces) {
+  testing::ScratchDir dir("piece_stats");
+  const std::string path = dir.file("trace.bin");
+  const int64_t rows0 = 3000, rows1 = 800;
+  const TableTrace t0 = random_trace(512, rows0, 31, true), t1 = random_trace(512, rows1, 32);
+  {
+    TraceWriter writer(path, 2, 512, 4);
+    writer.add_table(t0);
+    writer.add_table(t1);
+    writer.finish();
+  }
+  TableSpec spec0, spec1;
+  spec0.name = "hot";
+  spec0.rows = rows0;
+  spec0.dim = 32;
+  spec1.name = "cold";
+  spec1.rows = rows1;
+  spec1.dim = 8;
+  PieceStats stats(path);
+  // Both tables' blocks in turn (the held trace changes), a replica slice.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int64_t o = 0; o < rows0; o += 1500) {
+      const TableSpec got = stats.piece(0, spec0, o, 1500);
+      TableSpec want = spec0;
+      fill_table_spec(compute_table_stats(row_shard_trace(t0, o, 1500), 1500), want);
+      EXPECT_EQ(got.rows, 1500);
+      EXPECT_EQ(got.dim, 32);
+      EXPECT_EQ(got.name, "hot");
+      EXPECT_EQ(got.pooling_factor, want.pooling_factor);
+      EXPECT_EQ(got.unique_rows, want.unique_rows);
+      EXPECT_EQ(got.row_reuse, want.row_reuse);
+      EXPECT_EQ(got.lookup_reuse, want.lookup_reuse);
+    }
+    const TableSpec slice = stats.piece(1, spec1, 0, rows1, 1, 4);
+    TableSpec want = spec1;
+    fill_table_spec(compute_table_stats(batch_slice_trace(t1, 1, 4), rows1), want);
+    EXPECT_EQ(slice.pooling_factor, want.pooling_factor);
+    EXPECT_EQ(slice.row_reuse, want.row_reuse);
+  }
+  // The first block of the hot table holds its hot rows: its reuse differs
+  // from the whole table's.
+  TableSpec whole = spec0;
+  fill_table_spec(compute_table_stats(t0, rows0), whole);
+  EXPECT_NE(stats.piece(0, spec0, 0, 1500).row_reuse, whole.row_reuse);
+
+  EXPECT_NE(testing::error_of([&] { stats.piece(0, spec0, 2000, 1500); }).find("('hot'): rows [2000, 3500) are not a range of its 3000 rows"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { stats.piece(2, spec0, 0, 10); }).find("table 2 ('hot') is not in it"),
+            std::string::npos);
+  TableSpec narrow = spec1;
+  narrow.rows = 100;  // the trace has rows up to 800
+  const std::string e = testing::error_of([&] { stats.piece(1, narrow, 0, 50); });
+  EXPECT_NE(e.find(path), std::string::npos) << e;
+  EXPECT_NE(e.find("outside its rows [0, 100)"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -27,8 +27,14 @@ void add_bench_plan_command(CLI::App& bench) {
                   "dreamshard, autoshard: policy directory (default: the shipped one)");
   cmd->add_option("--repeats", o->repeats, "Runs per size (median reported)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the synthetic tables")->capture_default_str();
+  cmd->add_option("--grid-steps", o->planner.grid_steps, "neuroshard dim-sum caps (1.0..1.5 x "
+                  "mean)")->capture_default_str();
   cmd->add_option("--scan-patience", o->planner.scan_patience, "neuroshard: stop a piece's device "
                   "scan after N costed devices in a row beat nothing (0: no limit)")
+      ->capture_default_str();
+  cmd->add_option("--screen-keep", o->planner.screen_keep, "neuroshard: rate a beam step's "
+                  "candidates with 3 caps first and only the N x beam-width best with all "
+                  "(0: all with all)")
       ->capture_default_str();
   cmd->add_option("--threads", o->planner.threads, "Search threads (0: one per hardware thread)")
       ->capture_default_str();

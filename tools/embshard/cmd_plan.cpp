@@ -134,6 +134,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--scan-patience", p.scan_patience, "neuroshard: stop a piece's device "
                   "scan after N costed devices in a row beat nothing (0: no limit)")
       ->capture_default_str();
+  cmd->add_option("--screen-keep", p.screen_keep, "neuroshard: rate a beam step's "
+                  "candidates with 3 caps first and only the N x beam-width best with all "
+                  "(0: all with all)")
+      ->capture_default_str();
   cmd->add_option("--threads", p.threads, "neuroshard search threads (0: one per hardware "
                   "thread; the plan is the same for any count)")->capture_default_str();
   cmd->add_option("--verify", r.verify,

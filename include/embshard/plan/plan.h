@@ -9,12 +9,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "embshard/workload/table.h"
 
 namespace embshard {
+
+class PieceStats;  // embshard/workload/trace_shard.h
 
 // Past these a task is a typo, not a model (a table of 1e15 rows, 100,000
 // devices): make_task refuses it before any search, naming the value.
@@ -93,6 +96,11 @@ struct PlanTask {
   // Per table, optionally: its index in the workload whose traces the
   // measured model executes (empty: unknown).
   std::vector<int> source_table;
+  // Optionally, that workload's trace: row pieces' and replicas' features
+  // (pooling, distinct rows, reuse histograms) measured on their own lookups
+  // (null: a row piece keeps its table's histograms, its pooling scaled by its
+  // share of the lookups).
+  std::shared_ptr<PieceStats> piece_stats;
 
   int num_devices() const { return static_cast<int>(device_mem_bytes.size()); }
   int num_tables() const { return static_cast<int>(tables.size()); }

@@ -21,11 +21,11 @@ namespace embshard {
 
 // Registers the pieces of a task's tables with a cost model, once each, and
 // hands back their ids. A piece is a column range (any offset: the cost does
-// not depend on which columns) times a row range; row pieces scale the
-// pooling factor by the share of lookups falling in their rows (measured
-// from the trace where the task has it, PlanTask::lookup_share, else even),
-// replicas by their 1/N slice of the batch. Row pieces keep the table's reuse
-// histograms.
+// not depend on which columns) times a row range. Where the task has the
+// trace (PlanTask::piece_stats), a row piece's or a replica's features are
+// measured on its own lookups; else a row piece keeps its table's reuse
+// histograms and scales the pooling factor by its share of the lookups
+// (PlanTask::lookup_share), and a replica by its 1/N slice of the batch.
 class ShardCosts {
  public:
   ShardCosts(const PlanTask& task, const CostModel& model);

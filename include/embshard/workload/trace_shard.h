@@ -3,8 +3,16 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <tuple>
 #include <vector>
 
+#include "embshard/workload/stats.h"
+#include "embshard/workload/table.h"
 #include "embshard/workload/trace.h"
 
 namespace embshard {
@@ -24,5 +32,43 @@ TableTrace batch_slice_trace(const TableTrace& trace, int slice, int slices);
 // ranges of a `rows`-row table (sums to 1; all equal when the trace is
 // empty). Error on an index outside [0, rows).
 std::vector<double> row_lookup_shares(const TableTrace& trace, int64_t rows, int bins);
+
+// The counts of the lookups of a table whose rows fall in [row_offset,
+// row_offset + rows), from its indices sorted ascending: the range is one
+// slice of them and each distinct row one run. The same counts as
+// compute_table_stats(row_shard_trace(trace, row_offset, rows), rows), its
+// reference, without copying the trace. Error on an empty or negative range.
+TableStats row_range_stats(std::span<const int64_t> sorted, int64_t batch_size,
+                           int64_t row_offset, int64_t rows);
+
+// What a piece of a table serves, measured from the workload's trace: its
+// pooling factor, distinct rows and both reuse histograms on its own lookups,
+// the figures bench compute records for the pieces the cost models learn
+// from (a row block of a hot table can hold most of its reuse, or none).
+// A table's indices are read and sorted once and kept until another table is
+// asked for (the planner asks for a table's row blocks together); results are
+// kept per piece. Thread-safe.
+class PieceStats {
+ public:
+  explicit PieceStats(std::string trace_path);
+  ~PieceStats();
+  // `spec` (table `table` of the trace) with rows set to `rows` and its
+  // trace-derived fields those of rows [row_offset, row_offset + rows) on
+  // batch slice `slice` of `slices` (a replica's share of the batch). Errors
+  // name the trace file and the table: a range outside the table, an index
+  // outside its rows.
+  TableSpec piece(int table, TableSpec spec, int64_t row_offset, int64_t rows, int slice = 0,
+                  int slices = 1);
+
+ private:
+  void load(int table, const TableSpec& spec);
+
+  std::mutex mutex_;
+  TraceReader reader_;
+  int loaded_ = -1;              // the table whose trace is held
+  TableTrace trace_;
+  std::vector<int64_t> sorted_;  // its indices, ascending
+  std::map<std::tuple<int, int64_t, int64_t, int, int>, TableStats> done_;
+};
 
 }  // namespace embshard
