@@ -9,6 +9,7 @@ usage: inherit_histograms.py WORKLOAD_DIR IN.jsonl[.gz] OUT.jsonl
 """
 import gzip
 import json
+import os
 import sys
 
 
@@ -18,7 +19,7 @@ def main():
     workload, src, dst = sys.argv[1:]
     with open(f"{workload}/tables.json") as f:
         spec = json.load(f)
-    tables = spec["tables"] if isinstance(spec, dict) else spec
+    tables = spec["tables"]
     opener = gzip.open if src.endswith(".gz") else open
     changed = 0
     with opener(src, "rt") as fin, open(dst + ".tmp", "w") as fout:
@@ -35,7 +36,6 @@ def main():
                     t[field] = whole[field]
                 changed += 1
             fout.write(json.dumps(record) + "\n")
-    import os
     os.replace(dst + ".tmp", dst)
     print(f"{dst}: {changed} pieces given their table's histograms")
 
