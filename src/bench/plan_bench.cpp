@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <thread>
 
@@ -23,6 +24,32 @@ double peak_rss_mb() {
   getrusage(RUSAGE_SELF, &u);
   return u.ru_maxrss / 1024.0;  // Linux: kilobytes
 }
+
+// A compute model that counts its costings (compute_ms and state_ms calls).
+class CountingCompute : public ComputeModel {
+ public:
+  explicit CountingCompute(std::shared_ptr<ComputeModel> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  int64_t batch_size() const override { return inner_->batch_size(); }
+  int add_table(const TableFeatures& table) override { return inner_->add_table(table); }
+  double compute_ms(std::span<const int> ids) const override {
+    calls_.fetch_add(1, std::memory_order_relaxed);
+    return inner_->compute_ms(ids);
+  }
+  size_t state_size() const override { return inner_->state_size(); }
+  void add_to_state(int id, std::span<double> state) const override {
+    inner_->add_to_state(id, state);
+  }
+  double state_ms(std::span<const double> state) const override {
+    calls_.fetch_add(1, std::memory_order_relaxed);
+    return inner_->state_ms(state);
+  }
+  uint64_t calls() const { return calls_.load(); }
+
+ private:
+  std::shared_ptr<ComputeModel> inner_;
+  mutable std::atomic<uint64_t> calls_{0};
+};
 
 std::pair<int, int> parse_size(const std::string& size) {
   int tables = 0, devices = 0;
@@ -62,20 +89,22 @@ std::vector<PlanBenchRow> run_plan_bench(const PlanBenchOptions& o, Reporter& re
       const PlanTask task = bench_task(tables, devices, o);
       std::vector<double> seconds;
       PlanResult last;
-      std::string model_label;
+      uint64_t calls = 0;
       for (int r = 0; r < o.repeats; ++r) {
         // A fresh model per run: nothing cached from the previous run.
         CostModelOptions mo;
         mo.model_dir = o.model_dir;
         mo.batch_size = task.batch_size;
-        const CostModel model =
-            open_cost_model(model_name, mo, r == 0 ? reporter : silent_reporter());
+        CostModel model = open_cost_model(model_name, mo, r == 0 ? reporter : silent_reporter());
+        const auto counting = std::make_shared<CountingCompute>(model.compute);
+        model.compute = counting;
         last = plan_task(task, o.algo, o.planner, model);
         seconds.push_back(last.search_s);
+        calls = counting->calls();
       }
       std::sort(seconds.begin(), seconds.end());
       rows.push_back({tables, devices, last.cost_model, o.algo, seconds[seconds.size() / 2],
-                      seconds.front(), last.predicted.cost_ms, last.gap(), peak_rss_mb()});
+                      seconds.front(), last.predicted.cost_ms, last.gap(), calls, peak_rss_mb()});
       reporter.note(fmt::format("bench plan: {} {} done", model_name, size));
     }
   }
@@ -84,12 +113,12 @@ std::vector<PlanBenchRow> run_plan_bench(const PlanBenchOptions& o, Reporter& re
 
 std::string plan_bench_report(const std::vector<PlanBenchRow>& rows, const PlanBenchOptions& o) {
   TextTable table({"tables", "devices", "cost model", "algo", "search s (median)", "min s",
-                   "cost ms", "gap %", "peak RSS MB"});
+                   "cost ms", "gap %", "model calls", "peak RSS MB"});
   for (const PlanBenchRow& r : rows) {
     table.add_row({std::to_string(r.tables), std::to_string(r.devices), r.cost_model, r.algo,
                    fmt::format("{:.4f}", r.median_s), fmt::format("{:.4f}", r.min_s),
                    fmt::format("{:.3f}", r.cost_ms), fmt::format("{:.1f}", 100 * r.gap),
-                   fmt::format("{:.0f}", r.peak_rss_mb)});
+                   std::to_string(r.model_calls), fmt::format("{:.0f}", r.peak_rss_mb)});
   }
   const int threads =
       o.planner.threads > 0 ? o.planner.threads : static_cast<int>(std::thread::hardware_concurrency());

@@ -31,9 +31,9 @@ TableFeatures shard_features(const PlanTask& task, const Shard& s) {
   const TableSpec& spec = task.tables[s.table];
   const int source =
       static_cast<size_t>(s.table) < task.source_table.size() ? task.source_table[s.table] : -1;
-  const bool piece = s.replica || s.rows < spec.rows;
+  const bool row_piece = is_row_piece(task, s);
   TableFeatures f;
-  if (piece && task.piece_stats && source >= 0) {
+  if ((row_piece || s.replica) && task.piece_stats && source >= 0) {
     // Measured on the piece's own lookups, as the models' training pieces were.
     f = table_features(task.piece_stats->piece(source, spec, s.row_offset, s.rows,
                                                s.replica ? s.device : 0,
@@ -47,7 +47,7 @@ TableFeatures shard_features(const PlanTask& task, const Shard& s) {
   }
   f.source_table = source;
   f.source_row_offset = s.row_offset;
-  f.row_piece = !s.replica && s.rows < spec.rows;
+  f.row_piece = row_piece;
   if (s.replica) f.batch_slice = s.device, f.batch_slices = task.num_devices();
   return f;
 }

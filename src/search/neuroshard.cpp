@@ -23,11 +23,6 @@ namespace {
 
 using search::Piece;
 
-// The dim-sum caps of the screening grid (PlannerOptions::screen_keep):
-// with NeuroShard's 1.0..1.5 x the mean in 11 steps, 1.0, 1.25 and 1.5,
-// three of the eleven.
-constexpr int kScreenGridSteps = 3;
-
 struct BeamState {
   std::vector<Piece> pieces;  // placement order
   std::vector<int> device_of;
@@ -74,6 +69,7 @@ class NeuroShardPlanner : public Planner {
              o.scan_patience);
     ES_CHECK(o.screen_keep >= 0, "screen keep is {}, must be at least 0 (0: no screening)",
              o.screen_keep);
+    ES_CHECK(o.screen_caps >= 1, "screen caps is {}, must be at least 1", o.screen_caps);
     ES_CHECK(o.threads >= 0, "threads is {}, must be at least 0 (0: one per hardware thread)", o.threads);
   }
   std::string name() const override { return "neuroshard"; }
@@ -309,9 +305,9 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
       for (const BeamState& c : children) work += c.pieces.size();
       if (!extended) halvings_work = work;
       const size_t keep = static_cast<size_t>(options_.screen_keep) * options_.beam_width;
-      if (keep > 0 && options_.grid_steps > kScreenGridSteps && children.size() > keep) {
+      if (keep > 0 && options_.grid_steps > options_.screen_caps && children.size() > keep) {
         // The screen: the coarse grid's keep best go on to the full grid.
-        for (auto& g : grids) g->set_grid_steps(kScreenGridSteps);
+        for (auto& g : grids) g->set_grid_steps(options_.screen_caps);
         rate_children(children, keep, grids);
         by_cost(children);
         children.resize(keep);

@@ -88,7 +88,9 @@ void PieceStats::load(int table, const TableSpec& spec) {
            "trace {}: table {} ('{}') is not in it ({} tables)", reader_.path(), table, spec.name,
            reader_.info().num_tables);
   trace_ = reader_.read_table(static_cast<uint64_t>(table));
-  sorted_ = trace_.indices;
+  batch_size_ = trace_.batch_size();
+  sorted_ = std::move(trace_.indices);
+  trace_ = TableTrace{};  // read again only for a replica's slice
   std::sort(sorted_.begin(), sorted_.end());
   if (!sorted_.empty()) {
     const int64_t bad = sorted_.front() < 0 ? sorted_.front() : sorted_.back();
@@ -111,8 +113,9 @@ TableSpec PieceStats::piece(int table, TableSpec spec, int64_t row_offset, int64
     load(table, spec);
     TableStats stats;
     if (slices == 1) {
-      stats = row_range_stats(sorted_, trace_.batch_size(), row_offset, rows);
+      stats = row_range_stats(sorted_, batch_size_, row_offset, rows);
     } else {
+      if (trace_.offsets.empty()) trace_ = reader_.read_table(static_cast<uint64_t>(table));
       const TableTrace t = rows == spec.rows ? batch_slice_trace(trace_, slice, slices)
                                              : batch_slice_trace(row_shard_trace(trace_, row_offset, rows),
                                                                  slice, slices);

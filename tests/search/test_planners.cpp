@@ -230,6 +230,12 @@ TEST(Planners, NeuroShardScreeningCutsModelCallsNotQuality) {
                                  8, {53, 54});
 }
 
+// A one-cap screen rates fewer children's caps than the full grid.
+TEST(Planners, NeuroShardScreenCapsCutModelCallsNotQuality) {
+  expect_fewer_calls_close_plans([](PlannerOptions& o, int v) { o.screen_caps = v; }, 11, 1, 0, 8,
+                                 {55, 56});
+}
+
 TEST(Planners, DeterministicForAFixedSeed) {
   const PlanTask task = random_task(30, 4, 1.3, 21);
   for (const char* algo : {"random", "neuroshard"}) {

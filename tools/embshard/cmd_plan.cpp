@@ -135,8 +135,11 @@ void add_plan_command(CLI::App& app) {
                   "scan after N costed devices in a row beat nothing (0: no limit)")
       ->capture_default_str();
   cmd->add_option("--screen-keep", p.screen_keep, "neuroshard: rate a beam step's "
-                  "candidates with 3 caps first and only the N x beam-width best with all "
-                  "(0: all with all)")
+                  "candidates with --screen-caps caps first and only the N x beam-width best "
+                  "with all (0: all with all)")
+      ->capture_default_str();
+  cmd->add_option("--screen-caps", p.screen_caps, "neuroshard: dim-sum caps of the "
+                  "screen (1: 1.0 x mean; 3: 1.0, 1.25, 1.5 x mean)")
       ->capture_default_str();
   cmd->add_option("--threads", p.threads, "neuroshard search threads (0: one per hardware "
                   "thread; the plan is the same for any count)")->capture_default_str();

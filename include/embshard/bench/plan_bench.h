@@ -31,6 +31,9 @@ struct PlanBenchRow {
   std::string cost_model, algo;
   double median_s = 0, min_s = 0;
   double cost_ms = 0, gap = 0;
+  // The compute model's costings in the last run (what the search's time
+  // mostly is; deterministic with one thread).
+  uint64_t model_calls = 0;
   double peak_rss_mb = 0;  // the whole process's, so far
 };
 

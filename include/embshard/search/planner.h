@@ -37,14 +37,16 @@ struct PlannerOptions {
   // at 1000 x 64, 4 costs 4-5x fewer model calls than no limit for plans
   // within 0.3% either way (docs/benchmarks.md).
   int scan_patience = 4;
-  // Screening: a beam step first rates its candidates with 3 dim-sum caps
-  // (cap_low, the middle and cap_high x the mean), and only the screen_keep x
-  // beam_width best of them with all grid_steps caps (0: every candidate
+  // Screening: a beam step first rates its candidates with screen_caps
+  // dim-sum caps spread from cap_low to cap_high (3: cap_low, the middle and
+  // cap_high x the mean; 1: cap_low), and only the screen_keep x beam_width
+  // best of them with all grid_steps caps (screen_keep 0: every candidate
   // with all caps, NeuroShard's search). Not exact (a candidate the coarse
   // grid ranks low is not rated again), but a third of the caps takes about
   // half the model calls, for plans within a fraction of a percent
   // (docs/benchmarks.md).
   int screen_keep = 2;
+  int screen_caps = 3;
   // Threads rating a beam step's candidates (0: one per hardware thread). The
   // plan is the same for every count.
   int threads = 0;

@@ -45,9 +45,10 @@ TableStats row_range_stats(std::span<const int64_t> sorted, int64_t batch_size,
 // pooling factor, distinct rows and both reuse histograms on its own lookups,
 // the figures bench compute records for the pieces the cost models learn
 // from (a row block of a hot table can hold most of its reuse, or none).
-// A table's indices are read and sorted once and kept until another table is
-// asked for (the planner asks for a table's row blocks together); results are
-// kept per piece. Thread-safe.
+// A table's indices are read and sorted once and kept until another table
+// is asked for (the planner asks for a table's row blocks together; its
+// trace is read again only for a replica's slice); results are kept per
+// piece. Thread-safe.
 class PieceStats {
  public:
   explicit PieceStats(std::string trace_path);
@@ -65,9 +66,10 @@ class PieceStats {
 
   std::mutex mutex_;
   TraceReader reader_;
-  int loaded_ = -1;              // the table whose trace is held
-  TableTrace trace_;
+  int loaded_ = -1;              // the table whose indices are held
+  int64_t batch_size_ = 0;
   std::vector<int64_t> sorted_;  // its indices, ascending
+  TableTrace trace_;             // its trace, once a replica's slice asks for it
   std::map<std::tuple<int, int64_t, int64_t, int, int>, TableStats> done_;
 };
 

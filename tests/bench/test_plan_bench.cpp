@@ -1,0 +1,46 @@
+#include <gtest/gtest.h>
+
+#include "embshard/bench/plan_bench.h"
+#include "embshard/util/error.h"
+#include "embshard/util/reporter.h"
+
+namespace embshard {
+namespace {
+
+PlanBenchOptions small_bench() {
+  PlanBenchOptions o;
+  o.sizes = {"30x4"};
+  o.cost_models = {"analytic"};
+  o.repeats = 1;
+  o.planner.threads = 1;
+  return o;
+}
+
+// The model calls counted are the search's: the same for the same search, fewer
+// for a coarser screen, and they show in the report.
+TEST(PlanBench, CountsTheSearchsModelCalls) {
+  PlanBenchOptions o = small_bench();
+  const std::vector<PlanBenchRow> a = run_plan_bench(o, silent_reporter());
+  const std::vector<PlanBenchRow> b = run_plan_bench(o, silent_reporter());
+  o.planner.screen_caps = 1;
+  const std::vector<PlanBenchRow> coarse = run_plan_bench(o, silent_reporter());
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_GT(a[0].model_calls, 0u);
+  EXPECT_EQ(a[0].model_calls, b[0].model_calls);
+  EXPECT_LT(coarse[0].model_calls, a[0].model_calls);
+  EXPECT_NE(plan_bench_report(a, o).find(std::to_string(a[0].model_calls)), std::string::npos);
+}
+
+TEST(PlanBench, RefusesAMalformedSize) {
+  PlanBenchOptions o = small_bench();
+  o.sizes = {"30x4", "30by4"};
+  try {
+    run_plan_bench(o, silent_reporter());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'30by4'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace embshard
