@@ -29,7 +29,7 @@ trap 'rm -rf "$work"' EXIT
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 search_s() {  # embshard bench plan's median search seconds for one size
   "$embshard" bench plan --sizes "$1" --cost-models neural --threads 1 --repeats 1 "${@:2}" \
-    2> /dev/null | awk '$1 ~ /^[0-9]+$/ {print $(NF-4)}'
+    2> /dev/null | awk '$1 ~ /^[0-9]+$/ {print $(NF-5)}'  # search s (median)
 }
 
 echo "| size | NeuroShard (Python) s | embshard, every type s | speedup | embshard, table+column s | speedup |"

@@ -69,6 +69,8 @@ class NeuroShardPlanner : public Planner {
              o.scan_patience);
     ES_CHECK(o.screen_keep >= 0, "screen keep is {}, must be at least 0 (0: no screening)",
              o.screen_keep);
+    ES_CHECK(o.step_patience >= 0, "step patience is {}, must be at least 0 (0: all max steps)",
+             o.step_patience);
     ES_CHECK(o.screen_caps >= 1, "screen caps is {}, must be at least 1", o.screen_caps);
     ES_CHECK(o.threads >= 0, "threads is {}, must be at least 0 (0: one per hardware thread)", o.threads);
   }
@@ -285,6 +287,8 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
     std::vector<BeamState> beam{start}, children, more;
     std::unordered_set<uint64_t> seen{start.signature};
     size_t work = 0;
+    double phase_best = start.cost_ms;
+    int stale_steps = 0;  // steps in a row that found nothing cheaper than phase_best
     for (int step = 0; step < options_.max_steps; ++step) {
       if (extended && work >= halvings_work) break;
       children.clear();
@@ -320,6 +324,12 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
         children.resize(options_.beam_width);
       }
       beam.swap(children);
+      if (beam.front().cost_ms < phase_best) {
+        phase_best = beam.front().cost_ms;
+        stale_steps = 0;
+      } else if (options_.step_patience > 0 && ++stale_steps >= options_.step_patience) {
+        break;
+      }
     }
   }
   if (best.empty()) {

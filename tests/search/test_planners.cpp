@@ -203,6 +203,8 @@ void expect_fewer_calls_close_plans(Set set, int off, int on, int bad, int devic
                                     std::initializer_list<uint64_t> seeds) {
   PlannerOptions full, shortcut, refused;
   full.threads = shortcut.threads = 1;
+  // All of NeuroShard's steps, so that only the option differs in the work.
+  full.step_patience = shortcut.step_patience = 0;
   set(full, off);
   set(shortcut, on);
   set(refused, bad);
@@ -228,6 +230,12 @@ TEST(Planners, NeuroShardScanPatienceCutsModelCallsNotQuality) {
 TEST(Planners, NeuroShardScreeningCutsModelCallsNotQuality) {
   expect_fewer_calls_close_plans([](PlannerOptions& o, int v) { o.screen_keep = v; }, 0, 1, -1,
                                  8, {53, 54});
+}
+
+// Step patience ends a beam that has stopped finding cheaper plans.
+TEST(Planners, NeuroShardStepPatienceCutsModelCallsNotQuality) {
+  expect_fewer_calls_close_plans([](PlannerOptions& o, int v) { o.step_patience = v; }, 0, 1, -1,
+                                 8, {57, 58});
 }
 
 // A one-cap screen rates fewer children's caps than the full grid.

@@ -38,6 +38,9 @@ void add_bench_plan_command(CLI::App& bench) {
   cmd->add_option("--scan-patience", o->planner.scan_patience, "neuroshard: stop a piece's device "
                   "scan after N costed devices in a row beat nothing (0: no limit)")
       ->capture_default_str();
+  cmd->add_option("--step-patience", o->planner.step_patience, "neuroshard: stop the beam after N "
+                  "steps in a row find no cheaper plan (0: all --max-steps)")
+      ->capture_default_str();
   cmd->add_option("--screen-keep", o->planner.screen_keep, "neuroshard: rate a beam step's "
                   "candidates with --screen-caps caps first and only the N x beam-width best "
                   "with all (0: all with all)")

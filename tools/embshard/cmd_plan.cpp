@@ -134,6 +134,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--scan-patience", p.scan_patience, "neuroshard: stop a piece's device "
                   "scan after N costed devices in a row beat nothing (0: no limit)")
       ->capture_default_str();
+  cmd->add_option("--step-patience", p.step_patience, "neuroshard: stop the beam after N "
+                  "steps in a row find no cheaper plan (0: all --max-steps)")
+      ->capture_default_str();
   cmd->add_option("--screen-keep", p.screen_keep, "neuroshard: rate a beam step's "
                   "candidates with --screen-caps caps first and only the N x beam-width best "
                   "with all (0: all with all)")

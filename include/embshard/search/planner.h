@@ -47,6 +47,13 @@ struct PlannerOptions {
   // (docs/benchmarks.md).
   int screen_keep = 2;
   int screen_caps = 3;
+  // The beam stops after this many steps in a row find nothing cheaper than
+  // the best so far (0: every one of max_steps, NeuroShard's search). The
+  // halvings' beam and the wider beam count apart. Not exact (a later step
+  // can still find a cheaper plan), but most searches settle within a few
+  // steps: 0.57-0.65x the model calls up to 200 x 16 for the same plans
+  // (docs/benchmarks.md).
+  int step_patience = 3;
   // Threads rating a beam step's candidates (0: one per hardware thread). The
   // plan is the same for every count.
   int threads = 0;
