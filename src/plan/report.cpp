@@ -74,6 +74,7 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
   j["predicted"]["lower_bound_ms"] = r.bound.total_ms();
   j["predicted"]["gap"] = r.gap();
   j["predicted"]["search_s"] = r.search_s;
+  if (!r.search_summary.empty()) j["predicted"]["search"] = r.search_summary;
   if (!r.explanation.empty()) {
     nlohmann::json why = nlohmann::json::array();
     for (const Decision& d : r.explanation) {
@@ -260,7 +261,7 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
       "mean comm {:.3f}); gap {:.1f}%{}\n"
       "{}"
       "{}\n"
-      "search time {:.3f} s\n",
+      "search time {:.3f} s{}\n",
       r.algorithm, r.cost_model, task.num_tables(), task.num_devices(), task.batch_size,
       describe(r.model_source),
       r.extrapolated.empty()
@@ -271,7 +272,8 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
       r.gap() < 0 ? " (negative: the cost model breaks the bound's assumptions here: it is not "
                     "monotone, or fusing costs more than running apart; docs/plan.md)"
                   : "",
-      imbalance_lines(r.predicted), sharding_type_summary(task, r.plan), r.search_s);
+      imbalance_lines(r.predicted), sharding_type_summary(task, r.plan), r.search_s,
+      r.search_summary.empty() ? "" : "; " + r.search_summary);
   if (r.verification) out += verification_report(*r.verification);
   if (!r.explanation.empty()) out += explain_report(task, r.explanation);
   return out;

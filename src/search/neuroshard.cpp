@@ -13,6 +13,8 @@
 #include <thread>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 #include "embshard/search/planner.h"
 #include "embshard/util/error.h"
 #include "grid_greedy.h"
@@ -79,6 +81,7 @@ class NeuroShardPlanner : public Planner {
     return plan_candidates(task, costs, 1).front();
   }
   std::vector<Plan> plan_candidates(const PlanTask& task, ShardCosts& costs, int count) override;
+  std::string search_summary() const override { return summary_; }
 
  private:
   std::vector<size_t> candidates(const PlanTask& task, const BeamState& s) const;
@@ -88,6 +91,7 @@ class NeuroShardPlanner : public Planner {
 
   PlannerOptions options_;
   bool big_first_ = false;  // sort_pieces' order for this task
+  std::string summary_;     // the last search's steps
 };
 
 // Top `k` of `ok` by a key (descending), appended to `picked` once per piece id.
@@ -282,6 +286,7 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
   // on the machine: every type costs at most about twice the search time.
   const bool wider = task.types.any_row_split() || task.types.allows(ShardingType::kDataParallel);
   size_t halvings_work = 0;
+  summary_.clear();
   for (const bool extended : {false, true}) {
     if (extended && !wider) break;
     std::vector<BeamState> beam{start}, children, more;
@@ -289,8 +294,13 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
     size_t work = 0;
     double phase_best = start.cost_ms;
     int stale_steps = 0;  // steps in a row that found nothing cheaper than phase_best
-    for (int step = 0; step < options_.max_steps; ++step) {
-      if (extended && work >= halvings_work) break;
+    int steps = 0;
+    std::string stop;  // why the beam ended before max_steps
+    for (; steps < options_.max_steps; ++steps) {
+      if (extended && work >= halvings_work) {
+        stop = "the halvings' work spent";
+        break;
+      }
       children.clear();
       for (const BeamState& s : beam) {
         for (size_t i : candidates(task, s)) {
@@ -305,7 +315,10 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
           if (seen.insert(child.signature).second) children.push_back(std::move(child));
         }
       }
-      if (children.empty()) break;
+      if (children.empty()) {
+        stop = "no new candidates";
+        break;
+      }
       for (const BeamState& c : children) work += c.pieces.size();
       if (!extended) halvings_work = work;
       const size_t keep = static_cast<size_t>(options_.screen_keep) * options_.beam_width;
@@ -328,9 +341,14 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
         phase_best = beam.front().cost_ms;
         stale_steps = 0;
       } else if (options_.step_patience > 0 && ++stale_steps >= options_.step_patience) {
+        ++steps;
+        stop = fmt::format("the last {} without a cheaper plan", options_.step_patience);
         break;
       }
     }
+    summary_ += fmt::format("{}{}: {} of {} beam steps{}", summary_.empty() ? "" : "; ",
+                            extended ? "every move" : "halvings", steps, options_.max_steps,
+                            stop.empty() ? "" : " (" + stop + ")");
   }
   if (best.empty()) {
     // Every greedy run ran out of memory somewhere: name the biggest piece.

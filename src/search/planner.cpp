@@ -113,6 +113,7 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
   std::vector<Plan> plans = candidates > 0 ? planner.plan_candidates(task, costs, candidates)
                                            : std::vector<Plan>{planner.plan(task, costs)};
   r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.search_summary = planner.search_summary();
   for (const Plan& plan : plans) {
     try {
       validate_plan(task, plan);

@@ -238,6 +238,23 @@ TEST(Planners, NeuroShardStepPatienceCutsModelCallsNotQuality) {
                                  8, {57, 58});
 }
 
+// The result says how many steps the beam took and why it stopped.
+TEST(Planners, NeuroShardSummarisesItsSearch) {
+  const PlanTask task = random_task(60, 8, 1.3, 57);
+  PlannerOptions all_steps;
+  all_steps.threads = 1;
+  all_steps.step_patience = 0;
+  all_steps.max_steps = 2;
+  EXPECT_EQ(run("neuroshard", task, all_steps).search_summary.rfind("halvings: 2 of 2 beam steps", 0),
+            0u);
+  PlannerOptions patient;
+  patient.threads = 1;
+  patient.step_patience = 1;
+  const std::string s = run("neuroshard", task, patient).search_summary;
+  EXPECT_NE(s.find(" of 10 beam steps (the last 1 without a cheaper plan)"), std::string::npos) << s;
+  EXPECT_EQ(run("torchrec", task).search_summary, "");
+}
+
 // A one-cap screen rates fewer children's caps than the full grid.
 TEST(Planners, NeuroShardScreenCapsCutModelCallsNotQuality) {
   expect_fewer_calls_close_plans([](PlannerOptions& o, int v) { o.screen_caps = v; }, 11, 1, 0, 8,

@@ -56,6 +56,7 @@ struct PlanResult {
   PlanPrediction predicted;
   LowerBound bound;
   double search_s = 0;
+  std::string search_summary;  // Planner::search_summary()
   std::optional<Verification> verification;  // plan = the chosen candidate's
   std::vector<Decision> explanation;          // with --explain: why, table by table
   double gap() const {  // (cost - bound) / bound

@@ -76,6 +76,9 @@ class Planner {
     (void)count;
     return {plan(task, costs)};
   }
+  // How the last search went, for the report ("": nothing to say): the
+  // beam's steps and why it stopped.
+  virtual std::string search_summary() const { return ""; }
 };
 
 // Valid names: random, size_greedy, dim_greedy, lookup_greedy,
