@@ -27,29 +27,7 @@ void add_bench_plan_command(CLI::App& bench) {
                   "dreamshard, autoshard: policy directory (default: the shipped one)");
   cmd->add_option("--repeats", o->repeats, "Runs per size (median reported)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the synthetic tables")->capture_default_str();
-  cmd->add_option("--beam-width", o->planner.beam_width, "neuroshard beam width")
-      ->capture_default_str();
-  cmd->add_option("--max-steps", o->planner.max_steps, "neuroshard beam steps")
-      ->capture_default_str();
-  cmd->add_option("--candidates", o->planner.candidates, "neuroshard: top-k pieces by size and "
-                  "by cost to try splitting")->capture_default_str();
-  cmd->add_option("--grid-steps", o->planner.grid_steps, "neuroshard dim-sum caps (1.0..1.5 x "
-                  "mean)")->capture_default_str();
-  cmd->add_option("--scan-patience", o->planner.scan_patience, "neuroshard: stop a piece's device "
-                  "scan after N costed devices in a row beat nothing (0: no limit)")
-      ->capture_default_str();
-  cmd->add_option("--step-patience", o->planner.step_patience, "neuroshard: stop the beam after N "
-                  "steps in a row find no cheaper plan (0: all --max-steps)")
-      ->capture_default_str();
-  cmd->add_option("--screen-keep", o->planner.screen_keep, "neuroshard: rate a beam step's "
-                  "candidates with --screen-caps caps first and only the N x beam-width best "
-                  "with all (0: all with all)")
-      ->capture_default_str();
-  cmd->add_option("--screen-caps", o->planner.screen_caps, "neuroshard: dim-sum caps of the "
-                  "screen (1: 1.0 x mean; 3: 1.0, 1.25, 1.5 x mean)")
-      ->capture_default_str();
-  cmd->add_option("--threads", o->planner.threads, "Search threads (0: one per hardware thread)")
-      ->capture_default_str();
+  add_search_options(cmd, o->planner);
   cmd->add_option("--mem-slack", o->mem_slack, "Device memory as a multiple of an even share")
       ->capture_default_str();
   cmd->add_option("--sharding-types", *types,

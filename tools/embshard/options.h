@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "embshard/search/planner.h"
 #include "embshard/util/units.h"
 
 namespace embshard::cli {
@@ -44,6 +45,31 @@ inline CLI::Option* add_bytes_list_option(CLI::App* cmd, const std::string& name
           help + " (bytes, or with a unit: 40GB, 512MiB)")
       ->delimiter(',')
       ->type_name("SIZE,...");
+}
+
+// neuroshard's search options (plan, bench plan).
+inline void add_search_options(CLI::App* cmd, PlannerOptions& p) {
+  cmd->add_option("--beam-width", p.beam_width, "neuroshard beam width")->capture_default_str();
+  cmd->add_option("--max-steps", p.max_steps, "neuroshard beam steps")->capture_default_str();
+  cmd->add_option("--candidates", p.candidates, "neuroshard: top-k pieces by size and by cost to "
+                  "try splitting")->capture_default_str();
+  cmd->add_option("--grid-steps", p.grid_steps, "neuroshard dim-sum caps (1.0..1.5 x mean)")
+      ->capture_default_str();
+  cmd->add_option("--scan-patience", p.scan_patience, "neuroshard: stop a piece's device "
+                  "scan after N costed devices in a row beat nothing (0: no limit)")
+      ->capture_default_str();
+  cmd->add_option("--step-patience", p.step_patience, "neuroshard: stop the beam after N "
+                  "steps in a row find no cheaper plan (0: all --max-steps)")
+      ->capture_default_str();
+  cmd->add_option("--screen-keep", p.screen_keep, "neuroshard: rate a beam step's "
+                  "candidates with --screen-caps caps first and only the N x beam-width best "
+                  "with all (0: all with all)")
+      ->capture_default_str();
+  cmd->add_option("--screen-caps", p.screen_caps, "neuroshard: dim-sum caps of the "
+                  "screen (1: 1.0 x mean; 3: 1.0, 1.25, 1.5 x mean)")
+      ->capture_default_str();
+  cmd->add_option("--threads", p.threads, "neuroshard search threads (0: one per hardware "
+                  "thread; the plan is the same for any count)")->capture_default_str();
 }
 
 }  // namespace embshard::cli
