@@ -124,11 +124,11 @@ std::string plan_bench_report(const std::vector<PlanBenchRow>& rows, const PlanB
       o.planner.threads > 0 ? o.planner.threads : static_cast<int>(std::thread::hardware_concurrency());
   return table.render() +
          fmt::format("search parameters: beam width {}, max steps {} (step patience {}), "
-                     "candidates {}, grid steps {} (screen: {} caps, keep {} x beam width), "
+                     "candidates {}, grid steps {} (screen: the parent's cap, keep {} x beam width), "
                      "scan patience {}; {} search thread(s); memory {:.2f} x an even share; {} "
                      "run(s) per size; peak RSS is the whole process's so far\n",
                      o.planner.beam_width, o.planner.max_steps, o.planner.step_patience,
-                     o.planner.candidates, o.planner.grid_steps, o.planner.screen_caps,
+                     o.planner.candidates, o.planner.grid_steps,
                      o.planner.screen_keep, o.planner.scan_patience, threads, o.mem_slack,
                      o.repeats);
 }

@@ -90,9 +90,7 @@ GridGreedy::GridGreedy(const PlanTask& task, const CostModel& model,
       patience_(options.scan_patience),
       state_size_(model.compute->state_size()),
       scratch_state_(state_size_) {
-  set_grid_steps(grid_steps_);
-  ES_CHECK(cap_low_ > 0 && cap_high_ >= cap_low_, "dim-sum caps {}..{} x mean are not a range",
-           cap_low_, cap_high_);
+  set_grid(grid_steps_, cap_low_, cap_high_);
   const size_t n = task.num_devices();
   cand_ms_.resize(n);
   zero_.assign(n, 0.0);
@@ -105,9 +103,12 @@ GridGreedy::GridGreedy(const PlanTask& task, const CostModel& model,
   extra_bwd_.resize(n);
 }
 
-void GridGreedy::set_grid_steps(int steps) {
+void GridGreedy::set_grid(int steps, double low, double high) {
   ES_CHECK(steps >= 1, "grid steps is {}, must be at least 1", steps);
+  ES_CHECK(low > 0 && high >= low, "dim-sum caps {}..{} x mean are not a range", low, high);
   grid_steps_ = steps;
+  cap_low_ = low;
+  cap_high_ = high;
 }
 
 Layout& GridGreedy::acquire() {
@@ -282,6 +283,8 @@ void GridGreedy::descend(Layout& L, size_t next, std::vector<int> caps) {
   const double ms = total_ms(L);
   if (ms < best_ms_) {
     best_ms_ = ms;
+    const int k = caps[caps.size() / 2];
+    best_cap_ = grid_steps_ > 1 ? cap_low_ + (cap_high_ - cap_low_) * k / (grid_steps_ - 1) : cap_low_;
     found_ = true;
     *best_device_of_ = L.device_of;
   }

@@ -32,14 +32,17 @@
 
 namespace embshard::search {
 
-// 64-bit mix of a piece id: a device's key is the sum (a multiset hash: two
-// halves of one table have the same id) of its pieces' mixes.
-inline uint64_t piece_key(int id) {
-  uint64_t z = static_cast<uint64_t>(id) + 0x9E3779B97F4A7C15ull;
+// A 64-bit mix (splitmix64's finaliser).
+inline uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
+
+// A piece id's mix: a device's key is the sum (a multiset hash: two halves of
+// one table have the same id) of its pieces' mixes.
+inline uint64_t piece_key(int id) { return mix64(static_cast<uint64_t>(id)); }
 
 // Direct-mapped cache of fused compute costs. A 64-bit key collision would
 // return another device's cost; at 2^-64 per pair it is not guarded against.
@@ -100,9 +103,13 @@ class GridGreedy {
 
   const CostCache& cache() const { return cache_; }
 
-  // The number of caps of the next runs (the options' grid_steps until set);
-  // the cost cache is the same whatever the grid.
-  void set_grid_steps(int steps);
+  // The caps of the next runs: `steps` from `low` to `high` x the mean dim
+  // sum (the options' grid until set); the cost cache is the same whatever
+  // the grid.
+  void set_grid(int steps, double low, double high);
+  // The cap of the last run's best placement, x the mean dim sum (of the
+  // caps that led to it, the middle one).
+  double best_cap() const { return best_cap_; }
 
  private:
   void descend(Layout& layout, size_t next, std::vector<int> caps);
@@ -121,6 +128,7 @@ class GridGreedy {
   bool prune_;
   int patience_;
   std::vector<double> caps_;                  // this run's dim-sum caps
+  double best_cap_ = 0;
   const std::vector<Piece>* pieces_ = nullptr;
   std::vector<std::unique_ptr<Layout>> pool_;  // pool_[depth] for forks
   size_t depth_ = 0;

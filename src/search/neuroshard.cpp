@@ -5,12 +5,14 @@
 // rows over k devices (k = 2 and every device) and that replicate a table on
 // every device.
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -30,6 +32,47 @@ struct BeamState {
   std::vector<int> device_of;
   double cost_ms = std::numeric_limits<double>::infinity();
   uint64_t signature = 0;     // multiset hash of the pieces
+  size_t parent = 0;          // children: their beam state's index
+  double cutoff_ms = 0;       // children: the cutoff they were rated against
+  double cap = 0;             // the cap of its best placement (GridGreedy::best_cap)
+};
+
+// A piece set's rating on a grid: its cost, or infinity for a set rated over
+// the cutoff it had (its cost is over `cutoff_ms`); with its placement.
+struct Rating {
+  double cost_ms = std::numeric_limits<double>::quiet_NaN();  // NaN: not rated
+  double cutoff_ms = 0;
+  double cap = 0;
+  std::vector<int> device_of;
+};
+
+// Ratings by piece set and grid, kept for the search's whole run: the wider
+// beam starts where the halvings' beam started and often follows it, so its
+// halvings are children the first beam rated already.
+class Ratings {
+ public:
+  // The rating a child with this cutoff would get, if known: a cost found, or
+  // infinity when the child was over a cutoff no lower than this one.
+  const Rating* find(uint64_t key, double cutoff) const {
+    const auto it = ratings_.find(key);
+    if (it == ratings_.end()) return nullptr;
+    const Rating& r = it->second;
+    return std::isfinite(r.cost_ms) || cutoff <= r.cutoff_ms ? &r : nullptr;
+  }
+  void add(uint64_t key, const BeamState& child) {
+    Rating& r = ratings_[key];
+    if (std::isfinite(r.cost_ms)) return;  // known exactly
+    r.cost_ms = child.cost_ms;
+    if (std::isfinite(child.cost_ms)) {
+      r.cap = child.cap;
+      r.device_of = child.device_of;
+    } else {
+      r.cutoff_ms = std::max(r.cutoff_ms, child.cutoff_ms);
+    }
+  }
+
+ private:
+  std::unordered_map<uint64_t, Rating> ratings_;
 };
 
 // Pinned pieces first (they have one device; the rest go around them), then
@@ -73,7 +116,6 @@ class NeuroShardPlanner : public Planner {
              o.screen_keep);
     ES_CHECK(o.step_patience >= 0, "step patience is {}, must be at least 0 (0: all max steps)",
              o.step_patience);
-    ES_CHECK(o.screen_caps >= 1, "screen caps is {}, must be at least 1", o.screen_caps);
     ES_CHECK(o.threads >= 0, "threads is {}, must be at least 0 (0: one per hardware thread)", o.threads);
   }
   std::string name() const override { return "neuroshard"; }
@@ -193,14 +235,23 @@ void NeuroShardPlanner::more_moves(const PlanTask& task, ShardCosts& costs, cons
   }
 }
 
-// Rates the children of one beam step, on `grids.size()` threads. Only the
-// beam_width cheapest children go on, so a child is rated against a cutoff:
-// the beam_width-th cheapest cost among the children rated so far. A child
-// at or under its cutoff gets its exact cost; one over it, infinity. Either
-// way it lands in the same place of the (cost, index) order, so the beam is
-// the same whatever the threads and the order they finish in.
+// Rates the children of one beam step, on `grids.size()` threads: on the
+// whole grid, or with `parents` (the screen) on their parent's best cap
+// alone. Only the beam_width cheapest children go on, so a child is rated
+// against a cutoff: the beam_width-th cheapest cost among the children rated
+// so far. A child at or under its cutoff gets its exact cost; one over it,
+// infinity. Either way it lands in the same place of the (cost, index)
+// order, so the beam is the same whatever the threads and the order they
+// finish in. A child rated so before (`known`) is not rated again; the new
+// ratings go into `known`.
 void rate_children(std::vector<BeamState>& children, size_t beam_width,
-                   std::vector<std::unique_ptr<search::GridGreedy>>& grids) {
+                   std::vector<std::unique_ptr<search::GridGreedy>>& grids, Ratings& known,
+                   const PlannerOptions& options, const std::vector<BeamState>* parents) {
+  auto key = [&](const BeamState& child) {
+    return parents == nullptr
+               ? child.signature
+               : child.signature ^ search::mix64(std::bit_cast<uint64_t>((*parents)[child.parent].cap));
+  };
   std::mutex mutex;
   std::vector<double> rated;
   std::atomic<size_t> next{0};
@@ -217,7 +268,21 @@ void rate_children(std::vector<BeamState>& children, size_t beam_width,
           }
         }
         BeamState& child = children[c];
-        child.cost_ms = grid.run(child.pieces, child.device_of, cutoff);
+        child.cutoff_ms = cutoff;
+        if (const Rating* r = known.find(key(child), cutoff)) {
+          child.cost_ms = r->cost_ms;
+          child.cap = r->cap;
+          child.device_of = r->device_of;
+        } else {
+          if (parents == nullptr) {
+            grid.set_grid(options.grid_steps, options.cap_low, options.cap_high);
+          } else {
+            const double cap = (*parents)[child.parent].cap;
+            grid.set_grid(1, cap, cap);
+          }
+          child.cost_ms = grid.run(child.pieces, child.device_of, cutoff);
+          child.cap = grid.best_cap();
+        }
         std::lock_guard lock(mutex);
         rated.push_back(child.cost_ms);
       }
@@ -233,6 +298,7 @@ void rate_children(std::vector<BeamState>& children, size_t beam_width,
   work(*grids[0]);
   for (std::thread& t : threads) t.join();
   if (error) std::rethrow_exception(error);
+  for (const BeamState& child : children) known.add(key(child), child);
 }
 
 // Cheapest first; ties keep their order (the order children were made in).
@@ -272,6 +338,7 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
     big_first_ = big_first;
     sort_pieces(task, start.pieces, big_first);
     start.cost_ms = grids[0]->run(start.pieces, start.device_of);
+    start.cap = grids[0]->best_cap();
     if (std::isfinite(start.cost_ms)) break;
   }
   start.signature = signature(start.pieces);
@@ -287,6 +354,7 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
   const bool wider = task.types.any_row_split() || task.types.allows(ShardingType::kDataParallel);
   size_t halvings_work = 0;
   summary_.clear();
+  Ratings screened, rated;
   for (const bool extended : {false, true}) {
     if (extended && !wider) break;
     std::vector<BeamState> beam{start}, children, more;
@@ -302,16 +370,19 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
         break;
       }
       children.clear();
-      for (const BeamState& s : beam) {
+      for (size_t b = 0; b < beam.size(); ++b) {
+        const BeamState& s = beam[b];
         for (size_t i : candidates(task, s)) {
           BeamState child = split(task, costs, s, i);
           if (!search::types_allowed(task, child.pieces)) continue;
+          child.parent = b;
           if (seen.insert(child.signature).second) children.push_back(std::move(child));
         }
         if (!extended) continue;
         more.clear();
         more_moves(task, costs, s, more);
         for (BeamState& child : more) {
+          child.parent = b;
           if (seen.insert(child.signature).second) children.push_back(std::move(child));
         }
       }
@@ -322,15 +393,14 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
       for (const BeamState& c : children) work += c.pieces.size();
       if (!extended) halvings_work = work;
       const size_t keep = static_cast<size_t>(options_.screen_keep) * options_.beam_width;
-      if (keep > 0 && options_.grid_steps > options_.screen_caps && children.size() > keep) {
-        // The screen: the coarse grid's keep best go on to the full grid.
-        for (auto& g : grids) g->set_grid_steps(options_.screen_caps);
-        rate_children(children, keep, grids);
+      if (keep > 0 && children.size() > keep) {
+        // The screen: each child rated on its parent's best cap alone; the
+        // keep best go on to the whole grid.
+        rate_children(children, keep, grids, screened, options_, &beam);
         by_cost(children);
         children.resize(keep);
-        for (auto& g : grids) g->set_grid_steps(options_.grid_steps);
       }
-      rate_children(children, options_.beam_width, grids);
+      rate_children(children, options_.beam_width, grids, rated, options_, nullptr);
       by_cost(children);
       for (const BeamState& c : children) remember(best, c, count);
       if (children.size() > static_cast<size_t>(options_.beam_width)) {

@@ -255,10 +255,30 @@ TEST(Planners, NeuroShardSummarisesItsSearch) {
   EXPECT_EQ(run("torchrec", task).search_summary, "");
 }
 
-// A one-cap screen rates fewer children's caps than the full grid.
-TEST(Planners, NeuroShardScreenCapsCutModelCallsNotQuality) {
-  expect_fewer_calls_close_plans([](PlannerOptions& o, int v) { o.screen_caps = v; }, 11, 1, 0, 8,
-                                 {55, 56});
+// The wider beam does not rate again what the halvings' beam rated: where
+// row splits are allowed but no table can be split (every table one row)
+// and replicas are not, it follows the halvings' lineage and costs no model
+// call the halvings' beam did not.
+TEST(Planners, NeuroShardWiderBeamReusesTheHalvingsRatings) {
+  std::vector<TableSpec> tables = testing::random_tables(40, 59);
+  for (TableSpec& t : tables) t.rows = t.unique_rows = 1;
+  const int64_t cap = MemoryModel().shard_bytes(1, 128) * 12;
+  auto search = [&](const char* types, const char* phases) {
+    TaskConstraints c;
+    c.types = ShardingTypes::parse(types, "--sharding-types");
+    const PlanTask task = make_task(tables, 4096, std::vector<int64_t>(4, cap), c);
+    PlannerOptions o;
+    o.threads = 1;
+    ToyCostModel model(true);
+    const PlanResult r = make_plan(*create_planner("neuroshard", o), task, model.model);
+    EXPECT_NE(r.search_summary.find(phases), std::string::npos) << r.search_summary;
+    return std::make_pair(r.predicted.cost_ms, model.compute->calls);
+  };
+  const auto every = search("table_wise,column_wise,row_wise", "every move: ");
+  const auto halvings = search("table_wise,column_wise", "halvings: ");
+  EXPECT_EQ(every.first, halvings.first);
+  EXPECT_EQ(every.second, halvings.second);
+  EXPECT_GT(halvings.second, 0);
 }
 
 TEST(Planners, DeterministicForAFixedSeed) {

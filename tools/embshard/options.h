@@ -62,11 +62,8 @@ inline void add_search_options(CLI::App* cmd, PlannerOptions& p) {
                   "steps in a row find no cheaper plan (0: all --max-steps)")
       ->capture_default_str();
   cmd->add_option("--screen-keep", p.screen_keep, "neuroshard: rate a beam step's "
-                  "candidates with --screen-caps caps first and only the N x beam-width best "
-                  "with all (0: all with all)")
-      ->capture_default_str();
-  cmd->add_option("--screen-caps", p.screen_caps, "neuroshard: dim-sum caps of the "
-                  "screen (1: 1.0 x mean; 3: 1.0, 1.25, 1.5 x mean)")
+                  "candidates on their parent's best cap first and only the N x beam-width "
+                  "best on the whole grid (0: all on the whole grid)")
       ->capture_default_str();
   cmd->add_option("--threads", p.threads, "neuroshard search threads (0: one per hardware "
                   "thread; the plan is the same for any count)")->capture_default_str();

@@ -35,18 +35,18 @@ struct PlannerOptions {
   // costed devices in a row beat nothing held so far (0: no limit). Not
   // exact, but the cheapest device is almost always among the least loaded:
   // at 1000 x 64, 4 costs 4-5x fewer model calls than no limit for plans
-  // within 0.3% either way (docs/benchmarks.md).
-  int scan_patience = 4;
-  // Screening: a beam step first rates its candidates with screen_caps
-  // dim-sum caps spread from cap_low to cap_high (3: cap_low, the middle and
-  // cap_high x the mean; 1: cap_low), and only the screen_keep x beam_width
-  // best of them with all grid_steps caps (screen_keep 0: every candidate
-  // with all caps, NeuroShard's search). Not exact (a candidate the coarse
-  // grid ranks low is not rated again), but a third of the caps takes about
-  // half the model calls, for plans within a fraction of a percent
+  // within 0.3% either way, and 1 about 0.6x the calls of 4 for plans
+  // within 0.7% either way, mean +0.02% (docs/benchmarks.md).
+  int scan_patience = 1;
+  // Screening: a beam step first rates each of its candidates on one cap,
+  // the one its parent's best placement came from (GridGreedy::best_cap),
+  // and only the screen_keep x beam_width best of them on the whole grid
+  // (screen_keep 0: every candidate on the whole grid, NeuroShard's search).
+  // Not exact (a candidate the screen ranks low is not rated again), but a
+  // child's best cap is mostly its parent's: 0.36x the model calls of no
+  // screening, 26 of 32 plans the same, the rest within 0.3% either way
   // (docs/benchmarks.md).
   int screen_keep = 2;
-  int screen_caps = 3;
   // The beam stops after this many steps in a row find nothing cheaper than
   // the best so far (0: every one of max_steps, NeuroShard's search). The
   // halvings' beam and the wider beam count apart. Not exact (a later step
