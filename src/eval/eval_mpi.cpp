@@ -36,7 +36,10 @@ class MpiCommModel : public CommModel {
         dog_, timing_, ranks_, measurements_++,
         std::vector<double>(dim_sums.begin(), dim_sums.end()),
         std::vector<double>(delays_ms.begin(), delays_ms.end()), reference_ms_);
-    for (int d = 0; d < ranks_; ++d) fwd_ms[d] = t[d].fwd_ms, bwd_ms[d] = t[d].bwd_ms;
+    for (int d = 0; d < ranks_; ++d) {
+      if (!fwd_ms.empty()) fwd_ms[d] = t[d].fwd_ms;
+      if (!bwd_ms.empty()) bwd_ms[d] = t[d].bwd_ms;
+    }
   }
   // The row-wise and data-parallel collectives, measured (mpi::time_collectives).
   void collective_ms(const CollectiveLoad& load, std::span<double> fwd_ms,

@@ -108,7 +108,7 @@ void finish_prediction(const CommModel& comm, PlanPrediction& p) {
   const size_t n = p.devices.size();
   std::vector<double> dims(n), delays(n, 0.0), fwd(n), bwd(n);
   for (size_t d = 0; d < n; ++d) dims[d] = p.devices[d].dim_sum;
-  comm.comm_ms(dims, delays, fwd, bwd);
+  comm.comm_ms(dims, delays, {}, bwd);
   const bool collectives = p.collectives.rw_dim_sums.size() == n && !p.collectives.empty();
   std::vector<double> extra_fwd(n, 0.0), extra_bwd(n, 0.0);
   if (collectives) {
@@ -118,8 +118,7 @@ void finish_prediction(const CommModel& comm, PlanPrediction& p) {
   double fastest = std::numeric_limits<double>::infinity();
   for (size_t d = 0; d < n; ++d) fastest = std::min(fastest, p.devices[d].compute_ms + bwd[d]);
   for (size_t d = 0; d < n; ++d) delays[d] = p.devices[d].compute_ms + bwd[d] - fastest;
-  std::vector<double> bwd_unused(n);
-  comm.comm_ms(dims, delays, fwd, bwd_unused);
+  comm.comm_ms(dims, delays, fwd, {});
   for (size_t d = 0; d < n; ++d) fwd[d] += extra_fwd[d];
   p.cost_ms = 0;
   double sum = 0;

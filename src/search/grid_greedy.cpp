@@ -67,14 +67,13 @@ void Layout::place(size_t index, int d, const Piece& p, double fused_ms,
   }
   compute_ms[d] = fused_ms;
   device_of[index] = d;
-  // Keep by_compute sorted: d only got dearer, so it moves right.
-  size_t i = std::find(by_compute.begin(), by_compute.end(), d) - by_compute.begin();
-  while (i + 1 < by_compute.size()) {
-    const int next = by_compute[i + 1];
-    if (compute_ms[next] > fused_ms || (compute_ms[next] == fused_ms && next > d)) break;
-    by_compute[i] = next;
-    by_compute[++i] = d;
-  }
+  // Keep by_compute sorted by (compute, index): d only got dearer, so it
+  // moves right, past every device now before it.
+  const auto at = std::find(by_compute.begin(), by_compute.end(), d);
+  const auto to = std::upper_bound(at + 1, by_compute.end(), d, [&](int a, int b) {
+    return compute_ms[a] < compute_ms[b] || (compute_ms[a] == compute_ms[b] && a < b);
+  });
+  std::rotate(at, at + 1, to);
 }
 
 GridGreedy::GridGreedy(const PlanTask& task, const CostModel& model,
@@ -97,7 +96,6 @@ GridGreedy::GridGreedy(const PlanTask& task, const CostModel& model,
   delays_.resize(n);
   fwd_.resize(n);
   bwd_.resize(n);
-  bwd2_.resize(n);
   a2a_dims_.resize(n);
   extra_fwd_.resize(n);
   extra_bwd_.resize(n);
@@ -162,7 +160,7 @@ double GridGreedy::total_ms(const Layout& layout) {
     comm_.collective_ms(load_, extra_fwd_, extra_bwd_);
     dims = a2a_dims_;
   }
-  comm_.comm_ms(dims, zero_, fwd_, bwd_);
+  comm_.comm_ms(dims, zero_, {}, bwd_);
   if (collectives_) {
     for (size_t d = 0; d < n; ++d) bwd_[d] += extra_bwd_[d];
   }
@@ -175,7 +173,7 @@ double GridGreedy::total_ms(const Layout& layout) {
   // best found needs no forward costing (it cannot win either way).
   if (prune_ && slowest >= best_ms_) return slowest;
   for (size_t d = 0; d < n; ++d) delays_[d] = layout.compute_ms[d] + bwd_[d] - fastest;
-  comm_.comm_ms(dims, delays_, fwd_, bwd2_);
+  comm_.comm_ms(dims, delays_, fwd_, {});
   double worst = 0;
   for (size_t d = 0; d < n; ++d) {
     const double fwd = fwd_[d] + (collectives_ ? extra_fwd_[d] : 0.0);

@@ -135,7 +135,7 @@ class GridGreedy {
   std::vector<double> cand_ms_;               // per device, this step
   size_t state_size_;                         // the model's incremental state, 0: none
   std::vector<double> scratch_state_;
-  std::vector<double> zero_, delays_, fwd_, bwd_, bwd2_;  // comm scratch
+  std::vector<double> zero_, delays_, fwd_, bwd_;  // comm scratch
   std::vector<double> a2a_dims_, extra_fwd_, extra_bwd_;
   CollectiveLoad load_;             // this run's collectives (row pieces, replicas)
   bool collectives_ = false;        // whether the run has row pieces or replicas

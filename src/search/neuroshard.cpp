@@ -11,6 +11,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -80,14 +81,17 @@ class Ratings {
 // `big_first`, pieces over half the smallest device's memory go right after
 // the pinned ones, largest first: each needs a device nearly to itself, and
 // placed late, none may have room left.
-void sort_pieces(const PlanTask& task, std::vector<Piece>& pieces, bool big_first) {
-  const int64_t half =
-      big_first ? *std::min_element(task.device_mem_bytes.begin(), task.device_mem_bytes.end()) / 2
-                : std::numeric_limits<int64_t>::max();
-  std::sort(pieces.begin(), pieces.end(), [&](const Piece& a, const Piece& b) {
-    const bool pa = task.pinned_device[a.table] >= 0, pb = task.pinned_device[b.table] >= 0;
+class PieceOrder {
+ public:
+  PieceOrder(const PlanTask& task, bool big_first)
+      : task_(task),
+        half_(big_first ? *std::min_element(task.device_mem_bytes.begin(),
+                                            task.device_mem_bytes.end()) / 2
+                        : std::numeric_limits<int64_t>::max()) {}
+  bool operator()(const Piece& a, const Piece& b) const {
+    const bool pa = task_.pinned_device[a.table] >= 0, pb = task_.pinned_device[b.table] >= 0;
     if (pa != pb) return pa;
-    const bool ba = a.mem_bytes > half, bb = b.mem_bytes > half;
+    const bool ba = a.mem_bytes > half_, bb = b.mem_bytes > half_;
     if (ba != bb) return ba;
     if (ba && a.mem_bytes != b.mem_bytes) return a.mem_bytes > b.mem_bytes;
     if (a.single_ms != b.single_ms) return a.single_ms > b.single_ms;
@@ -95,8 +99,12 @@ void sort_pieces(const PlanTask& task, std::vector<Piece>& pieces, bool big_firs
     if (a.cols != b.cols) return a.cols > b.cols;
     if (a.group != b.group) return a.group < b.group;
     return a.row_offset < b.row_offset;
-  });
-}
+  }
+
+ private:
+  const PlanTask& task_;
+  int64_t half_;
+};
 
 uint64_t signature(const std::vector<Piece>& pieces) {
   uint64_t s = 0;
@@ -127,12 +135,14 @@ class NeuroShardPlanner : public Planner {
 
  private:
   std::vector<size_t> candidates(const PlanTask& task, const BeamState& s) const;
+  BeamState child(const PlanTask& task, const BeamState& s, size_t i,
+                  std::span<const Piece> added) const;
   BeamState split(const PlanTask& task, ShardCosts& costs, const BeamState& s, size_t i) const;
   void more_moves(const PlanTask& task, ShardCosts& costs, const BeamState& s,
                   std::vector<BeamState>& out) const;
 
   PlannerOptions options_;
-  bool big_first_ = false;  // sort_pieces' order for this task
+  bool big_first_ = false;  // PieceOrder's for this task
   std::string summary_;     // the last search's steps
 };
 
@@ -166,24 +176,29 @@ std::vector<size_t> NeuroShardPlanner::candidates(const PlanTask& task,
   return picked;
 }
 
-BeamState NeuroShardPlanner::split(const PlanTask& task, ShardCosts& costs, const BeamState& s,
-                                   size_t i) const {
+// The child whose pieces are the parent's without its piece i and with
+// `added`: each goes in at its place in PieceOrder, so the child's pieces are
+// in order as the parent's are.
+BeamState NeuroShardPlanner::child(const PlanTask& task, const BeamState& s, size_t i,
+                                   std::span<const Piece> added) const {
+  const PieceOrder order(task, big_first_);
   BeamState child;
-  child.pieces = s.pieces;
-  const Piece half = search::make_piece(task, costs, s.pieces[i].table, s.pieces[i].cols / 2);
-  child.pieces[i] = half;
-  child.pieces.push_back(half);
-  sort_pieces(task, child.pieces, big_first_);
-  child.signature = signature(child.pieces);
+  child.pieces.reserve(s.pieces.size() + added.size());
+  child.pieces.assign(s.pieces.begin(), s.pieces.end());
+  child.pieces.erase(child.pieces.begin() + static_cast<std::ptrdiff_t>(i));
+  child.signature = s.signature - search::piece_key(s.pieces[i].id);
+  for (const Piece& p : added) {
+    child.pieces.insert(std::upper_bound(child.pieces.begin(), child.pieces.end(), p, order), p);
+    child.signature += search::piece_key(p.id);
+  }
   return child;
 }
 
-BeamState with_pieces(const PlanTask& task, std::vector<Piece> pieces, bool big_first) {
-  BeamState child;
-  child.pieces = std::move(pieces);
-  sort_pieces(task, child.pieces, big_first);
-  child.signature = signature(child.pieces);
-  return child;
+BeamState NeuroShardPlanner::split(const PlanTask& task, ShardCosts& costs, const BeamState& s,
+                                   size_t i) const {
+  const Piece half = search::make_piece(task, costs, s.pieces[i].table, s.pieces[i].cols / 2);
+  const Piece halves[] = {half, half};
+  return child(task, s, i, halves);
 }
 
 // The moves beyond halving: split a full-row piece's rows over 2 or every
@@ -218,10 +233,8 @@ void NeuroShardPlanner::more_moves(const PlanTask& task, ShardCosts& costs, cons
     for (int blocks : {2, n}) {
       if (blocks == n && n == 2) continue;  // the same split as 2
       if (!task.row_splittable(pieces[i].table, blocks)) continue;
-      std::vector<Piece> next = pieces;
-      next.erase(next.begin() + static_cast<std::ptrdiff_t>(i));
-      for (const Piece& r : search::split_rows(task, costs, pieces[i], blocks, pieces)) next.push_back(r);
-      if (search::types_allowed(task, next)) out.push_back(with_pieces(task, std::move(next), big_first_));
+      BeamState next = child(task, s, i, search::split_rows(task, costs, pieces[i], blocks, pieces));
+      if (search::types_allowed(task, next.pieces)) out.push_back(std::move(next));
     }
   }
   seen.clear();
@@ -229,9 +242,8 @@ void NeuroShardPlanner::more_moves(const PlanTask& task, ShardCosts& costs, cons
   top_k(replica_ok, k, [&](size_t i) { return pieces[i].single_ms; }, pieces, seen, picked);
   top_k(replica_ok, k, [&](size_t i) { return -static_cast<double>(pieces[i].mem_bytes); }, pieces, seen, picked);
   for (size_t i : picked) {
-    std::vector<Piece> next = pieces;
-    next[i] = search::make_replica(task, costs, pieces[i].table);
-    out.push_back(with_pieces(task, std::move(next), big_first_));
+    const Piece replica[] = {search::make_replica(task, costs, pieces[i].table)};
+    out.push_back(child(task, s, i, replica));
   }
 }
 
@@ -336,7 +348,7 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
   // without room, the big pieces first.
   for (const bool big_first : {false, true}) {
     big_first_ = big_first;
-    sort_pieces(task, start.pieces, big_first);
+    std::sort(start.pieces.begin(), start.pieces.end(), PieceOrder(task, big_first));
     start.cost_ms = grids[0]->run(start.pieces, start.device_of);
     start.cap = grids[0]->best_cap();
     if (std::isfinite(start.cost_ms)) break;

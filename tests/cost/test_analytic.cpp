@@ -150,8 +150,13 @@ TEST(AnalyticModel, CommIsLatencyPlusBytesOverBandwidthPlusStragglerWait) {
   EXPECT_NEAR(bwd[1], comm_ms, 1e-12);
   EXPECT_NEAR(fwd[0], comm_ms + 2.0, 1e-12);  // waits for device 1
   EXPECT_NEAR(fwd[1], comm_ms, 1e-12);        // the straggler waits for nobody
-  std::vector<double> short_out(1);
+  std::vector<double> short_out(1), fwd_only(2), bwd_only(2);
   EXPECT_THROW(m->comm_ms(dims, delays, short_out, bwd), Error);
+  // One direction alone (an empty output is not computed) is the same.
+  m->comm_ms(dims, delays, fwd_only, {});
+  m->comm_ms(dims, delays, {}, bwd_only);
+  EXPECT_EQ(fwd_only, fwd);
+  EXPECT_EQ(bwd_only, bwd);
 }
 
 TEST(Nnls, ClampsNegativeCoefficientsToZero) {

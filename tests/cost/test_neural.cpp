@@ -127,6 +127,12 @@ TEST(NeuralModel, ForwardAddsTheWaitBeyondTheTrainedDelays) {
   EXPECT_GT(f_far[1], 0);
   EXPECT_EQ(b_far, b_edge);
   EXPECT_EQ(comm_wait_ms(std::vector<double>{3, 1, 2}, 1), 2);
+  // One direction alone (an empty output is not computed) is the same.
+  std::vector<double> f_only(3), b_only(3);
+  predict_comm_ms(m, dims, std::vector<double>{0, 50, 1}, f_only, {});
+  predict_comm_ms(m, dims, std::vector<double>{0, 50, 1}, {}, b_only);
+  EXPECT_EQ(f_only, f_far);
+  EXPECT_EQ(b_only, b_far);
 }
 
 // Error text must name the file at fault.

@@ -56,8 +56,8 @@ class ToyCommModel : public CommModel {
     double max_delay = 0;
     for (double d : delays) max_delay = std::max(max_delay, d);
     for (size_t d = 0; d < dims.size(); ++d) {
-      bwd[d] = 0.02 + 2e-4 * dims[d];
-      fwd[d] = 0.02 + 2e-4 * dims[d] + (max_delay - delays[d]);
+      if (!bwd.empty()) bwd[d] = 0.02 + 2e-4 * dims[d];
+      if (!fwd.empty()) fwd[d] = 0.02 + 2e-4 * dims[d] + (max_delay - delays[d]);
     }
   }
   // Row pieces' columns cost like the all-to-all's, each way; indices 1 ms per

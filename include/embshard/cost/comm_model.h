@@ -37,7 +37,9 @@ class CommModel {
   virtual std::string name() const = 0;
   // Per-device all-to-all ms. dim_sums[d]: sum of the dims placed on device d;
   // delays_ms[d]: how much later than the fastest device d starts its forward
-  // all-to-all. Outputs have one entry per device.
+  // all-to-all. Outputs have one entry per device; an empty fwd_ms or bwd_ms
+  // is not computed (the backward all-to-all does not depend on the delays,
+  // so the search asks for it alone, then for the forward alone).
   virtual void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
                        std::span<double> fwd_ms, std::span<double> bwd_ms) const = 0;
   // Adds the ms of the collectives in `load` (one entry per device) to fwd_ms

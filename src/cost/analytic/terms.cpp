@@ -123,7 +123,8 @@ void analytic_comm_ms(const Calibration& c, int64_t batch_size,
                       std::span<const double> dim_sums, std::span<const double> delays_ms,
                       std::span<double> fwd_ms, std::span<double> bwd_ms) {
   const size_t n = dim_sums.size();
-  ES_CHECK(delays_ms.size() == n && fwd_ms.size() == n && bwd_ms.size() == n,
+  ES_CHECK(delays_ms.size() == n && (fwd_ms.empty() || fwd_ms.size() == n) &&
+               (bwd_ms.empty() || bwd_ms.size() == n),
            "comm_ms: {} dim sums but {} delays, {} / {} outputs", n, delays_ms.size(),
            fwd_ms.size(), bwd_ms.size());
   if (n == 0) return;
@@ -139,8 +140,8 @@ void analytic_comm_ms(const Calibration& c, int64_t batch_size,
         alltoall_bytes(dim_sums[d], total_dim, static_cast<double>(n), static_cast<double>(batch_size));
     const double comm =
         n > 1 ? c.comm_latency_us * 1e-3 + bytes.busiest() * ms_per_byte(c.comm_gbps) : 0.0;
-    bwd_ms[d] = comm;
-    fwd_ms[d] = comm + std::max(0.0, max_delay - delays_ms[d]);
+    if (!bwd_ms.empty()) bwd_ms[d] = comm;
+    if (!fwd_ms.empty()) fwd_ms[d] = comm + std::max(0.0, max_delay - delays_ms[d]);
   }
 }
 

@@ -18,18 +18,31 @@ std::vector<int> Mlp::sizes() const {
 
 namespace {
 
-// out[o0 .. o0+B) = bias + sum_i in[i] * W^T[i, o0 .. o0+B): B accumulators
-// that the compiler keeps in vector registers for the whole loop over inputs.
+// out[o0 .. o0+B) = bias + sum_i in[i] * W^T[i, o0 .. o0+B): two sets of B
+// accumulators (even and odd inputs) that the compiler keeps in vector
+// registers for the whole loop over inputs, twice the independent chains of
+// one set to hide the FMA latency.
 template <int B>
 void dense_block(const DenseLayer& layer, const float* in, int o0, float* out) {
-  float acc[B];
-  for (int o = 0; o < B; ++o) acc[o] = layer.bias[o0 + o];
+  float even[B], odd[B];
+  for (int o = 0; o < B; ++o) even[o] = layer.bias[o0 + o], odd[o] = 0.0f;
+  const size_t stride = static_cast<size_t>(layer.out);
   const float* w = layer.weight_t.data() + o0;
-  for (int i = 0; i < layer.in; ++i, w += layer.out) {
-    const float xi = in[i];
-    for (int o = 0; o < B; ++o) acc[o] += w[o] * xi;
+  int i = 0;
+  for (; i + 2 <= layer.in; i += 2, w += 2 * stride) {
+    const float x0 = in[i], x1 = in[i + 1];
+    for (int o = 0; o < B; ++o) {
+      even[o] += w[o] * x0;
+      odd[o] += w[stride + o] * x1;
+    }
   }
-  for (int o = 0; o < B; ++o) out[o0 + o] = layer.relu ? std::max(acc[o], 0.0f) : acc[o];
+  if (i < layer.in) {
+    for (int o = 0; o < B; ++o) even[o] += w[o] * in[i];
+  }
+  for (int o = 0; o < B; ++o) {
+    const float v = even[o] + odd[o];
+    out[o0 + o] = layer.relu ? std::max(v, 0.0f) : v;
+  }
 }
 
 // out[o] = bias + W[o, :] . in: eight partial sums, so that the loop

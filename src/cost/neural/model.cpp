@@ -81,7 +81,8 @@ void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
   ES_CHECK(model.has_comm,
            "neural cost model: this model has no communication model (it was "
            "trained without --comm)");
-  ES_CHECK(fwd_ms.size() == dim_sums.size() && bwd_ms.size() == dim_sums.size() &&
+  ES_CHECK((fwd_ms.empty() || fwd_ms.size() == dim_sums.size()) &&
+               (bwd_ms.empty() || bwd_ms.size() == dim_sums.size()) &&
                delays_ms.size() == dim_sums.size(),
            "neural cost model: comm outputs for {} / {} devices, inputs for {} / {}",
            fwd_ms.size(), bwd_ms.size(), dim_sums.size(), delays_ms.size());
@@ -95,17 +96,21 @@ void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
   for (size_t d = 0; d < dim_sums.size(); ++d) {
     float y = 0;
     comm_raw_features(dim_sums, seen, static_cast<int>(d), fit.network_batch, x);
-    float xb[16];
-    std::copy(x, x + comm_bwd_feature_names().size(), xb);
-    model.comm_fwd.features.apply(x);
-    model.comm_fwd.mlp.forward(x, &y);
-    fwd_ms[d] = comm_wait_ms(delays_ms, d) +
-                fit.scale * output_to_ms(y, model.comm_fwd.target_mean, model.comm_fwd.target_std,
-                                         "comm fwd");
-    model.comm_bwd.features.apply(xb);
-    model.comm_bwd.mlp.forward(xb, &y);
-    bwd_ms[d] = fit.scale *
-                output_to_ms(y, model.comm_bwd.target_mean, model.comm_bwd.target_std, "comm bwd");
+    if (!bwd_ms.empty()) {
+      float xb[16];
+      std::copy(x, x + comm_bwd_feature_names().size(), xb);
+      model.comm_bwd.features.apply(xb);
+      model.comm_bwd.mlp.forward(xb, &y);
+      bwd_ms[d] = fit.scale * output_to_ms(y, model.comm_bwd.target_mean,
+                                           model.comm_bwd.target_std, "comm bwd");
+    }
+    if (!fwd_ms.empty()) {
+      model.comm_fwd.features.apply(x);
+      model.comm_fwd.mlp.forward(x, &y);
+      fwd_ms[d] = comm_wait_ms(delays_ms, d) +
+                  fit.scale * output_to_ms(y, model.comm_fwd.target_mean,
+                                           model.comm_fwd.target_std, "comm fwd");
+    }
   }
 }
 
