@@ -30,7 +30,6 @@ namespace {
 using nlohmann::json;
 
 PlanTask make_eval_task(const Workload& pool, const EvalTask& t, int devices,
-                        const std::vector<std::vector<double>>& row_shares,
                         std::shared_ptr<PieceStats> piece_stats) {
   std::vector<TableSpec> tables;
   for (size_t k = 0; k < t.tables.size(); ++k) {
@@ -43,19 +42,8 @@ PlanTask make_eval_task(const Workload& pool, const EvalTask& t, int devices,
   PlanTask task = make_task(std::move(tables), pool.batch_size,
                             device_capacities(devices, t.mem_cap_bytes, {}), {});
   task.source_table = t.tables;
-  for (int id : t.tables) task.row_lookup_share.push_back(row_shares[id]);
   task.piece_stats = std::move(piece_stats);
   return task;
-}
-
-// Per pool table: the share of its lookups in each row bin, from the trace.
-std::vector<std::vector<double>> pool_row_shares(const Workload& pool) {
-  TraceReader reader(pool.trace_path());
-  std::vector<std::vector<double>> out;
-  for (size_t t = 0; t < pool.tables.size(); ++t) {
-    out.push_back(row_lookup_shares(reader.read_table(t), pool.tables[t].rows, kRowShareBins));
-  }
-  return out;
 }
 
 // "neuroshard+verify" -> "neuroshard"; "" when `name` has no verification.
@@ -171,7 +159,6 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   std::string pool_dir;
   const std::vector<EvalTask> tasks = load_tasks(o.tasks_path, &pool_dir);
   const Workload pool = load_workload(pool_dir);
-  const std::vector<std::vector<double>> row_shares = pool_row_shares(pool);
   const auto piece_stats = std::make_shared<PieceStats>(pool.trace_path());
   CostModelOptions mo;
   mo.model_dir = o.model_dir;
@@ -227,7 +214,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   for (size_t i = done; i < tasks.size(); ++i) {
     PlanTask task;
     try {
-      task = make_eval_task(pool, tasks[i], o.devices, row_shares, piece_stats);
+      task = make_eval_task(pool, tasks[i], o.devices, piece_stats);
     } catch (const Error& e) {
       // The same task file serves any device count: a task too big for this
       // many devices is recorded and left out of the summary, not fatal.

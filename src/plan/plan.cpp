@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "embshard/util/error.h"
+#include "embshard/workload/trace_shard.h"
 
 namespace embshard {
 namespace {
@@ -92,24 +93,12 @@ int64_t PlanTask::min_piece_bytes(int t) const {
 }
 
 double PlanTask::lookup_share(int t, int64_t row_offset, int64_t rows) const {
-  const double n = static_cast<double>(tables[t].rows);
   if (rows >= tables[t].rows) return 1.0;
-  if (static_cast<size_t>(t) >= row_lookup_share.size() || row_lookup_share[t].empty()) {
-    return static_cast<double>(rows) / n;
+  if (piece_stats != nullptr && static_cast<size_t>(t) < source_table.size() &&
+      source_table[t] >= 0) {
+    return piece_stats->lookup_share(source_table[t], tables[t], row_offset, rows);
   }
-  // Piecewise uniform within each bin.
-  const std::vector<double>& bins = row_lookup_share[t];
-  const double width = n / static_cast<double>(bins.size());
-  auto cumulative = [&](double row) {
-    const double x = row / width;
-    const size_t whole = std::min(bins.size(), static_cast<size_t>(x));
-    double sum = 0;
-    for (size_t b = 0; b < whole; ++b) sum += bins[b];
-    if (whole < bins.size()) sum += bins[whole] * (x - static_cast<double>(whole));
-    return sum;
-  };
-  return std::max(0.0, cumulative(static_cast<double>(row_offset + rows)) -
-                           cumulative(static_cast<double>(row_offset)));
+  return static_cast<double>(rows) / static_cast<double>(tables[t].rows);
 }
 
 std::vector<int64_t> row_block_sizes(const TableSpec& table, int k) {

@@ -1,6 +1,8 @@
 // Planning in one call.
 #include "embshard/search/planning.h"
 
+#include <numeric>
+
 #include <fmt/format.h>
 
 #include "embshard/cost/measured_model.h"
@@ -42,13 +44,10 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
                        device_capacities(r.devices, each, r.mem_bytes), r.constraints);
   if (r.workload.trace_file.has_value() &&
       (out.task.types.any_row_split() || out.task.types.allows(ShardingType::kDataParallel))) {
-    // Row pieces' and replicas' lookups measured from the trace, not assumed.
-    TraceReader reader(r.workload.trace_path());
-    for (int t = 0; t < out.task.num_tables(); ++t) {
-      out.task.row_lookup_share.push_back(row_lookup_shares(
-          reader.read_table(t), out.task.tables[t].rows, kRowShareBins));
-      out.task.source_table.push_back(t);
-    }
+    // Row pieces' and replicas' lookups measured from the trace (read when a
+    // table is first split), not assumed.
+    out.task.source_table.resize(out.task.num_tables());
+    std::iota(out.task.source_table.begin(), out.task.source_table.end(), 0);
     out.task.piece_stats = std::make_shared<PieceStats>(r.workload.trace_path());
   }
   CostModelOptions model_options = r.model;

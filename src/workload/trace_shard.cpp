@@ -41,21 +41,6 @@ TableTrace batch_slice_trace(const TableTrace& trace, int slice, int slices) {
   return out;
 }
 
-std::vector<double> row_lookup_shares(const TableTrace& trace, int64_t rows, int bins) {
-  ES_CHECK(rows > 0 && bins >= 1, "row lookup shares: {} rows in {} bins", rows, bins);
-  std::vector<double> share(bins, 0.0);
-  const size_t n = trace.indices.size();
-  if (n == 0) return std::vector<double>(bins, 1.0 / bins);
-  for (const int64_t row : trace.indices) {
-    ES_CHECK(row >= 0 && row < rows, "row lookup shares: index {} outside [0, {})", row, rows);
-    // The bin of `row` when bin b holds rows [b*rows/bins, (b+1)*rows/bins).
-    const int64_t b = static_cast<int64_t>((static_cast<__int128>(row) * bins) / rows);
-    share[b] += 1.0;
-  }
-  for (double& s : share) s /= static_cast<double>(n);
-  return share;
-}
-
 TableStats row_range_stats(std::span<const int64_t> sorted, int64_t batch_size,
                            int64_t row_offset, int64_t rows) {
   ES_CHECK(row_offset >= 0 && rows > 0, "row range stats: rows [{}, {}) is an empty or negative range",
@@ -98,34 +83,48 @@ void PieceStats::load(int table, const TableSpec& spec) {
              "trace {}: table {} ('{}'): index {} outside its rows [0, {})", reader_.path(), table,
              spec.name, bad, spec.rows);
   }
+  lookups_[table] = static_cast<int64_t>(sorted_.size());
   loaded_ = table;
+}
+
+const TableStats& PieceStats::stats(int table, const TableSpec& spec, int64_t row_offset,
+                                    int64_t rows, int slice, int slices) {
+  ES_CHECK(row_offset >= 0 && rows > 0 && row_offset + rows <= spec.rows,
+           "trace {}: table {} ('{}'): rows [{}, {}) are not a range of its {} rows", reader_.path(),
+           table, spec.name, row_offset, row_offset + rows, spec.rows);
+  const auto key = std::make_tuple(table, row_offset, rows, slice, slices);
+  auto it = done_.find(key);
+  if (it != done_.end()) return it->second;
+  load(table, spec);
+  TableStats stats;
+  if (slices == 1) {
+    stats = row_range_stats(sorted_, batch_size_, row_offset, rows);
+  } else {
+    if (trace_.offsets.empty()) trace_ = reader_.read_table(static_cast<uint64_t>(table));
+    const TableTrace t = rows == spec.rows ? batch_slice_trace(trace_, slice, slices)
+                                           : batch_slice_trace(row_shard_trace(trace_, row_offset, rows),
+                                                               slice, slices);
+    stats = compute_table_stats(t, rows, "trace " + reader_.path() + ": table " + spec.name);
+  }
+  return done_.emplace(key, stats).first->second;
 }
 
 TableSpec PieceStats::piece(int table, TableSpec spec, int64_t row_offset, int64_t rows, int slice,
                             int slices) {
-  ES_CHECK(row_offset >= 0 && rows > 0 && row_offset + rows <= spec.rows,
-           "trace {}: table {} ('{}'): rows [{}, {}) are not a range of its {} rows", reader_.path(),
-           table, spec.name, row_offset, row_offset + rows, spec.rows);
   std::lock_guard lock(mutex_);
-  const auto key = std::make_tuple(table, row_offset, rows, slice, slices);
-  auto it = done_.find(key);
-  if (it == done_.end()) {
-    load(table, spec);
-    TableStats stats;
-    if (slices == 1) {
-      stats = row_range_stats(sorted_, batch_size_, row_offset, rows);
-    } else {
-      if (trace_.offsets.empty()) trace_ = reader_.read_table(static_cast<uint64_t>(table));
-      const TableTrace t = rows == spec.rows ? batch_slice_trace(trace_, slice, slices)
-                                             : batch_slice_trace(row_shard_trace(trace_, row_offset, rows),
-                                                                 slice, slices);
-      stats = compute_table_stats(t, rows, "trace " + reader_.path() + ": table " + spec.name);
-    }
-    it = done_.emplace(key, stats).first;
-  }
-  fill_table_spec(it->second, spec);
+  fill_table_spec(stats(table, spec, row_offset, rows, slice, slices), spec);
   spec.rows = rows;
   return spec;
+}
+
+double PieceStats::lookup_share(int table, const TableSpec& spec, int64_t row_offset,
+                                int64_t rows) {
+  std::lock_guard lock(mutex_);
+  const int64_t in_range = stats(table, spec, row_offset, rows, 0, 1).num_indices;
+  if (lookups_.find(table) == lookups_.end()) load(table, spec);
+  const int64_t all = lookups_.at(table);
+  return all > 0 ? static_cast<double>(in_range) / static_cast<double>(all)
+                 : static_cast<double>(rows) / static_cast<double>(spec.rows);
 }
 
 }  // namespace embshard

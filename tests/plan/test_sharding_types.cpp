@@ -62,17 +62,29 @@ PlanTask task_of(int devices, int64_t cap, ShardingTypes types = {}) {
   return make_task(tables, 1024, std::vector<int64_t>(devices, cap), c);
 }
 
-TEST(LookupShare, EvenWithoutTraceAndFromBinsWithOne) {
+TEST(LookupShare, EvenWithoutTraceAndCountedWithOne) {
   PlanTask task = task_of(2, int64_t{1} << 30);
   EXPECT_DOUBLE_EQ(task.lookup_share(0, 0, 250), 0.25);
   EXPECT_DOUBLE_EQ(task.lookup_share(0, 0, 1000), 1.0);
-  // Half the lookups in the first 1/4 of the rows (bins of 250 rows).
-  task.row_lookup_share.assign(4, {});
-  task.row_lookup_share[0] = {0.5, 0.25, 0.125, 0.125};
+  // Half the lookups on row 3, the rest on rows 500, 600 and 999 of 1000.
+  testing::ScratchDir dir("lookup_share");
+  const std::string path = dir.file("trace.bin");
+  TableTrace trace;
+  trace.offsets = {0, 6};
+  trace.indices = {3, 3, 3, 500, 600, 999};
+  {
+    TraceWriter writer(path, 1, 1, 4);
+    writer.add_table(trace);
+    writer.finish();
+  }
+  task.source_table = {0, -1, -1, -1};
+  task.piece_stats = std::make_shared<PieceStats>(path);
   EXPECT_DOUBLE_EQ(task.lookup_share(0, 0, 250), 0.5);
-  EXPECT_DOUBLE_EQ(task.lookup_share(0, 0, 500), 0.75);
-  EXPECT_DOUBLE_EQ(task.lookup_share(0, 125, 250), 0.25 + 0.125);  // half of bins 0 and 1
-  EXPECT_DOUBLE_EQ(task.lookup_share(0, 500, 500), 0.25);
+  EXPECT_DOUBLE_EQ(task.lookup_share(0, 0, 501), 4.0 / 6);
+  EXPECT_DOUBLE_EQ(task.lookup_share(0, 4, 496), 0.0);
+  EXPECT_DOUBLE_EQ(task.lookup_share(0, 500, 500), 0.5);
+  const int64_t rows1 = task.tables[1].rows;  // no source: the share of the rows
+  EXPECT_DOUBLE_EQ(task.lookup_share(1, 0, rows1 / 2), static_cast<double>(rows1 / 2) / rows1);
 }
 
 Plan row_wise_plan(const PlanTask& task, int t, int k) {

@@ -74,17 +74,6 @@ TEST(TraceShard, BatchSliceKeepsItsSamplesOnly) {
   EXPECT_THROW(batch_slice_trace(t, 3, 3), Error);
 }
 
-TEST(TraceShard, LookupSharesCountIndicesPerRowBin) {
-  TableTrace t;
-  t.offsets = {0, 4};
-  t.indices = {0, 1, 2, 99};
-  const std::vector<double> s = row_lookup_shares(t, 100, 4);  // bins of 25 rows
-  EXPECT_EQ(s, (std::vector<double>{0.75, 0, 0, 0.25}));
-  t.indices = {0, 1, 2, 100};
-  t.offsets = {0, 4};
-  EXPECT_THROW(row_lookup_shares(t, 100, 4), Error);
-}
-
 void expect_same_counts(const TableStats& got, const TableStats& want, const std::string& what) {
   EXPECT_EQ(got.batch_size, want.batch_size) << what;
   EXPECT_EQ(got.num_indices, want.num_indices) << what;
@@ -176,6 +165,15 @@ TEST(TraceShard, PieceStatsAreTheMeasuredPieces) {
   TableSpec whole = spec0;
   fill_table_spec(compute_table_stats(t0, rows0), whole);
   EXPECT_NE(stats.piece(0, spec0, 0, 1500).row_reuse, whole.row_reuse);
+  // A row range's share of the lookups is counted, whichever table was held.
+  for (const auto& [offset, rows] : {std::pair<int64_t, int64_t>{0, 1500}, {1500, 1500}, {10, 7}}) {
+    int64_t in_range = 0;
+    for (int64_t row : t0.indices) in_range += row >= offset && row < offset + rows;
+    stats.piece(1, spec1, 0, rows1, 1, 4);
+    EXPECT_DOUBLE_EQ(stats.lookup_share(0, spec0, offset, rows),
+                     static_cast<double>(in_range) / static_cast<double>(t0.indices.size()));
+  }
+  EXPECT_GT(stats.lookup_share(0, spec0, 0, 1500), 0.5);  // the hot rows are in the first half
 
   EXPECT_NE(testing::error_of([&] { stats.piece(0, spec0, 2000, 1500); }).find("('hot'): rows [2000, 3500) are not a range of its 3000 rows"),
             std::string::npos);

@@ -89,17 +89,13 @@ struct PlanTask {
   std::vector<int> pinned_device;   // per table: its device, or -1
   std::vector<uint8_t> no_split;    // per table: 1 if it must stay whole
   ShardingTypes types;              // what plans may use
-  // Per table, optionally: the share of its lookups that falls in each of
-  // kRowShareBins equal row ranges, measured from the trace (empty: lookups
-  // spread evenly over rows). A row shard's share of the lookups comes from it.
-  std::vector<std::vector<double>> row_lookup_share;
   // Per table, optionally: its index in the workload whose traces the
   // measured model executes (empty: unknown).
   std::vector<int> source_table;
   // Optionally, that workload's trace: row pieces' and replicas' features
-  // (pooling, distinct rows, reuse histograms) measured on their own lookups
-  // (null: a row piece keeps its table's histograms, its pooling scaled by its
-  // share of the lookups).
+  // (pooling, distinct rows, reuse histograms) and a row piece's share of its
+  // table's lookups measured on their own lookups (null: a row piece keeps
+  // its table's histograms, its share of the lookups its share of the rows).
   std::shared_ptr<PieceStats> piece_stats;
 
   int num_devices() const { return static_cast<int>(device_mem_bytes.size()); }
@@ -114,11 +110,12 @@ struct PlanTask {
   bool row_splittable(int t, int k) const;
   // The smallest piece of a table any allowed type makes: its bytes.
   int64_t min_piece_bytes(int t) const;
-  // The share of table t's lookups whose row falls in [row_offset, row_offset + rows).
+  // The share of table t's lookups whose row falls in [row_offset, row_offset
+  // + rows): counted in the trace (piece_stats and source_table given), else
+  // the share of the rows.
   double lookup_share(int t, int64_t row_offset, int64_t rows) const;
 };
 
-constexpr int kRowShareBins = 64;
 // TorchRec's contiguous row blocks: ceil(rows / k) rows each, the last the rest.
 // Error when a block would be empty (rows < k blocks of ceil(rows/k)), naming the table.
 std::vector<int64_t> row_block_sizes(const TableSpec& table, int k);

@@ -28,11 +28,6 @@ TableTrace row_shard_trace(const TableTrace& trace, int64_t row_offset, int64_t 
 // one per fused call). Error when slice is not in [0, slices).
 TableTrace batch_slice_trace(const TableTrace& trace, int slice, int slices);
 
-// The share of the trace's lookups falling in each of `bins` equal row
-// ranges of a `rows`-row table (sums to 1; all equal when the trace is
-// empty). Error on an index outside [0, rows).
-std::vector<double> row_lookup_shares(const TableTrace& trace, int64_t rows, int bins);
-
 // The counts of the lookups of a table whose rows fall in [row_offset,
 // row_offset + rows), from its indices sorted ascending: the range is one
 // slice of them and each distinct row one run. The same counts as
@@ -60,9 +55,15 @@ class PieceStats {
   // outside its rows.
   TableSpec piece(int table, TableSpec spec, int64_t row_offset, int64_t rows, int slice = 0,
                   int slices = 1);
+  // The share of the table's lookups whose row falls in [row_offset,
+  // row_offset + rows), counted (rows / spec.rows for a table with none).
+  double lookup_share(int table, const TableSpec& spec, int64_t row_offset, int64_t rows);
 
  private:
   void load(int table, const TableSpec& spec);
+  // The piece's counts, measured once (the caller holds mutex_).
+  const TableStats& stats(int table, const TableSpec& spec, int64_t row_offset, int64_t rows,
+                          int slice, int slices);
 
   std::mutex mutex_;
   TraceReader reader_;
@@ -71,6 +72,7 @@ class PieceStats {
   std::vector<int64_t> sorted_;  // its indices, ascending
   TableTrace trace_;             // its trace, once a replica's slice asks for it
   std::map<std::tuple<int, int64_t, int64_t, int, int>, TableStats> done_;
+  std::map<int, int64_t> lookups_;  // per table loaded: its lookups in the batch
 };
 
 }  // namespace embshard
