@@ -5,8 +5,8 @@
 // rows over k devices (k = 2 and every device) and that replicate a table on
 // every device.
 #include <algorithm>
-#include <bit>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <memory>
