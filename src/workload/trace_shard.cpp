@@ -2,6 +2,7 @@
 #include "embshard/workload/trace_shard.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "embshard/util/error.h"
 
@@ -41,6 +42,27 @@ TableTrace batch_slice_trace(const TableTrace& trace, int slice, int slices) {
   return out;
 }
 
+void sort_rows(std::vector<int64_t>& rows) {
+  constexpr int kDigitBits = 11;
+  constexpr size_t kDigits = size_t{1} << kDigitBits;
+  if (rows.size() < 2) return;
+  int64_t largest = 0;
+  for (const int64_t r : rows) {
+    ES_CHECK(r >= 0, "sort rows: index {} is negative", r);
+    largest = std::max(largest, r);
+  }
+  std::vector<int64_t> tmp(rows.size());
+  std::vector<size_t> start(kDigits);
+  for (int shift = 0; shift < 63 && (largest >> shift) > 0; shift += kDigitBits) {
+    std::fill(start.begin(), start.end(), 0);
+    for (const int64_t r : rows) ++start[(r >> shift) & (kDigits - 1)];
+    size_t sum = 0;
+    for (size_t& s : start) sum += std::exchange(s, sum);
+    for (const int64_t r : rows) tmp[start[(r >> shift) & (kDigits - 1)]++] = r;
+    rows.swap(tmp);
+  }
+}
+
 TableStats row_range_stats(std::span<const int64_t> sorted, int64_t batch_size,
                            int64_t row_offset, int64_t rows) {
   ES_CHECK(row_offset >= 0 && rows > 0, "row range stats: rows [{}, {}) is an empty or negative range",
@@ -76,13 +98,12 @@ void PieceStats::load(int table, const TableSpec& spec) {
   batch_size_ = trace_.batch_size();
   sorted_ = std::move(trace_.indices);
   trace_ = TableTrace{};  // read again only for a replica's slice
-  std::sort(sorted_.begin(), sorted_.end());
-  if (!sorted_.empty()) {
-    const int64_t bad = sorted_.front() < 0 ? sorted_.front() : sorted_.back();
-    ES_CHECK(sorted_.front() >= 0 && sorted_.back() < spec.rows,
+  for (const int64_t row : sorted_) {
+    ES_CHECK(row >= 0 && row < spec.rows,
              "trace {}: table {} ('{}'): index {} outside its rows [0, {})", reader_.path(), table,
-             spec.name, bad, spec.rows);
+             spec.name, row, spec.rows);
   }
+  sort_rows(sorted_);
   lookups_[table] = static_cast<int64_t>(sorted_.size());
   loaded_ = table;
 }

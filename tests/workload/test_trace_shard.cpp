@@ -121,6 +121,26 @@ TEST(TraceShard, RowRangeStatsMatchTheBucketizedTrace) {
   EXPECT_THROW(row_range_stats(none, 8, -1, 5), Error);
 }
 
+// The radix sort against std::sort: random indices of tables from 1 row to
+// 2^40 rows (one to four passes), runs of equal rows, the edge cases.
+TEST(TraceShard, SortRowsMatchesStdSort) {
+  std::mt19937_64 rng(41);
+  for (const int64_t rows : {int64_t{1}, int64_t{7}, int64_t{2048}, int64_t{2049}, int64_t{3} << 22,
+                             int64_t{20'000'000}, int64_t{1} << 40}) {
+    for (const size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{1000}, size_t{50'000}}) {
+      std::vector<int64_t> got(n);
+      for (int64_t& r : got) r = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+      if (n > 10) got[n / 2] = rows - 1, got[n / 3] = 0;
+      std::vector<int64_t> want = got;
+      std::sort(want.begin(), want.end());
+      sort_rows(got);
+      EXPECT_EQ(got, want) << rows << " rows, " << n << " indices";
+    }
+  }
+  std::vector<int64_t> negative = {3, -1, 2};
+  EXPECT_THROW(sort_rows(negative), Error);
+}
+
 TEST(TraceShard, PieceStatsAreTheMeasuredPieces) {
   testing::ScratchDir dir("piece_stats");
   const std::string path = dir.file("trace.bin");

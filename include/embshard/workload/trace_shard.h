@@ -28,6 +28,11 @@ TableTrace row_shard_trace(const TableTrace& trace, int64_t row_offset, int64_t 
 // one per fused call). Error when slice is not in [0, slices).
 TableTrace batch_slice_trace(const TableTrace& trace, int slice, int slices);
 
+// Sorts non-negative row indices ascending: an LSD radix sort, 11 bits a
+// pass, as many passes as the largest index needs (std::sort is its
+// reference). Error on a negative index.
+void sort_rows(std::vector<int64_t>& rows);
+
 // The counts of the lookups of a table whose rows fall in [row_offset,
 // row_offset + rows), from its indices sorted ascending: the range is one
 // slice of them and each distinct row one run. The same counts as
