@@ -200,7 +200,15 @@ bool GridGreedy::choose(Layout& L, const Piece& p, const std::vector<int>& caps,
   auto better = [&](int d, int held) {
     return held < 0 || cand_ms_[d] < cand_ms_[held] || (cand_ms_[d] == cand_ms_[held] && d < held);
   };
-  for (const int d : L.by_compute) {
+  // The entries of the first devices' fused costs, loaded ahead (and of the
+  // one kPrefetch ahead as the scan moves on).
+  constexpr size_t kPrefetch = 4;
+  const uint64_t piece = piece_key(p.id);
+  const size_t n = L.by_compute.size();
+  for (size_t j = 0; j < std::min(n, kPrefetch); ++j) cache_.prefetch(L.key[L.by_compute[j]] + piece);
+  for (size_t j = 0; j < n; ++j) {
+    const int d = L.by_compute[j];
+    if (j + kPrefetch < n) cache_.prefetch(L.key[L.by_compute[j + kPrefetch]] + piece);
     const double c = L.compute_ms[d];
     const bool patient = patience_ > 0 && stale >= patience_;
     auto may_beat = [&](int held) {
