@@ -86,10 +86,7 @@ void add_eval_command(CLI::App& app) {
   eval->add_option("--plan-threads", o.planner.threads,
                    "neuroshard search threads (0: one per hardware thread)")
       ->capture_default_str();
-  eval->add_option("--step-patience", o.planner.step_patience,
-                   "neuroshard: stop the beam after N steps in a row find no cheaper plan (0: all "
-                   "of NeuroShard's steps)")
-      ->capture_default_str();
+  add_shortcut_options(eval, o.planner);
   eval->add_option("--comm-warmup", o.comm_warmup, "Under mpirun: all-to-all runs not timed")
       ->capture_default_str();
   eval->add_option("--comm-repeats", o.comm_repeats,

@@ -47,6 +47,20 @@ inline CLI::Option* add_bytes_list_option(CLI::App* cmd, const std::string& name
       ->type_name("SIZE,...");
 }
 
+// neuroshard's shortcuts over NeuroShard's own search (plan, bench plan, eval).
+inline void add_shortcut_options(CLI::App* cmd, PlannerOptions& p) {
+  cmd->add_option("--scan-patience", p.scan_patience, "neuroshard: stop a piece's device "
+                  "scan after N costed devices in a row beat nothing (0: no limit)")
+      ->capture_default_str();
+  cmd->add_option("--step-patience", p.step_patience, "neuroshard: stop the beam after N "
+                  "steps in a row find no cheaper plan (0: every one of the beam's steps)")
+      ->capture_default_str();
+  cmd->add_option("--screen-keep", p.screen_keep, "neuroshard: rate a beam step's "
+                  "candidates on their parent's best cap first and only the N x beam-width "
+                  "best on the whole grid (0: all on the whole grid)")
+      ->capture_default_str();
+}
+
 // neuroshard's search options (plan, bench plan).
 inline void add_search_options(CLI::App* cmd, PlannerOptions& p) {
   cmd->add_option("--beam-width", p.beam_width, "neuroshard beam width")->capture_default_str();
@@ -55,16 +69,7 @@ inline void add_search_options(CLI::App* cmd, PlannerOptions& p) {
                   "try splitting")->capture_default_str();
   cmd->add_option("--grid-steps", p.grid_steps, "neuroshard dim-sum caps (1.0..1.5 x mean)")
       ->capture_default_str();
-  cmd->add_option("--scan-patience", p.scan_patience, "neuroshard: stop a piece's device "
-                  "scan after N costed devices in a row beat nothing (0: no limit)")
-      ->capture_default_str();
-  cmd->add_option("--step-patience", p.step_patience, "neuroshard: stop the beam after N "
-                  "steps in a row find no cheaper plan (0: all --max-steps)")
-      ->capture_default_str();
-  cmd->add_option("--screen-keep", p.screen_keep, "neuroshard: rate a beam step's "
-                  "candidates on their parent's best cap first and only the N x beam-width "
-                  "best on the whole grid (0: all on the whole grid)")
-      ->capture_default_str();
+  add_shortcut_options(cmd, p);
   cmd->add_option("--threads", p.threads, "neuroshard search threads (0: one per hardware "
                   "thread; the plan is the same for any count)")->capture_default_str();
 }
