@@ -104,7 +104,6 @@ void PieceStats::load(int table, const TableSpec& spec) {
              spec.name, row, spec.rows);
   }
   sort_rows(sorted_);
-  lookups_[table] = static_cast<int64_t>(sorted_.size());
   loaded_ = table;
 }
 
@@ -142,8 +141,7 @@ double PieceStats::lookup_share(int table, const TableSpec& spec, int64_t row_of
                                 int64_t rows) {
   std::lock_guard lock(mutex_);
   const int64_t in_range = stats(table, spec, row_offset, rows, 0, 1).num_indices;
-  if (lookups_.find(table) == lookups_.end()) load(table, spec);
-  const int64_t all = lookups_.at(table);
+  const int64_t all = stats(table, spec, 0, spec.rows, 0, 1).num_indices;
   return all > 0 ? static_cast<double>(in_range) / static_cast<double>(all)
                  : static_cast<double>(rows) / static_cast<double>(spec.rows);
 }

@@ -77,7 +77,6 @@ class PieceStats {
   std::vector<int64_t> sorted_;  // its indices, ascending
   TableTrace trace_;             // its trace, once a replica's slice asks for it
   std::map<std::tuple<int, int64_t, int64_t, int, int>, TableStats> done_;
-  std::map<int, int64_t> lookups_;  // per table loaded: its lookups in the batch
 };
 
 }  // namespace embshard
