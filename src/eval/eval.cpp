@@ -61,12 +61,14 @@ std::string trace_path(const std::string& dir, size_t task, const std::string& a
 }
 
 // `truth`: compute measured on the executor, communication measured or
-// modelled; `selection`: the same measurements with their own cache, for the
-// verified algorithms' choice (so that the chosen plan's reported cost is a
-// measurement of its own, not the minimum of those it was chosen by).
+// modelled (null: predict only); `selection`: the same measurements with
+// their own cache, for the verified algorithms' choice (so that the chosen
+// plan's reported cost is a measurement of its own, not the minimum of those
+// it was chosen by).
 json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
-              const CostModel& model, const CostModel& truth, const CostModel* selection) {
-  ShardCosts measured_costs(all_types, truth);
+              const CostModel& model, const CostModel* truth, const CostModel* selection) {
+  std::optional<ShardCosts> measured_costs;
+  if (truth != nullptr) measured_costs.emplace(all_types, *truth);
   json algos = json::object();
   for (const std::string& spec : o.algos) {
     PlanResult r;
@@ -87,24 +89,25 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
       algos[spec] = {{"error", e.what()}};
       continue;
     }
-    const PlanPrediction measured = predict_plan(task, r.plan, measured_costs);
-    const double measured_ms = measured.cost_ms;
-    if (!o.trace_dir.empty()) {
-      const std::string label = fmt::format("task {}, {}: {}", index, spec, truth.name);
-      write_file_atomic(trace_path(o.trace_dir, index, spec),
-                        iteration_trace(task, measured, label).dump(1) + "\n");
-    }
     json types_used = json::object();
     for (int t = 0; t < task.num_tables(); ++t) {
       const std::string type = sharding_type(task, r.plan, t);
       types_used[type] = types_used.value(type, 0) + 1;
     }
-    algos[spec] = {{"sharding_types", types_used},
-                   {"predicted_ms", r.predicted.cost_ms},
-                   {"measured_ms", measured_ms},
-                   {"bound_ms", r.bound.total_ms()},
-                   {"search_s", r.search_s},
-                   {"shards", r.plan.shards.size()}};
+    json& record = algos[spec] = {{"sharding_types", types_used},
+                                  {"predicted_ms", r.predicted.cost_ms},
+                                  {"bound_ms", r.bound.total_ms()},
+                                  {"search_s", r.search_s},
+                                  {"shards", r.plan.shards.size()}};
+    const PlanPrediction iteration =
+        measured_costs ? predict_plan(task, r.plan, *measured_costs) : r.predicted;
+    if (measured_costs) record["measured_ms"] = iteration.cost_ms;
+    if (!o.trace_dir.empty()) {
+      const std::string label = fmt::format("task {}, {}: {}", index, spec,
+                                            truth != nullptr ? truth->name : model.name);
+      write_file_atomic(trace_path(o.trace_dir, index, spec),
+                        iteration_trace(task, iteration, label).dump(1) + "\n");
+    }
   }
   return algos;
 }
@@ -149,6 +152,9 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   }
   ES_CHECK(!verified || o.verify_candidates >= 1, "eval: --verify-candidates is {}, must be >= 1",
            o.verify_candidates);
+  ES_CHECK(!verified || !o.predict_only,
+           "eval: --predict-only measures nothing, so it cannot run a verified algorithm ({})",
+           kVerifySuffix);
   if (!o.trace_dir.empty()) {
     std::error_code error;
     std::filesystem::create_directories(o.trace_dir, error);
@@ -166,49 +172,55 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   mo.batch_size = pool.batch_size;
   mo.threads = o.threads;
   const CostModel model = create_cost_model(o.cost_model, mo);
-  mo.reference_window_s = o.reference_window_s;
-  const auto measured = make_measured_compute_model(mo);
-  // A resumed run keeps its file's scale: the probe reference in its header.
-  json previous;
-  if (file_exists(o.out_path)) {
-    RecordFile::read_all(o.out_path, &previous, nullptr);
-    if (previous.contains("probe_reference")) {
-      measured->set_probe_reference(
-          probe_reference_from_json(previous["probe_reference"], o.out_path + ": probe_reference"));
+  json header{{"format", "embshard-eval"},
+              {"version", 2},  // 2: compute measured against the reference probe
+              {"embshard_version", EMBSHARD_VERSION},
+              {"machine", machine_info()},
+              {"tasks", std::filesystem::absolute(o.tasks_path).lexically_normal().string()},
+              {"pool", pool_dir},
+              {"batch_size", pool.batch_size},
+              {"devices", o.devices},
+              {"algos", o.algos},
+              {"sharding_types", o.types.str()},
+              {"cost_model", o.cost_model},
+              {"model_dir", o.model_dir},
+              {"threads", o.threads},
+              {"comm", comm_source}};
+  // Predict only: no executor, no probe; the header says so, and a run that
+  // measures cannot resume the file (nor the other way round).
+  std::optional<CostModel> truth, selection;
+  if (o.predict_only) {
+    header["predict_only"] = true;
+  } else {
+    mo.reference_window_s = o.reference_window_s;
+    const auto measured = make_measured_compute_model(mo);
+    // A resumed run keeps its file's scale: the probe reference in its header.
+    if (file_exists(o.out_path)) {
+      json previous;
+      RecordFile::read_all(o.out_path, &previous, nullptr);
+      if (previous.contains("probe_reference")) {
+        measured->set_probe_reference(probe_reference_from_json(
+            previous["probe_reference"], o.out_path + ": probe_reference"));
+      }
     }
+    truth = CostModel{measured, comm ? comm : model.comm, "measured compute; comm: " + comm_source,
+                      ModelSource{}};
+    if (verified) {
+      const auto chooser = make_measured_compute_model(mo);
+      chooser->set_probe_reference(measured->probe_reference());
+      selection = CostModel{chooser, truth->comm,
+                            "measured compute (for the choice); comm: " + comm_source,
+                            ModelSource{}};
+    }
+    ProbeReferenceOptions reference_options;
+    reference_options.min_window_ms = 1e3 * o.reference_window_s;
+    header["probe"] = reference_probe_json();
+    header["probe_reference"] = probe_reference_json(measured->probe_reference(), reference_options);
+    header["comm_probe"] = comm_probe;
   }
-  const CostModel truth{measured, comm ? comm : model.comm,
-                        "measured compute; comm: " + comm_source, ModelSource{}};
-  std::optional<CostModel> selection;
-  if (verified) {
-    const auto chooser = make_measured_compute_model(mo);
-    chooser->set_probe_reference(measured->probe_reference());
-    selection = CostModel{chooser, truth.comm, "measured compute (for the choice); comm: " +
-                                                   comm_source, ModelSource{}};
-  }
-  ProbeReferenceOptions reference_options;
-  reference_options.min_window_ms = 1e3 * o.reference_window_s;
-  const json header{{"format", "embshard-eval"},
-                    {"version", 2},  // 2: compute measured against the reference probe
-                    {"embshard_version", EMBSHARD_VERSION},
-                    {"machine", machine_info()},
-                    {"tasks", std::filesystem::absolute(o.tasks_path).lexically_normal().string()},
-                    {"pool", pool_dir},
-                    {"batch_size", pool.batch_size},
-                    {"devices", o.devices},
-                    {"algos", o.algos},
-                    {"sharding_types", o.types.str()},
-                    {"cost_model", o.cost_model},
-                    {"model_dir", o.model_dir},
-                    {"threads", o.threads},
-                    {"comm", comm_source},
-                    {"probe", reference_probe_json()},
-                    {"probe_reference",
-                     probe_reference_json(measured->probe_reference(), reference_options)},
-                    {"comm_probe", comm_probe}};
   RecordFile out(o.out_path, header,
                  {"format", "version", "machine", "tasks", "pool", "devices", "algos", "sharding_types",
-                  "cost_model", "model_dir", "threads", "comm"});
+                  "cost_model", "model_dir", "threads", "comm", "predict_only"});
   const size_t done = out.records().size();
   Progress progress(reporter, "eval", tasks.size(), done);
   for (size_t i = done; i < tasks.size(); ++i) {
@@ -224,7 +236,8 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     }
     out.append({{"task", i},
                 {"tables", task.num_tables()},
-                {"algos", eval_one(task, i, o, model, truth, selection ? &*selection : nullptr)}});
+                {"algos", eval_one(task, i, o, model, truth ? &*truth : nullptr,
+                                   selection ? &*selection : nullptr)}});
     progress.update(i + 1);
   }
   progress.finish();
@@ -251,34 +264,42 @@ EvalSummary summarize_eval(const std::vector<json>& records,
     }
     if (any_failed) continue;
     ++planned;
+    // The figure algorithms are ranked by: measured, or with --predict-only
+    // (no measured_ms) predicted.
+    const bool measured = r["algos"][algos.front()].contains("measured_ms");
+    result.predicted_only = !measured;
+    const char* const key = measured ? "measured_ms" : "predicted_ms";
     double best = INFINITY;
-    for (const std::string& a : algos) best = std::min(best, r["algos"][a]["measured_ms"].get<double>());
+    for (const std::string& a : algos) best = std::min(best, r["algos"][a][key].get<double>());
     for (size_t a = 0; a < algos.size(); ++a) {
       const json& x = r["algos"][algos[a]];
-      const double measured = x["measured_ms"].get<double>();
+      const double score = x[key].get<double>();
       const double predicted = x["predicted_ms"].get<double>();
       AlgoSummary& s = summary[a];
-      s.mean_measured_ms += measured;
+      s.mean_measured_ms += measured ? score : 0;
       s.mean_predicted_ms += predicted;
-      s.tasks_won += measured <= best * (1 + 1e-9) ? 1 : 0;
+      s.tasks_won += score <= best * (1 + 1e-9) ? 1 : 0;
       s.mean_gap_to_bound += predicted / x["bound_ms"].get<double>() - 1;
-      s.prediction_mape_pct += 100 * std::abs(predicted - measured) / measured;
+      s.prediction_mape_pct += measured ? 100 * std::abs(predicted - score) / score : 0;
     }
   }
   result.tasks = planned;
   result.left_out = static_cast<int>(records.size()) - planned;
   if (planned == 0) return result;
   const double n = planned;
+  auto score = [&](const AlgoSummary& s) {
+    return result.predicted_only ? s.mean_predicted_ms : s.mean_measured_ms;
+  };
   double best_baseline = INFINITY;
   for (AlgoSummary& s : summary) {
     s.mean_measured_ms /= n;
     s.mean_predicted_ms /= n;
     s.mean_gap_to_bound /= n;
     s.prediction_mape_pct /= n;
-    if (is_baseline(s.name)) best_baseline = std::min(best_baseline, s.mean_measured_ms);
+    if (is_baseline(s.name)) best_baseline = std::min(best_baseline, score(s));
   }
   for (AlgoSummary& s : summary) {
-    s.ratio_to_best_baseline = std::isfinite(best_baseline) ? s.mean_measured_ms / best_baseline : 0;
+    s.ratio_to_best_baseline = std::isfinite(best_baseline) ? score(s) / best_baseline : 0;
   }
   return result;
 }
@@ -294,11 +315,27 @@ json eval_summary_json(const EvalSummary& summary, const std::string& comm_sourc
                      {"mean_gap_to_bound", s.mean_gap_to_bound},
                      {"prediction_mape_pct", s.prediction_mape_pct}};
   }
-  return {{"tasks", summary.tasks}, {"communication", comm_source}, {"algorithms", algos}};
+  return {{"tasks", summary.tasks},
+          {"communication", comm_source},
+          {"predicted_only", summary.predicted_only},
+          {"algorithms", algos}};
 }
 
 std::string eval_report(const EvalSummary& summary, const std::string& comm_source) {
   const int tasks = summary.tasks;
+  if (summary.predicted_only) {
+    TextTable table({"algorithm", "mean predicted ms", "x best baseline", "tasks won", "no plan",
+                     "gap to bound %"});
+    for (const AlgoSummary& s : summary.algos) {
+      table.add_row({s.name, fmt::format("{:.3f}", s.mean_predicted_ms),
+                     fmt::format("{:.3f}", s.ratio_to_best_baseline),
+                     fmt::format("{}/{}", s.tasks_won, tasks), std::to_string(s.failed),
+                     fmt::format("{:.1f}", 100 * s.mean_gap_to_bound)});
+    }
+    return fmt::format("{} tasks; predicted only (nothing executed): every figure is the cost "
+                       "model's; communication: {}\n{}",
+                       tasks, comm_source, table.render());
+  }
   TextTable table({"algorithm", "mean measured ms", "mean predicted ms", "x best baseline",
                    "tasks won", "no plan", "pred. error %", "gap to bound %"});
   for (const AlgoSummary& s : summary.algos) {
@@ -317,31 +354,39 @@ std::string eval_report(const EvalSummary& summary, const std::string& comm_sour
 std::string eval_svg(const EvalSummary& result, int devices) {
   const std::vector<AlgoSummary>& summary = result.algos;
   const int tasks = result.tasks;
+  const bool predicted = result.predicted_only;  // bars predicted, no ticks
+  auto bar = [&](const AlgoSummary& s) { return predicted ? s.mean_predicted_ms : s.mean_measured_ms; };
   constexpr double kW = 640, kBar = 28, kLeft = 150, kTop = 50;
   double top = 0;
-  for (const AlgoSummary& s : summary) top = std::max({top, s.mean_measured_ms, s.mean_predicted_ms});
+  for (const AlgoSummary& s : summary) top = std::max({top, bar(s), s.mean_predicted_ms});
   const double scale = top > 0 ? (kW - kLeft - 150) / top : 0;  // room for the labels
   const double height = kTop + summary.size() * (kBar + 12) + 40;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
       "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
-      "fill=\"white\"/>\n<text x=\"10\" y=\"22\" font-size=\"15\">Mean measured cost per "
-      "algorithm ({} tasks, {} devices)</text>\n<text x=\"10\" y=\"40\" fill=\"#555\">bar: "
-      "measured (executor); tick: predicted by the cost model</text>\n",
-      kW, height, tasks, devices);
+      "fill=\"white\"/>\n<text x=\"10\" y=\"22\" font-size=\"15\">Mean {} cost per "
+      "algorithm ({} tasks, {} devices)</text>\n<text x=\"10\" y=\"40\" fill=\"#555\">{}</text>\n",
+      kW, height, predicted ? "predicted" : "measured", tasks, devices,
+      predicted ? "bar: predicted by the cost model (nothing executed)"
+                : "bar: measured (executor); tick: predicted by the cost model");
   double y = kTop;
   for (const AlgoSummary& s : summary) {
     const bool ours = !is_baseline(s.name);
     svg += fmt::format(
         "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n<rect x=\"{}\" y=\"{}\" "
-        "width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>\n<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{}\" "
-        "y2=\"{}\" stroke=\"black\" stroke-width=\"2\"/>\n<text x=\"{:.1f}\" y=\"{}\">{:.2f} ms "
-        "(x{:.2f})</text>\n",
-        kLeft - 8, y + kBar * 0.65, s.name, kLeft, y, s.mean_measured_ms * scale, kBar,
-        ours ? "#d62728" : "#1f77b4", kLeft + s.mean_predicted_ms * scale,
-        kLeft + s.mean_predicted_ms * scale, y - 3, y + kBar + 3,
-        kLeft + std::max(s.mean_measured_ms, s.mean_predicted_ms) * scale + 6, y + kBar * 0.65,
-        s.mean_measured_ms, s.ratio_to_best_baseline);
+        "width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>\n",
+        kLeft - 8, y + kBar * 0.65, s.name, kLeft, y, bar(s) * scale, kBar,
+        ours ? "#d62728" : "#1f77b4");
+    if (!predicted) {
+      svg += fmt::format(
+          "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{}\" y2=\"{}\" stroke=\"black\" "
+          "stroke-width=\"2\"/>\n",
+          kLeft + s.mean_predicted_ms * scale, kLeft + s.mean_predicted_ms * scale, y - 3,
+          y + kBar + 3);
+    }
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.2f} ms (x{:.2f})</text>\n",
+                       kLeft + std::max(bar(s), s.mean_predicted_ms) * scale + 6,
+                       y + kBar * 0.65, bar(s), s.ratio_to_best_baseline);
     y += kBar + 12;
   }
   return svg + "</svg>\n";

@@ -3,7 +3,7 @@
 // (screened first on a coarse grid: PlannerOptions::screen_keep);
 // beyond NeuroShard, where the task allows them, moves that split a piece's
 // rows over k devices (k = 2 and every device) and that replicate a table on
-// every device.
+// every device, and a beam from TorchRec's best proposal.
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -140,6 +140,9 @@ class NeuroShardPlanner : public Planner {
   BeamState split(const PlanTask& task, ShardCosts& costs, const BeamState& s, size_t i) const;
   void more_moves(const PlanTask& task, ShardCosts& costs, const BeamState& s,
                   std::vector<BeamState>& out) const;
+  BeamState best_proposal(const PlanTask& task, ShardCosts& costs,
+                          std::vector<std::unique_ptr<search::GridGreedy>>& grids, Ratings& rated,
+                          std::unordered_set<uint64_t>& seen, size_t& work) const;
 
   PlannerOptions options_;
   bool big_first_ = false;  // PieceOrder's for this task
@@ -286,11 +289,12 @@ void rate_children(std::vector<BeamState>& children, size_t beam_width,
           child.cap = r->cap;
           child.device_of = r->device_of;
         } else {
-          if (parents == nullptr) {
-            grid.set_grid(options.grid_steps, options.cap_low, options.cap_high);
-          } else {
-            const double cap = (*parents)[child.parent].cap;
+          // A parent that placed nowhere has no cap: its children on the whole grid.
+          const double cap = parents != nullptr ? (*parents)[child.parent].cap : 0;
+          if (cap > 0) {
             grid.set_grid(1, cap, cap);
+          } else {
+            grid.set_grid(options.grid_steps, options.cap_low, options.cap_high);
           }
           child.cost_ms = grid.run(child.pieces, child.device_of, cutoff);
           child.cap = grid.best_cap();
@@ -332,6 +336,39 @@ void remember(std::vector<BeamState>& best, const BeamState& s, size_t count) {
   if (best.size() > count) best.pop_back();
 }
 
+// The third beam's start: the better on the cost model of two of TorchRec's
+// proposals (search::torchrec_row_proposals: every table row-wise; each
+// table in its form of the lowest TorchRec perf), of those that split rows
+// or replicate (column halves alone are the halvings' space). A plan that
+// splits the rows of many tables is many moves from the table-wise start,
+// and one such move alone can cost more than it saves (a reduce-scatter
+// before any balance), so the beams seldom get there step by step. Both are
+// rated on the whole grid (infinite cost: neither places); their pieces
+// count as the beam's work. (TorchRec's replica proposals were tried too and
+// never won, on 110 held-out tasks.)
+BeamState NeuroShardPlanner::best_proposal(const PlanTask& task, ShardCosts& costs,
+                                           std::vector<std::unique_ptr<search::GridGreedy>>& grids,
+                                           Ratings& rated, std::unordered_set<uint64_t>& seen,
+                                           size_t& work) const {
+  std::vector<BeamState> proposals;
+  for (std::vector<Piece>& pieces : search::torchrec_row_proposals(task, costs)) {
+    const bool new_types = std::any_of(pieces.begin(), pieces.end(),
+                                       [](const Piece& p) { return !p.full_rows(); });
+    if (!new_types || !search::types_allowed(task, pieces)) continue;
+    BeamState s;
+    s.pieces = std::move(pieces);
+    std::sort(s.pieces.begin(), s.pieces.end(), PieceOrder(task, big_first_));
+    s.signature = signature(s.pieces);
+    if (!seen.insert(s.signature).second) continue;  // the same as the other
+    work += s.pieces.size();
+    proposals.push_back(std::move(s));
+  }
+  if (proposals.empty()) return {};
+  rate_children(proposals, 1, grids, rated, options_, nullptr);
+  by_cost(proposals);
+  return std::move(proposals.front());
+}
+
 std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, ShardCosts& costs,
                                                      int count) {
   ES_CHECK(count >= 1, "neuroshard: asked for {} candidate plans, need at least 1", count);
@@ -359,20 +396,37 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
   // NeuroShard's beam over halvings alone, then (where the task allows other
   // types) the beam with every move: a wider space must not crowd the
   // halvings' lineage out of a beam of width 3, so the search keeps the best
-  // of both and is never rated worse than the table- and column-wise search.
-  // The wider beam gets the work the halvings' beam took (pieces placed by
-  // the children it rated), counted, not timed, so that plans do not depend
-  // on the machine: every type costs at most about twice the search time.
+  // of all and is never rated worse than the table- and column-wise search.
+  // Last, when TorchRec's best proposal (best_proposal) beats every plan
+  // found so far, a third beam with every move starts from it (a beam of its
+  // own: in the second one its children crowded out the start's lineage).
+  // The wider beams each get the work the halvings' beam took (pieces placed
+  // by the children it rated), counted, not timed, so that plans do not
+  // depend on the machine: every type costs at most about twice the search
+  // time, three times where the third beam runs.
   const bool wider = task.types.any_row_split() || task.types.allows(ShardingType::kDataParallel);
   size_t halvings_work = 0;
   summary_.clear();
   Ratings screened, rated;
-  for (const bool extended : {false, true}) {
+  enum Phase { kHalvings, kEveryMove, kFromProposal };
+  for (const Phase phase : {kHalvings, kEveryMove, kFromProposal}) {
+    const bool extended = phase != kHalvings;
     if (extended && !wider) break;
     std::vector<BeamState> beam{start}, children, more;
     std::unordered_set<uint64_t> seen{start.signature};
     size_t work = 0;
-    double phase_best = start.cost_ms;
+    if (phase == kFromProposal) {
+      BeamState p = best_proposal(task, costs, grids, rated, seen, work);
+      const bool cheaper = !best.empty() ? p.cost_ms < best.front().cost_ms : std::isfinite(p.cost_ms);
+      summary_ += p.pieces.empty()               ? "; no TorchRec proposal splits rows"
+                  : !std::isfinite(p.cost_ms) ? "; TorchRec's proposals place nowhere"
+                  : fmt::format("; TorchRec's best proposal {:.3f} ms{}", p.cost_ms,
+                                cheaper ? "" : " (not cheaper: no beam from it)");
+      if (!cheaper) break;
+      remember(best, p, count);
+      beam = {std::move(p)};
+    }
+    double phase_best = beam.front().cost_ms;
     int stale_steps = 0;  // steps in a row that found nothing cheaper than phase_best
     int steps = 0;
     std::string stop;  // why the beam ended before max_steps
@@ -428,8 +482,9 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
         break;
       }
     }
+    static const char* const kNames[] = {"halvings", "every move", "every move from it"};
     summary_ += fmt::format("{}{}: {} of {} beam steps{}", summary_.empty() ? "" : "; ",
-                            extended ? "every move" : "halvings", steps, options_.max_steps,
+                            kNames[phase], steps, options_.max_steps,
                             stop.empty() ? "" : " (" + stop + ")");
   }
   if (best.empty()) {

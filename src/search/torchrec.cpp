@@ -97,6 +97,68 @@ double piece_perf_ms(const PlanTask& task, const Piece& p) {
   return shard_perf_ms(t, p.cols, task.batch_size);
 }
 
+// Every table that can be row-wise, row-wise over every device at full
+// width (also one that the base halved to fit: TorchRec enumerates every
+// type per table).
+std::vector<Piece> all_rows(const PlanTask& task, ShardCosts& costs, const std::vector<Piece>& base) {
+  std::vector<Piece> out;
+  const int n = task.num_devices();
+  std::vector<uint8_t> done(task.tables.size(), 0);
+  for (const Piece& p : base) {
+    if (!task.row_splittable(p.table, n)) {
+      out.push_back(p);
+      continue;
+    }
+    if (done[p.table]) continue;
+    done[p.table] = 1;
+    const Piece whole = search::make_piece(task, costs, p.table, task.tables[p.table].dim);
+    for (const Piece& r : search::split_rows(task, costs, whole, n, out)) out.push_back(r);
+  }
+  return out;
+}
+
+// As TorchRec's GreedyProposer's first proposal: each table in the form of
+// the lowest total perf (summed over its shards) that the task allows.
+std::vector<Piece> greedy(const PlanTask& task, ShardCosts& costs, const std::vector<Piece>& base) {
+  const int n = task.num_devices();
+  const int64_t smallest = *std::min_element(task.device_mem_bytes.begin(), task.device_mem_bytes.end());
+  std::vector<Piece> out;
+  for (size_t i = 0; i < base.size(); ++i) {
+    const Piece& p = base[i];
+    const TableSpec& t = task.tables[p.table];
+    if (!p.full_rows() || p.cols != t.dim) {
+      out.push_back(p);
+      continue;
+    }
+    double best = shard_perf_ms(t, t.dim, task.batch_size);
+    int form = 0;  // 0 table-wise, 1 column halves, 2 row-wise, 3 replica
+    if (task.splittable(p.table) && task.split.can_halve(t.dim) &&
+        task.types.allows(ShardingType::kColumnWise) &&
+        2 * shard_perf_ms(t, t.dim / 2, task.batch_size) < best) {
+      best = 2 * shard_perf_ms(t, t.dim / 2, task.batch_size), form = 1;
+    }
+    if (task.row_splittable(p.table, n) && n * row_shard_perf_ms(t, t.dim, task.batch_size, n) < best) {
+      best = n * row_shard_perf_ms(t, t.dim, task.batch_size, n), form = 2;
+    }
+    if (task.types.allows(ShardingType::kDataParallel) && task.pinned_device[p.table] < 0 &&
+        p.mem_bytes <= smallest && n * replica_perf_ms(t, task.batch_size, n) < best) {
+      form = 3;
+    }
+    if (form == 1) {
+      const Piece half = search::make_piece(task, costs, p.table, t.dim / 2);
+      out.push_back(half);
+      out.push_back(half);
+    } else if (form == 2) {
+      for (const Piece& r : search::split_rows(task, costs, p, n, out)) out.push_back(r);
+    } else if (form == 3) {
+      out.push_back(search::make_replica(task, costs, p.table));
+    } else {
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
 class TorchRecPlanner : public Planner {
  public:
   std::string name() const override { return "torchrec"; }
@@ -153,27 +215,6 @@ class TorchRecPlanner : public Planner {
     return out;
   }
 
-  // Every table that can be row-wise, row-wise over every device at full
-  // width (also one that the base halved to fit: TorchRec enumerates every
-  // type per table).
-  static std::vector<Piece> all_rows(const PlanTask& task, ShardCosts& costs,
-                                     const std::vector<Piece>& base) {
-    std::vector<Piece> out;
-    const int n = task.num_devices();
-    std::vector<uint8_t> done(task.tables.size(), 0);
-    for (const Piece& p : base) {
-      if (!task.row_splittable(p.table, n)) {
-        out.push_back(p);
-        continue;
-      }
-      if (done[p.table]) continue;
-      done[p.table] = 1;
-      const Piece whole = search::make_piece(task, costs, p.table, task.tables[p.table].dim);
-      for (const Piece& r : search::split_rows(task, costs, whole, n, out)) out.push_back(r);
-    }
-    return out;
-  }
-
   // Every table-wise table that fits each device replicated (or only those
   // whose replica's perf beats its table-wise perf: `only_cheaper`).
   static std::vector<Piece> replicate(const PlanTask& task, ShardCosts& costs,
@@ -186,49 +227,6 @@ class TorchRecPlanner : public Planner {
                            piece_perf_ms(task, p);
       if (whole && task.pinned_device[p.table] < 0 && p.mem_bytes <= smallest &&
           (!only_cheaper || cheaper)) {
-        out.push_back(search::make_replica(task, costs, p.table));
-      } else {
-        out.push_back(p);
-      }
-    }
-    return out;
-  }
-
-  // As TorchRec's GreedyProposer's first proposal: each table in the form of
-  // the lowest total perf (summed over its shards) that the task allows.
-  static std::vector<Piece> greedy(const PlanTask& task, ShardCosts& costs,
-                                   const std::vector<Piece>& base) {
-    const int n = task.num_devices();
-    const int64_t smallest = *std::min_element(task.device_mem_bytes.begin(), task.device_mem_bytes.end());
-    std::vector<Piece> out;
-    for (size_t i = 0; i < base.size(); ++i) {
-      const Piece& p = base[i];
-      const TableSpec& t = task.tables[p.table];
-      if (!p.full_rows() || p.cols != t.dim) {
-        out.push_back(p);
-        continue;
-      }
-      double best = shard_perf_ms(t, t.dim, task.batch_size);
-      int form = 0;  // 0 table-wise, 1 column halves, 2 row-wise, 3 replica
-      if (task.splittable(p.table) && task.split.can_halve(t.dim) &&
-          task.types.allows(ShardingType::kColumnWise) &&
-          2 * shard_perf_ms(t, t.dim / 2, task.batch_size) < best) {
-        best = 2 * shard_perf_ms(t, t.dim / 2, task.batch_size), form = 1;
-      }
-      if (task.row_splittable(p.table, n) && n * row_shard_perf_ms(t, t.dim, task.batch_size, n) < best) {
-        best = n * row_shard_perf_ms(t, t.dim, task.batch_size, n), form = 2;
-      }
-      if (task.types.allows(ShardingType::kDataParallel) && task.pinned_device[p.table] < 0 &&
-          p.mem_bytes <= smallest && n * replica_perf_ms(t, task.batch_size, n) < best) {
-        form = 3;
-      }
-      if (form == 1) {
-        const Piece half = search::make_piece(task, costs, p.table, t.dim / 2);
-        out.push_back(half);
-        out.push_back(half);
-      } else if (form == 2) {
-        for (const Piece& r : search::split_rows(task, costs, p, n, out)) out.push_back(r);
-      } else if (form == 3) {
         out.push_back(search::make_replica(task, costs, p.table));
       } else {
         out.push_back(p);
@@ -265,6 +263,15 @@ class TorchRecPlanner : public Planner {
 };
 
 }  // namespace
+
+std::vector<std::vector<Piece>> search::torchrec_row_proposals(const PlanTask& task,
+                                                               ShardCosts& costs) {
+  const std::vector<Piece> base = search::initial_pieces(task, costs);
+  std::vector<std::vector<Piece>> proposals;
+  if (task.types.allows(ShardingType::kRowWise)) proposals.push_back(all_rows(task, costs, base));
+  proposals.push_back(greedy(task, costs, base));
+  return proposals;
+}
 
 std::unique_ptr<Planner> make_torchrec_planner(const PlannerOptions&) {
   return std::make_unique<TorchRecPlanner>();

@@ -136,6 +136,77 @@ TEST(Eval, RunsResumesAndSummarises) {
   EXPECT_EQ(slurp(o.out_path), before);
 }
 
+// --predict-only: the plans and their predicted costs, nothing executed; the
+// summary ranks on the predictions and says so; a measuring run cannot
+// resume its file, and a verified algorithm (which measures) is refused.
+TEST(Eval, PredictOnlyExecutesNothing) {
+  ScratchDir dir("eval_predict");
+  const std::string pool_dir = make_pool(dir, 16);
+  TaskGenOptions g;
+  g.pool_dir = pool_dir;
+  g.min_tables = 6;
+  g.max_tables = 10;
+  g.mem_cap_bytes = 32 << 20;
+  g.count = 3;
+  const std::string tasks_path = dir.file("tasks.json");
+  save_tasks(tasks_path, pool_dir, generate_tasks(load_workload(pool_dir), g));
+  EvalOptions o;
+  o.tasks_path = tasks_path;
+  o.algos = {"size_greedy", "neuroshard"};
+  o.devices = 2;
+  o.cost_model = "analytic";
+  o.out_path = dir.file("eval.jsonl");
+  o.predict_only = true;
+  o.trace_dir = dir.file("traces");
+  const auto records = run_eval(o, silent_reporter());
+  ASSERT_EQ(records.size(), 3u);
+  for (const json& r : records) {
+    for (const char* a : {"size_greedy", "neuroshard"}) {
+      EXPECT_GT(r["algos"][a]["predicted_ms"].get<double>(), 0) << a;
+      EXPECT_FALSE(r["algos"][a].contains("measured_ms")) << a;
+    }
+  }
+  json header;
+  RecordFile::read_all(o.out_path, &header, nullptr);
+  EXPECT_EQ(header["predict_only"], true);
+  EXPECT_FALSE(header.contains("probe_reference"));
+  // The trace is the predicted iteration: it ends at the predicted cost.
+  const json trace = json::parse(slurp(dir.file("traces/task0_neuroshard.json")));
+  double end_us = 0;
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] == "X") end_us = std::max(end_us, e["ts"].get<double>() + e["dur"].get<double>());
+  }
+  EXPECT_NEAR(end_us / 1e3, records[0]["algos"]["neuroshard"]["predicted_ms"].get<double>(),
+              1e-6 * end_us);
+
+  const EvalSummary summary = summarize_eval(records, o.algos);
+  EXPECT_TRUE(summary.predicted_only);
+  EXPECT_EQ(summary.tasks, 3);
+  double predicted = 0;
+  for (const json& r : records) predicted += r["algos"]["neuroshard"]["predicted_ms"].get<double>();
+  EXPECT_NEAR(summary.algos[1].mean_predicted_ms, predicted / 3, 1e-9);
+  EXPECT_NEAR(summary.algos[1].ratio_to_best_baseline,
+              summary.algos[1].mean_predicted_ms / summary.algos[0].mean_predicted_ms, 1e-12);
+  EXPECT_EQ(summary.algos[1].mean_measured_ms, 0);
+  const std::string report = eval_report(summary, "model");
+  EXPECT_NE(report.find("predicted only"), std::string::npos) << report;
+  EXPECT_EQ(report.find("measured ms"), std::string::npos) << report;
+  EXPECT_NE(eval_svg(summary, 2).find("Mean predicted cost"), std::string::npos);
+  EXPECT_TRUE(eval_summary_json(summary, "model")["predicted_only"].get<bool>());
+
+  EvalOptions measuring = o;  // the same file, measured: refused, untouched
+  measuring.predict_only = false;
+  measuring.reference_window_s = 0.3;
+  const std::string before = slurp(o.out_path);
+  EXPECT_THROW(run_eval(measuring, silent_reporter()), Error);
+  EXPECT_EQ(slurp(o.out_path), before);
+
+  EvalOptions verified = o;
+  verified.out_path = dir.file("verified.jsonl");
+  verified.algos = {"neuroshard+verify"};
+  EXPECT_THROW(run_eval(verified, silent_reporter()), Error);
+}
+
 // Under mpirun every plan's all-to-alls are measured across the ranks (one
 // per device), and the records and the report say so.
 TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {

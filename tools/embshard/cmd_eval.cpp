@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "embshard/eval/eval.h"
+#include "embshard/util/error.h"
 #include "embshard/util/file.h"
 #include "embshard/util/reporter.h"
 #include "options.h"
@@ -29,6 +30,8 @@ void run_eval_command(EvalArgs& a, bool devices_given) {
   std::string comm_source = kModelCommSource;
   int devices = a.options.devices;
   if (launched_with_several_ranks()) {
+    ES_CHECK(!a.options.predict_only,
+             "eval: --predict-only executes nothing; run it in one process, not under mpirun");
     EvalOptions o = a.options;
     if (!devices_given) o.devices = 0;  // one per rank
     MpiEvalResult r = run_eval_mpi(o, reporter);
@@ -101,6 +104,9 @@ void add_eval_command(CLI::App& app) {
   eval->add_option("--reference-window-s", o.reference_window_s,
                    "Seconds of reference-probe runs the measured compute is normalized to")
       ->capture_default_str();
+  eval->add_flag("--predict-only", o.predict_only,
+                 "Plan every task and record the predicted costs only: nothing executed (compares "
+                 "the searches on the cost model in seconds)");
   eval->add_flag("--json", e->json_output, "Print the summary as JSON (algorithms.<name>...)");
   eval->add_option("--sharding-types", e->sharding_types,
                    "Sharding types plans may use, comma-separated (default: all): " +

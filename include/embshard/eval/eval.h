@@ -80,6 +80,9 @@ struct EvalOptions {
   // algorithm named "ALGO@TYPE+TYPE..." (e.g. neuroshard@table_wise+column_wise)
   // uses its own set instead: two spaces compared side by side in one run.
   ShardingTypes types;
+  // Plan only: record each plan's predicted cost, execute nothing (compares
+  // searches on the cost model in seconds; one process only).
+  bool predict_only = false;
 };
 
 // "neuroshard@table_wise+column_wise" -> {"neuroshard", its types}; a name
@@ -135,6 +138,9 @@ struct AlgoSummary {
 };
 struct EvalSummary {
   std::vector<AlgoSummary> algos;
+  // Records of `eval --predict-only`: no measured costs (mean_measured_ms and
+  // prediction_mape_pct are 0); the ratios and wins are on the predicted ones.
+  bool predicted_only = false;
   int tasks = 0;      // tasks every algorithm planned: the means are over these
   int left_out = 0;   // records of tasks that did not fit or that an algorithm failed
 };
