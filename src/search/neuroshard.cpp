@@ -3,7 +3,7 @@
 // (screened first on a coarse grid: PlannerOptions::screen_keep);
 // beyond NeuroShard, where the task allows them, moves that split a piece's
 // rows over k devices (k = 2 and every device) and that replicate a table on
-// every device, and a beam from TorchRec's best proposal.
+// every device, and a beam from TorchRec's greedy proposal.
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -336,37 +336,33 @@ void remember(std::vector<BeamState>& best, const BeamState& s, size_t count) {
   if (best.size() > count) best.pop_back();
 }
 
-// The third beam's start: the better on the cost model of two of TorchRec's
-// proposals (search::torchrec_row_proposals: every table row-wise; each
-// table in its form of the lowest TorchRec perf), of those that split rows
-// or replicate (column halves alone are the halvings' space). A plan that
-// splits the rows of many tables is many moves from the table-wise start,
-// and one such move alone can cost more than it saves (a reduce-scatter
-// before any balance), so the beams seldom get there step by step. Both are
-// rated on the whole grid (infinite cost: neither places); their pieces
-// count as the beam's work. (TorchRec's replica proposals were tried too and
-// never won, on 110 held-out tasks.)
+// The third beam's start: TorchRec's greedy proposal (each table in its
+// form of the lowest TorchRec perf; search::torchrec_greedy_proposal) where
+// it splits rows or replicates (column halves alone are the halvings'
+// space), rated on the whole grid (infinite cost: it places nowhere). A plan
+// that splits the rows of many tables is many moves from the table-wise
+// start, and one such move alone can cost more than it saves (a
+// reduce-scatter before any balance), so the beams seldom get there step by
+// step. Its pieces count as the beam's work. (TorchRec's other proposals
+// were tried as starts too, on 110 held-out tasks: every table row-wise made
+// no better plans in all for n pieces a table, 1.3x the search time at
+// 1000 x 64; the replicas never won.) An empty state where it has no new type.
 BeamState NeuroShardPlanner::best_proposal(const PlanTask& task, ShardCosts& costs,
                                            std::vector<std::unique_ptr<search::GridGreedy>>& grids,
                                            Ratings& rated, std::unordered_set<uint64_t>& seen,
                                            size_t& work) const {
-  std::vector<BeamState> proposals;
-  for (std::vector<Piece>& pieces : search::torchrec_row_proposals(task, costs)) {
-    const bool new_types = std::any_of(pieces.begin(), pieces.end(),
-                                       [](const Piece& p) { return !p.full_rows(); });
-    if (!new_types || !search::types_allowed(task, pieces)) continue;
-    BeamState s;
-    s.pieces = std::move(pieces);
-    std::sort(s.pieces.begin(), s.pieces.end(), PieceOrder(task, big_first_));
-    s.signature = signature(s.pieces);
-    if (!seen.insert(s.signature).second) continue;  // the same as the other
-    work += s.pieces.size();
-    proposals.push_back(std::move(s));
-  }
-  if (proposals.empty()) return {};
-  rate_children(proposals, 1, grids, rated, options_, nullptr);
-  by_cost(proposals);
-  return std::move(proposals.front());
+  std::vector<BeamState> proposal(1);
+  BeamState& s = proposal.front();
+  s.pieces = search::torchrec_greedy_proposal(task, costs);
+  const bool new_types = std::any_of(s.pieces.begin(), s.pieces.end(),
+                                     [](const Piece& p) { return !p.full_rows(); });
+  if (!new_types || !search::types_allowed(task, s.pieces)) return {};
+  std::sort(s.pieces.begin(), s.pieces.end(), PieceOrder(task, big_first_));
+  s.signature = signature(s.pieces);
+  seen.insert(s.signature);
+  work += s.pieces.size();
+  rate_children(proposal, 1, grids, rated, options_, nullptr);
+  return std::move(s);
 }
 
 std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, ShardCosts& costs,
@@ -397,7 +393,7 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
   // types) the beam with every move: a wider space must not crowd the
   // halvings' lineage out of a beam of width 3, so the search keeps the best
   // of all and is never rated worse than the table- and column-wise search.
-  // Last, when TorchRec's best proposal (best_proposal) beats every plan
+  // Last, when TorchRec's greedy proposal (best_proposal) beats every plan
   // found so far, a third beam with every move starts from it (a beam of its
   // own: in the second one its children crowded out the start's lineage).
   // The wider beams each get the work the halvings' beam took (pieces placed
@@ -418,9 +414,9 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
     if (phase == kFromProposal) {
       BeamState p = best_proposal(task, costs, grids, rated, seen, work);
       const bool cheaper = !best.empty() ? p.cost_ms < best.front().cost_ms : std::isfinite(p.cost_ms);
-      summary_ += p.pieces.empty()               ? "; no TorchRec proposal splits rows"
-                  : !std::isfinite(p.cost_ms) ? "; TorchRec's proposals place nowhere"
-                  : fmt::format("; TorchRec's best proposal {:.3f} ms{}", p.cost_ms,
+      summary_ += p.pieces.empty()               ? "; TorchRec's greedy proposal splits no rows"
+                  : !std::isfinite(p.cost_ms) ? "; TorchRec's greedy proposal places nowhere"
+                  : fmt::format("; TorchRec's greedy proposal {:.3f} ms{}", p.cost_ms,
                                 cheaper ? "" : " (not cheaper: no beam from it)");
       if (!cheaper) break;
       remember(best, p, count);

@@ -50,11 +50,10 @@ bool types_allowed(const PlanTask& task, const std::vector<Piece>& pieces);
 // fewest devices whose blocks fit.
 std::vector<Piece> initial_pieces(const PlanTask& task, ShardCosts& costs);
 
-// Two of TorchRec's proposals (torchrec.cpp): every table row-wise over
-// every device (its UniformProposer; where row_wise is allowed), and each
-// table in its form of the lowest TorchRec perf the task allows (its
-// GreedyProposer: table-wise, column halves, row-wise or a replica).
-std::vector<std::vector<Piece>> torchrec_row_proposals(const PlanTask& task, ShardCosts& costs);
+// TorchRec's GreedyProposer's first proposal (torchrec.cpp): each table in
+// the form of the lowest TorchRec perf the task allows (table-wise, column
+// halves, row-wise over every device, or a replica).
+std::vector<Piece> torchrec_greedy_proposal(const PlanTask& task, ShardCosts& costs);
 
 // Pieces of a table become column ranges in the order they appear (a row
 // group takes one column range); a replica becomes a copy on every device.
