@@ -140,7 +140,7 @@ class NeuroShardPlanner : public Planner {
   BeamState split(const PlanTask& task, ShardCosts& costs, const BeamState& s, size_t i) const;
   void more_moves(const PlanTask& task, ShardCosts& costs, const BeamState& s,
                   std::vector<BeamState>& out) const;
-  BeamState best_proposal(const PlanTask& task, ShardCosts& costs,
+  BeamState greedy_proposal(const PlanTask& task, ShardCosts& costs,
                           std::vector<std::unique_ptr<search::GridGreedy>>& grids, Ratings& rated,
                           std::unordered_set<uint64_t>& seen, size_t& work) const;
 
@@ -344,10 +344,10 @@ void remember(std::vector<BeamState>& best, const BeamState& s, size_t count) {
 // start, and one such move alone can cost more than it saves (a
 // reduce-scatter before any balance), so the beams seldom get there step by
 // step. Its pieces count as the beam's work. (TorchRec's other proposals
-// were tried as starts too, on 110 held-out tasks: every table row-wise made
-// no better plans in all for n pieces a table, 1.3x the search time at
+// were tried as starts too, docs/sharding_types.md: every table row-wise
+// made no better plans in all for n pieces a table, 1.3x the search time at
 // 1000 x 64; the replicas never won.) An empty state where it has no new type.
-BeamState NeuroShardPlanner::best_proposal(const PlanTask& task, ShardCosts& costs,
+BeamState NeuroShardPlanner::greedy_proposal(const PlanTask& task, ShardCosts& costs,
                                            std::vector<std::unique_ptr<search::GridGreedy>>& grids,
                                            Ratings& rated, std::unordered_set<uint64_t>& seen,
                                            size_t& work) const {
@@ -393,7 +393,7 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
   // types) the beam with every move: a wider space must not crowd the
   // halvings' lineage out of a beam of width 3, so the search keeps the best
   // of all and is never rated worse than the table- and column-wise search.
-  // Last, when TorchRec's greedy proposal (best_proposal) beats every plan
+  // Last, when TorchRec's greedy proposal (greedy_proposal) beats every plan
   // found so far, a third beam with every move starts from it (a beam of its
   // own: in the second one its children crowded out the start's lineage).
   // The wider beams each get the work the halvings' beam took (pieces placed
@@ -412,7 +412,7 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
     std::unordered_set<uint64_t> seen{start.signature};
     size_t work = 0;
     if (phase == kFromProposal) {
-      BeamState p = best_proposal(task, costs, grids, rated, seen, work);
+      BeamState p = greedy_proposal(task, costs, grids, rated, seen, work);
       const bool cheaper = !best.empty() ? p.cost_ms < best.front().cost_ms : std::isfinite(p.cost_ms);
       summary_ += p.pieces.empty()               ? "; TorchRec's greedy proposal splits no rows"
                   : !std::isfinite(p.cost_ms) ? "; TorchRec's greedy proposal places nowhere"

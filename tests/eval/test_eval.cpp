@@ -25,6 +25,20 @@ std::string make_pool(const ScratchDir& dir, int tables) {
   return testing::write_test_workload(dir, {tables, 64, 64, 997, 1, 1, 6, 3}).dir;
 }
 
+// Three tasks of 6-10 tables of a 16-table pool, 32 MiB a device; their path.
+std::string make_tasks(const ScratchDir& dir) {
+  const std::string pool_dir = make_pool(dir, 16);
+  TaskGenOptions g;
+  g.pool_dir = pool_dir;
+  g.min_tables = 6;
+  g.max_tables = 10;
+  g.mem_cap_bytes = 32 << 20;
+  g.count = 3;
+  const std::string path = dir.file("tasks.json");
+  save_tasks(path, pool_dir, generate_tasks(load_workload(pool_dir), g));
+  return path;
+}
+
 TEST(Eval, TasksRoundTripAndRejectBadIds) {
   ScratchDir dir("eval_tasks");
   const std::string pool_dir = make_pool(dir, 16);
@@ -66,17 +80,8 @@ TEST(Eval, TasksRoundTripAndRejectBadIds) {
 
 TEST(Eval, RunsResumesAndSummarises) {
   ScratchDir dir("eval_run");
-  const std::string pool_dir = make_pool(dir, 16);
-  TaskGenOptions g;
-  g.pool_dir = pool_dir;
-  g.min_tables = 6;
-  g.max_tables = 10;
-  g.mem_cap_bytes = 32 << 20;
-  g.count = 3;
-  const std::string tasks_path = dir.file("tasks.json");
-  save_tasks(tasks_path, pool_dir, generate_tasks(load_workload(pool_dir), g));
   EvalOptions o;
-  o.tasks_path = tasks_path;
+  o.tasks_path = make_tasks(dir);
   o.algos = {"size_greedy", "neuroshard", "neuroshard+verify"};
   o.verify_candidates = 2;
   o.devices = 2;
@@ -141,17 +146,8 @@ TEST(Eval, RunsResumesAndSummarises) {
 // resume its file, and a verified algorithm (which measures) is refused.
 TEST(Eval, PredictOnlyExecutesNothing) {
   ScratchDir dir("eval_predict");
-  const std::string pool_dir = make_pool(dir, 16);
-  TaskGenOptions g;
-  g.pool_dir = pool_dir;
-  g.min_tables = 6;
-  g.max_tables = 10;
-  g.mem_cap_bytes = 32 << 20;
-  g.count = 3;
-  const std::string tasks_path = dir.file("tasks.json");
-  save_tasks(tasks_path, pool_dir, generate_tasks(load_workload(pool_dir), g));
   EvalOptions o;
-  o.tasks_path = tasks_path;
+  o.tasks_path = make_tasks(dir);
   o.algos = {"size_greedy", "neuroshard"};
   o.devices = 2;
   o.cost_model = "analytic";
