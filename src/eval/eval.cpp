@@ -99,6 +99,7 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
                                   {"bound_ms", r.bound.total_ms()},
                                   {"search_s", r.search_s},
                                   {"shards", r.plan.shards.size()}};
+    if (!r.search_summary.empty()) record["search"] = r.search_summary;  // neuroshard's beams
     const PlanPrediction iteration =
         measured_costs ? predict_plan(task, r.plan, *measured_costs) : r.predicted;
     if (measured_costs) record["measured_ms"] = iteration.cost_ms;

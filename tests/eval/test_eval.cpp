@@ -161,6 +161,9 @@ TEST(Eval, PredictOnlyExecutesNothing) {
       EXPECT_GT(r["algos"][a]["predicted_ms"].get<double>(), 0) << a;
       EXPECT_FALSE(r["algos"][a].contains("measured_ms")) << a;
     }
+    // The search's beams, as plan's report gives them; none for a heuristic.
+    EXPECT_NE(r["algos"]["neuroshard"].value("search", "").find("halvings: "), std::string::npos);
+    EXPECT_FALSE(r["algos"]["size_greedy"].contains("search"));
   }
   json header;
   RecordFile::read_all(o.out_path, &header, nullptr);
