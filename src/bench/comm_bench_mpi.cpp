@@ -43,19 +43,11 @@ void inject_fault(const CommBenchOptions& o, Reporter& reporter, int rank, int64
 }
 
 // Rank 0: every rank's reference of an existing file (empty: none).
-std::vector<double> references_in(const std::string& path, int n) {
+std::vector<double> references_in(const std::string& path, int n, int64_t batch) {
   if (!file_exists(path)) return {};
   json header;
   RecordFile::read_all(path, &header, nullptr);
-  ES_CHECK(header.value("version", 0) >= 2 && header.contains("probe"),
-           "{}: a version {} file holds no reference exchange times (re-measure it with this "
-           "embshard)",
-           path, header.value("version", 0));
-  const auto ms = header["probe"].value("reference_ms", std::vector<double>{});
-  ES_CHECK(static_cast<int>(ms.size()) == n,
-           "{}: probe.reference_ms holds {} ranks' times, the run has {} ranks", path, ms.size(),
-           n);
-  return ms;
+  return exchange_references_of(header, path, n, batch);
 }
 
 // Rank 0: opens (or resumes) the file. Returns the next sample.
@@ -125,7 +117,13 @@ int64_t run_root(const Watchdog& dog, const CommBenchOptions& o, int n) {
   std::vector<double> references;
   try {
     check_comm_options(o, n);
-    references = references_in(o.out_path, n);
+    // A resumed file keeps its scale; a new one takes --reference-from's.
+    references = references_in(o.out_path, n, o.batch);
+    if (references.empty() && !o.reference_from.empty()) {
+      ES_CHECK(file_exists(o.reference_from), "--reference-from {}: no such file",
+               o.reference_from);
+      references = references_in(o.reference_from, n, o.batch);
+    }
   } catch (...) {
     // Let the other ranks leave cleanly before reporting the error.
     stop_serving(dog, kSetupError, n);

@@ -129,12 +129,34 @@ void check_comm_options(const CommBenchOptions& o, int num_devices) {
            num_devices, t[1], max_dim);
 }
 
+std::vector<double> exchange_references_of(const nlohmann::json& header, const std::string& path,
+                                           int num_devices, int64_t batch) {
+  ES_CHECK(header.value("version", 0) >= 2 && header.contains("probe"),
+           "{}: a version {} file holds no reference exchange times (re-measure it with this "
+           "embshard)",
+           path, header.value("version", 0));
+  const auto ms = header["probe"].value("reference_ms", std::vector<double>{});
+  ES_CHECK(static_cast<int>(ms.size()) == num_devices,
+           "{}: probe.reference_ms holds {} ranks' times, the run has {} ranks", path, ms.size(),
+           num_devices);
+  const int64_t file_batch = header.value("batch_size", int64_t{0});
+  ES_CHECK(file_batch == batch,
+           "{}: field 'batch_size' is {}, the run's batch is {}: its reference exchange is "
+           "another one",
+           path, file_batch, batch);
+  for (double m : ms) {
+    ES_CHECK(std::isfinite(m) && m > 0, "{}: probe.reference_ms holds {}, must be positive", path,
+             m);
+  }
+  return ms;
+}
+
 nlohmann::json comm_bench_header(const CommBenchOptions& o, int num_devices,
                                  const std::vector<std::string>& rank_hosts,
                                  const std::vector<double>& reference_ms) {
   nlohmann::json machine = machine_info();
   machine["rank_hosts"] = rank_hosts;
-  return {{"format", o.collectives ? kCollectiveFormat : kCommFormat},
+  nlohmann::json header = {{"format", o.collectives ? kCollectiveFormat : kCommFormat},
           {"version", kCostDataVersion},
           {"embshard_version", EMBSHARD_VERSION},
           {"machine", machine},
@@ -149,6 +171,8 @@ nlohmann::json comm_bench_header(const CommBenchOptions& o, int num_devices,
           {"dtype", "float32"},
           // Every rank's quiet time of the reference exchange (alltoall.h).
           {"probe", {{"exchange_dim", kReferenceExchangeDim}, {"reference_ms", reference_ms}}}};
+  if (!o.reference_from.empty()) header["probe"]["reference_from"] = o.reference_from;
+  return header;
 }
 
 const std::vector<std::string>& comm_bench_must_match() {

@@ -92,7 +92,8 @@ MeasuredComputeModel::MeasuredComputeModel(const CostModelOptions& options)
       executor_(executor_for(options)),
       timer_(workload_, *executor_, timer_options(options)) {}
 
-std::string MeasuredComputeModel::name() const { return "measured (" + executor_->name() + ")"; }
+std::string MeasuredComputeModel::name() const { return "measured (" + executor_name() + ")"; }
+std::string MeasuredComputeModel::executor_name() const { return executor_->name(); }
 
 int MeasuredComputeModel::add_table(const TableFeatures& table) {
   ES_CHECK(table.dim >= 1 && table.dim <= 1024, "measured model: dim {} is not in 1..1024",

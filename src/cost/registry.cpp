@@ -22,14 +22,11 @@ namespace {
 // networks and its comm constants.
 CostModelOptions with_defaults(const CostModelOptions& options) {
   CostModelOptions o = options;
-  if (o.model_dir.empty()) o.model_dir = shipped_models_dir() + "/neural";
-  const std::filesystem::path set(o.model_dir);
-  if (!std::filesystem::exists(set / kManifestFile) &&
-      std::filesystem::exists(set / "neural" / kManifestFile)) {
-    if (o.calibration.empty() && std::filesystem::exists(set / "comm.json")) {
-      o.calibration = (set / "comm.json").string();
-    }
-    o.model_dir = (set / "neural").string();
+  o.model_dir = neural_model_dir(options.model_dir);
+  const std::filesystem::path set(options.model_dir);
+  if (!options.model_dir.empty() && o.model_dir != options.model_dir && o.calibration.empty() &&
+      std::filesystem::exists(set / "comm.json")) {
+    o.calibration = (set / "comm.json").string();
   }
   if (o.calibration.empty()) o.calibration = shipped_models_dir() + "/analytic.json";
   ES_CHECK(o.batch_size >= 0, "cost model: batch size {} is negative", o.batch_size);
@@ -70,6 +67,16 @@ double ComputeModel::state_ms(std::span<const double>) const {
 }
 
 std::string shipped_models_dir() { return EMBSHARD_MODELS_DIR; }
+
+std::string neural_model_dir(const std::string& model_dir) {
+  if (model_dir.empty()) return shipped_models_dir() + "/neural";
+  const std::filesystem::path set(model_dir);
+  if (!std::filesystem::exists(set / kManifestFile) &&
+      std::filesystem::exists(set / "neural" / kManifestFile)) {
+    return (set / "neural").string();
+  }
+  return model_dir;
+}
 
 const std::vector<std::string>& compute_model_names() {
   static const std::vector<std::string> names = {"analytic", "neural", "measured"};

@@ -195,13 +195,23 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   } else {
     mo.reference_window_s = o.reference_window_s;
     const auto measured = make_measured_compute_model(mo);
-    // A resumed run keeps its file's scale: the probe reference in its header.
-    if (file_exists(o.out_path)) {
-      json previous;
-      RecordFile::read_all(o.out_path, &previous, nullptr);
-      if (previous.contains("probe_reference")) {
-        measured->set_probe_reference(probe_reference_from_json(
-            previous["probe_reference"], o.out_path + ": probe_reference"));
+    // The scale: a resumed run keeps its file's (the probe reference in its
+    // header), a new one takes the cost model's or measures it now.
+    std::string reference_source = "measured in this run";
+    json previous;
+    if (file_exists(o.out_path)) RecordFile::read_all(o.out_path, &previous, nullptr);
+    if (previous.contains("probe_reference")) {
+      measured->set_probe_reference(probe_reference_from_json(
+          previous["probe_reference"], o.out_path + ": probe_reference"));
+      reference_source = previous.value("reference_source", "the resumed file's");
+    } else if (o.reference == EvalOptions::Reference::kModel) {
+      const ReferenceScale scale = model_reference_scale(
+          o.cost_model, o.model_dir, measured->executor_name(), o.devices, pool.batch_size);
+      if (scale.compute) {
+        measured->set_probe_reference(*scale.compute);
+        reference_source = "the cost model's (" + scale.source + ")";
+      } else {
+        reporter.note(fmt::format("eval: measuring the reference probe now: {}", scale.note));
       }
     }
     truth = CostModel{measured, comm ? comm : model.comm, "measured compute; comm: " + comm_source,
@@ -217,6 +227,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     reference_options.min_window_ms = 1e3 * o.reference_window_s;
     header["probe"] = reference_probe_json();
     header["probe_reference"] = probe_reference_json(measured->probe_reference(), reference_options);
+    header["reference_source"] = reference_source;
     header["comm_probe"] = comm_probe;
   }
   RecordFile out(o.out_path, header,

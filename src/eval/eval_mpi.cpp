@@ -9,6 +9,7 @@
 
 #include "embshard/bench/alltoall_mpi.h"
 #include "embshard/cost/cost_model.h"
+#include "embshard/cost/measured_model.h"
 #include "embshard/eval/eval.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
@@ -113,6 +114,7 @@ MpiEvalResult run_eval_mpi(const EvalOptions& options, Reporter& reporter) {
   }
   result.root = true;
   std::vector<double> references;  // every rank's reference exchange time
+  std::string reference_source = "measured in this run";
   try {
     ES_CHECK(o.devices == n, "eval: --devices is {} but mpirun started {} ranks (one per device)",
              o.devices, n);
@@ -121,7 +123,20 @@ MpiEvalResult run_eval_mpi(const EvalOptions& options, Reporter& reporter) {
     timing.batch = load_workload(pool_dir).batch_size;
     timing.warmup = o.comm_warmup;
     timing.repeats = o.comm_repeats;
+    // The scale: a resumed file's, else the cost model's, else measured now.
     references = comm_references_in(o.out_path, n);
+    if (!references.empty()) {
+      reference_source = "the resumed file's";
+    } else if (o.reference == EvalOptions::Reference::kModel) {
+      const ReferenceScale scale = model_reference_scale(o.cost_model, o.model_dir,
+                                                         /*executor=*/"", n, timing.batch);
+      references = scale.exchange_ms;
+      if (!references.empty()) {
+        reference_source = "the cost model's (" + scale.source + ")";
+      } else {
+        reporter.note(fmt::format("eval: timing the reference exchange now: {}", scale.note));
+      }
+    }
     ES_CHECK(o.comm_warmup >= 0 && o.comm_repeats >= 1 && o.comm_timeout_s > 0,
              "eval: --comm-warmup {}, --comm-repeats {}, --comm-timeout-s {}: need >= 0, >= 1 "
              "and > 0",
@@ -147,7 +162,8 @@ MpiEvalResult run_eval_mpi(const EvalOptions& options, Reporter& reporter) {
         "ranks on {}",
         n, fmt::join(hosts, ","));
     const nlohmann::json comm_probe = {{"exchange_dim", kReferenceExchangeDim},
-                                       {"reference_ms", references}};
+                                       {"reference_ms", references},
+                                       {"reference_source", reference_source}};
     result.records = run_eval(o, reporter,
                               std::make_shared<MpiCommModel>(dog, timing, n, reference_ms),
                               result.comm_source, comm_probe);

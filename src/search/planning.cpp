@@ -70,10 +70,23 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   truth_options.workload_dir = r.workload.dir;
   truth_options.executor = r.executor;
   truth_options.reference_window_s = r.reference_window_s;
-  reporter.note(fmt::format("plan: verifying the {} best plans on the executor ({} s of reference "
-                            "probe first)",
-                            r.verify, r.reference_window_s));
-  const CostModel truth{make_measured_compute_model(truth_options), model.comm,
+  // Measured compute beside predicted comm: on the model's scale where it
+  // has one, so that the two keep the proportions the model learned.
+  const auto measured = make_measured_compute_model(truth_options);
+  const ReferenceScale scale =
+      model_reference_scale(r.cost_model, model_options.model_dir, measured->executor_name(),
+                            r.devices, out.task.batch_size);
+  if (scale.compute) {
+    measured->set_probe_reference(*scale.compute);
+    reporter.note(fmt::format("plan: verifying the {} best plans on the executor, on the cost "
+                              "model's scale ({})",
+                              r.verify, scale.source));
+  } else {
+    reporter.note(fmt::format("plan: verifying the {} best plans on the executor ({} s of "
+                              "reference probe first: {})",
+                              r.verify, r.reference_window_s, scale.note));
+  }
+  const CostModel truth{measured, model.comm,
                         "measured compute (" + r.executor + "); comm: " + model.name,
                         ModelSource{}};
   out.result = make_verified_plan(*planner, out.task, model, truth, r.verify);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <numeric>
 
 #include <nlohmann/json.hpp>
@@ -220,6 +221,29 @@ TEST(CommBench, CollectivesMeasureDrawnLoadsOnTwoRanks) {
   EXPECT_NE(run.result.exit_code, 0);
   EXPECT_NE(run.result.output.find("format"), std::string::npos) << run.result.output;
   EXPECT_EQ(slurp(out), before);
+
+  // --reference-from: a new file (of either kind) on the first one's scale.
+  const std::string same_scale = dir.file("a2a.jsonl");
+  run = run_mpi(2, small_args(same_scale, 1) + " --reference-from " + out);
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  json other;
+  RecordFile::read_all(same_scale, &other, nullptr);
+  EXPECT_EQ(other["probe"]["reference_ms"], header["probe"]["reference_ms"]);
+  EXPECT_EQ(other["probe"]["reference_from"], out);
+  // Another batch times another exchange; a missing file is no scale: both
+  // refused, naming the file and the field, and no output file is made.
+  const std::string refused = dir.file("refused.jsonl");
+  std::string other_batch = small_args(refused, 1);
+  other_batch.replace(other_batch.find("--batch 512"), 11, "--batch 1024");
+  const std::pair<std::string, std::string> cases[] = {
+      {other_batch + " --reference-from " + out, "field 'batch_size' is 512, the run's batch is 1024"},
+      {small_args(refused, 1) + " --reference-from " + dir.file("no"), "no such file"}};
+  for (const auto& [args, message] : cases) {
+    run = run_mpi(2, args);
+    EXPECT_NE(run.result.exit_code, 0);
+    EXPECT_NE(run.result.output.find(message), std::string::npos) << run.result.output;
+    EXPECT_FALSE(std::filesystem::exists(refused));
+  }
 }
 
 TEST(CommBench, RunsAsOneRankWithoutMpirun) {

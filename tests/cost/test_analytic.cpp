@@ -300,13 +300,15 @@ TEST(CalibrateComm, FitsLatencyAndBandwidthFromACommFile) {
   EXPECT_THROW(fit_comm_from_file(dir.file("bad.jsonl"), c, silent_reporter()), Error);
 }
 
-// A `bench comm --collectives` file made from known constants: the fit
-// recovers them, the calibration keeps them, and one from before reads as
-// "the all-to-all's".
+// `bench comm --collectives` files made from known constants, other ones at
+// each rank count: the fit recovers each rank count's, the calibration keeps
+// and uses them, and one from before reads as "the all-to-all's".
 TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
   ScratchDir dir("calib_coll");
   Calibration truth = hand_calibration();
   truth.collective_latency_us = 25, truth.collective_gbps = 6, truth.allreduce_gbps = 1.5;
+  Calibration truth4 = truth;
+  truth4.collective_latency_us = 70, truth4.collective_gbps = 3, truth4.allreduce_gbps = 2;
   std::vector<std::string> paths;
   std::mt19937_64 rng(4);
   std::uniform_real_distribution<double> u(0, 1);
@@ -323,7 +325,7 @@ TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
       }
       load.allreduce_bytes = s % 3 == 0 ? 0 : std::floor(3e7 * u(rng));
       std::vector<double> fwd(n, 0.0), bwd(n, 0.0);
-      analytic_collective_ms(truth, 4096, load, fwd, bwd);
+      analytic_collective_ms(n == 4 ? truth4 : truth, 4096, load, fwd, bwd);
       text += json{{"sample", s}, {"rw_dim_sums", load.rw_dim_sums},
                    {"index_recv_bytes", load.index_recv_bytes},
                    {"index_send_bytes", load.index_send_bytes},
@@ -334,13 +336,59 @@ TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
     write_file_atomic(paths.back(), text);
   }
   Calibration c = hand_calibration();
-  fit_collectives_from_files(paths, c, silent_reporter());
+  fit_collectives_from_files({paths[0]}, c, silent_reporter());  // one rank count
   EXPECT_NEAR(c.collective_latency_us, 25, 1e-6);
   EXPECT_NEAR(c.collective_gbps, 6, 1e-6);
   EXPECT_NEAR(c.allreduce_gbps, 1.5, 1e-6);
+  fit_collectives_from_files(paths, c, silent_reporter());
+  ASSERT_EQ(c.collectives_by_ranks.size(), 2u);
+  for (const auto& [fitted, want] : {std::pair{c.collectives_by_ranks[0], truth},
+                                     std::pair{c.collectives_by_ranks[1], truth4}}) {
+    EXPECT_NEAR(fitted.latency_us, want.collective_latency_us, 1e-6) << fitted.ranks;
+    EXPECT_NEAR(fitted.gbps, want.collective_gbps, 1e-6) << fitted.ranks;
+    EXPECT_NEAR(fitted.allreduce_gbps, want.allreduce_gbps, 1e-6) << fitted.ranks;
+  }
+  // Each rank count predicted with its own constants (at its batch); another
+  // rank count or batch with the pooled ones.
+  CollectiveLoad load;
+  load.reset(4);
+  load.rw_dim_sums = {64, 0, 32, 0};
+  load.allreduce_bytes = 1e6;
+  std::vector<double> got(4, 0.0), want(4, 0.0), got_b(4, 0.0), want_b(4, 0.0);
+  analytic_collective_ms(c, 4096, load, got, got_b);
+  analytic_collective_ms(truth4, 4096, load, want, want_b);
+  for (int d = 0; d < 4; ++d) EXPECT_NEAR(got[d] + got_b[d], want[d] + want_b[d], 1e-9) << d;
+  Calibration pooled_only = c;
+  pooled_only.collectives_by_ranks.clear();
+  load.reset(3);
+  load.allreduce_bytes = 1e6;
+  std::vector<double> three(3, 0.0), three_b(3, 0.0), pooled(3, 0.0), pooled_b(3, 0.0);
+  analytic_collective_ms(c, 4096, load, three, three_b);
+  analytic_collective_ms(pooled_only, 4096, load, pooled, pooled_b);
+  EXPECT_EQ(three_b, pooled_b);
+  load.reset(4);
+  load.allreduce_bytes = 1e6;
+  got.assign(4, 0.0), got_b.assign(4, 0.0), want.assign(4, 0.0), want_b.assign(4, 0.0);
+  analytic_collective_ms(c, 2048, load, got, got_b);
+  analytic_collective_ms(pooled_only, 2048, load, want, want_b);
+  EXPECT_EQ(got_b, want_b);
   const Calibration back = calibration_from_json(calibration_to_json(c), "round trip");
   EXPECT_EQ(back.allreduce_gbps, c.allreduce_gbps);
   EXPECT_EQ(back.collective_source, c.collective_source);
+  ASSERT_EQ(back.collectives_by_ranks.size(), 2u);
+  EXPECT_EQ(back.collectives_by_ranks[1].ranks, 4);
+  EXPECT_EQ(back.collectives_by_ranks[1].batch_size, 4096);
+  EXPECT_EQ(back.collectives_by_ranks[1].gbps, c.collectives_by_ranks[1].gbps);
+  json unordered = calibration_to_json(c);
+  std::swap(unordered["collectives_by_ranks"][0], unordered["collectives_by_ranks"][1]);
+  EXPECT_NE(testing::error_of([&] { calibration_from_json(unordered, "f.json"); })
+                .find("f.json: collectives_by_ranks[1]: ranks 2 and batch_size 4096: entries "
+                      "must be in ascending (ranks, batch_size) order, each once"),
+            std::string::npos);
+  unordered["collectives_by_ranks"][0].erase("collective_gbps");
+  EXPECT_NE(testing::error_of([&] { calibration_from_json(unordered, "f.json"); })
+                .find("f.json: collectives_by_ranks[0]: field 'collective_gbps' is missing"),
+            std::string::npos);
   json old = calibration_to_json(hand_calibration());
   for (const char* f : {"collective_latency_us", "collective_gbps", "allreduce_gbps",
                         "collective_source"}) {

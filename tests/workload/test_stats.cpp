@@ -6,11 +6,11 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
-#include <unistd.h>
 
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
 #include "embshard/workload/stats.h"
+#include "test_util.h"
 
 namespace embshard {
 namespace {
@@ -134,10 +134,8 @@ TEST(WorkloadStats, SpecRoundTrip) {
 // ---- published statistics ----------------------------------------------------
 
 std::string temp_file(const std::string& name, const std::string& text) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("embshard_test_stats_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / name).string();
+  static const testing::ScratchDir dir("stats");  // removed when the tests exit
+  const std::string path = dir.file(name);
   std::ofstream(path) << text;
   return path;
 }

@@ -2,7 +2,6 @@
 // determinism, one-table-at-a-time generation, option checks.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -11,6 +10,7 @@
 #include "embshard/util/file.h"
 #include "embshard/workload/stats.h"
 #include "embshard/workload/synth.h"
+#include "test_util.h"
 
 namespace embshard {
 namespace {
@@ -18,8 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string temp_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("embshard_test_synth_" + std::to_string(::getpid())) / name;
+  static const testing::ScratchDir root("synth");  // removed when the tests exit
+  const fs::path dir = root.path() / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();

@@ -57,6 +57,9 @@ void add_bench_comm_command(CLI::App& bench) {
   cmd->add_option("--reference-runs", o.reference_runs,
                   "Runs of the reference exchange its quiet time is taken from (new files)")
       ->capture_default_str();
+  cmd->add_option("--reference-from", o.reference_from,
+                  "Take every rank's reference exchange time from this earlier file (same "
+                  "ranks and batch): one scale for a set of files");
   cmd->add_option("--timeout-s", o.timeout_s,
                   "Abort when any collective takes longer (a rank died or hangs)")
       ->capture_default_str();

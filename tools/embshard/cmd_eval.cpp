@@ -19,9 +19,12 @@ struct EvalArgs {
   std::string sharding_types;
   bool json_output = false;
   std::string svg;
+  std::string reference = "model";
 };
 
 void run_eval_command(EvalArgs& a, bool devices_given) {
+  a.options.reference =
+      a.reference == "now" ? EvalOptions::Reference::kNow : EvalOptions::Reference::kModel;
   if (!a.sharding_types.empty()) {
     a.options.types = ShardingTypes::parse(a.sharding_types, "--sharding-types");
   }
@@ -103,6 +106,12 @@ void add_eval_command(CLI::App& app) {
       ->capture_default_str();
   eval->add_option("--reference-window-s", o.reference_window_s,
                    "Seconds of reference-probe runs the measured compute is normalized to")
+      ->capture_default_str();
+  eval->add_option("--reference", e->reference,
+                   "The scale measured costs are normalized to: the cost model's (its training "
+                   "data's reference probe and exchange; measured now where it has none) or "
+                   "measured now")
+      ->check(CLI::IsMember({"model", "now"}))
       ->capture_default_str();
   eval->add_flag("--predict-only", o.predict_only,
                  "Plan every task and record the predicted costs only: nothing executed (compares "

@@ -42,6 +42,10 @@ struct CommBenchOptions {
   int warmup = 3;
   int repeats = 10;
   int reference_runs = 200;  // of the reference exchange, for its quiet time (new files)
+  // A new file takes every rank's reference exchange time from this earlier
+  // `bench comm` file (same ranks and batch) instead of measuring it: one
+  // scale for a set of files (empty: measure).
+  std::string reference_from;
   double timeout_s = 60;  // every collective must complete within this
   int64_t show = 12;      // records printed at the end
   // Measure the row-wise and data-parallel collectives of drawn loads
@@ -84,6 +88,12 @@ CollectiveLoad draw_collective_load(const CommBenchOptions& options, int num_dev
 // Throws Error naming the option and its value when options cannot run on
 // `num_devices` ranks (e.g. a batch not divisible by N, counts past MPI's int).
 void check_comm_options(const CommBenchOptions& options, int num_devices);
+
+// Every rank's reference exchange time in a `bench comm` file's header. Error
+// naming `path` and the field when the file has none (version 1) or was
+// measured over other ranks or at another batch (another exchange).
+std::vector<double> exchange_references_of(const nlohmann::json& header, const std::string& path,
+                                           int num_devices, int64_t batch);
 
 // The header line: format, versions, machine (rank 0's, plus every rank's
 // hostname), N and the options that shape the records.

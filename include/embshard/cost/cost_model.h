@@ -46,6 +46,9 @@ std::string describe(const ModelSource& source);
 // Where the pre-trained models shipped with the repository live:
 // <dir>/neural (the neural model set) and <dir>/analytic.json (a calibration).
 std::string shipped_models_dir();
+// The neural model directory `model_dir` names: itself, or the neural/ of a
+// model set directory ("": the shipped one).
+std::string neural_model_dir(const std::string& model_dir);
 
 struct CostModelOptions {
   std::string model_dir;     // neural: the trained model directory ("": the shipped one)

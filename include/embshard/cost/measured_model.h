@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "embshard/bench/shard_timer.h"
@@ -21,6 +23,7 @@ class MeasuredComputeModel : public ComputeModel {
   // threads: where; options.reference_window_s: the probe's reference.
   explicit MeasuredComputeModel(const CostModelOptions& options);
   std::string name() const override;
+  std::string executor_name() const;
   int64_t batch_size() const override { return workload_.batch_size; }
   // Tables are matched to the workload by source_table, else by rows,
   // pooling factor and reuse; the same table at the same dim gets one id.
@@ -44,5 +47,23 @@ class MeasuredComputeModel : public ComputeModel {
 
 std::shared_ptr<MeasuredComputeModel> make_measured_compute_model(
     const CostModelOptions& options);
+
+// The scale of a cost model's ground truth: the reference probe time its
+// compute data were normalized to, and every rank's reference exchange time
+// of its comm data at `devices` ranks and `batch` (empty where the model
+// recorded none: an analytic model, a model trained before 2026-11-25, no
+// comm data at that rank count and batch; `note` says why).
+struct ReferenceScale {
+  std::optional<ProbeReference> compute;
+  std::vector<double> exchange_ms;
+  std::string source;  // the manifest
+  std::string note;    // what is missing, for the report ("" when complete)
+};
+// From the manifest of `model_dir` ("" : the shipped neural model) when
+// `cost_model` is a neural one; the compute scale only where every compute
+// file was normalized on `executor` (as MeasuredComputeModel::executor_name
+// says it). Error naming the manifest and the field on a malformed entry.
+ReferenceScale model_reference_scale(const std::string& cost_model, const std::string& model_dir,
+                                     const std::string& executor, int devices, int64_t batch);
 
 }  // namespace embshard

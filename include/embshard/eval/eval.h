@@ -83,6 +83,13 @@ struct EvalOptions {
   // Plan only: record each plan's predicted cost, execute nothing (compares
   // searches on the cost model in seconds; one process only).
   bool predict_only = false;
+  // The scale measured costs are normalized to (docs/eval.md, "One scale"):
+  // kModel takes the reference probe and exchange times from the cost
+  // model's training data, so that measured and predicted figures compare
+  // however busy the machine was when the run started; kNow measures them
+  // at the start. A resumed run keeps its file's; where the model records
+  // none, the run measures them and its header says so.
+  enum class Reference { kModel, kNow } reference = Reference::kModel;
 };
 
 // "neuroshard@table_wise+column_wise" -> {"neuroshard", its types}; a name

@@ -3,6 +3,9 @@
 // beta_ar) to `bench comm --collectives` files, by non-negative least squares.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -55,73 +58,109 @@ void fit_comm_from_file(const std::string& path, Calibration& c, Reporter& repor
                             path, data.records.size(), n, c.comm_latency_us, c.comm_gbps));
 }
 
-void fit_collectives_from_files(const std::vector<std::string>& paths, Calibration& c,
-                                Reporter& reporter) {
-  // One row per rank and direction, unknowns (alpha, 1/beta, 1/beta_ar), the
-  // terms of analytic_collective_ms (terms.h).
+namespace {
+
+// The rows of one rank count: (alpha, 1/beta, 1/beta_ar) coefficients of
+// analytic_collective_ms (terms.h), one row per rank and direction, each
+// divided by the measured time (relative errors, so that the large
+// all-reduces do not decide the small exchanges' fit).
+struct CollectiveRows {
   std::vector<double> a, b;
   size_t records = 0;
-  LoadOptions strict;
-  strict.check = RecordCheck::kStrict;
-  for (const std::string& path : paths) {
-    const CollectiveData data = load_collective_data(path, strict);
-    const size_t n = static_cast<size_t>(data.num_devices);
-    ES_CHECK(n >= 2, "{}: field 'num_devices' is {}: one device has no collectives to fit",
-             path, n);
-    const double devices = static_cast<double>(n), batch = static_cast<double>(data.batch_size);
-    for (const CollectiveRecord& r : data.records) {
-      const CollectiveLoad& load = r.load;
-      double total_rw = 0, total_index = 0;
-      for (size_t d = 0; d < n; ++d) total_rw += load.rw_dim_sums[d], total_index += load.index_recv_bytes[d];
-      for (size_t d = 0; d < n; ++d) {
-        double f_latency = 0, f_bytes = 0, b_latency = 0, b_bytes = 0, b_allreduce = 0;
-        if (total_index > 0) {
-          f_latency += 1;
-          f_bytes += std::max(load.index_recv_bytes[d], load.index_send_bytes[d]);
-        }
-        if (total_rw > 0) {
-          const double bytes = alltoall_bytes(load.rw_dim_sums[d], total_rw, devices, batch).busiest();
-          f_latency += devices - 1, f_bytes += bytes;
-          b_latency += devices - 1, b_bytes += bytes;
-        }
-        if (load.allreduce_bytes > 0) {
-          b_latency += 2 * (devices - 1);
-          b_allreduce = 2 * (devices - 1) / devices * load.allreduce_bytes;
-        }
-        // Rows weighted by 1 / the measured time: relative errors, so that
-        // the large all-reduces do not decide the small exchanges' fit.
-        const double fwd = r.fwd_ms[d], bwd = r.bwd_ms[d];
-        if (f_latency > 0 && fwd > 0) {
-          a.insert(a.end(), {f_latency / fwd, f_bytes / fwd, 0.0});
-          b.push_back(1.0);
-        }
-        if (b_latency > 0 && bwd > 0) {
-          a.insert(a.end(), {b_latency / bwd, b_bytes / bwd, b_allreduce / bwd});
-          b.push_back(1.0);
-        }
+};
+
+void add_rows(const CollectiveData& data, CollectiveRows& rows) {
+  const size_t n = static_cast<size_t>(data.num_devices);
+  const double devices = static_cast<double>(n), batch = static_cast<double>(data.batch_size);
+  for (const CollectiveRecord& r : data.records) {
+    const CollectiveLoad& load = r.load;
+    double total_rw = 0, total_index = 0;
+    for (size_t d = 0; d < n; ++d) total_rw += load.rw_dim_sums[d], total_index += load.index_recv_bytes[d];
+    for (size_t d = 0; d < n; ++d) {
+      double f_latency = 0, f_bytes = 0, b_latency = 0, b_bytes = 0, b_allreduce = 0;
+      if (total_index > 0) {
+        f_latency += 1;
+        f_bytes += std::max(load.index_recv_bytes[d], load.index_send_bytes[d]);
+      }
+      if (total_rw > 0) {
+        const double bytes = alltoall_bytes(load.rw_dim_sums[d], total_rw, devices, batch).busiest();
+        f_latency += devices - 1, f_bytes += bytes;
+        b_latency += devices - 1, b_bytes += bytes;
+      }
+      if (load.allreduce_bytes > 0) {
+        b_latency += 2 * (devices - 1);
+        b_allreduce = 2 * (devices - 1) / devices * load.allreduce_bytes;
+      }
+      const double fwd = r.fwd_ms[d], bwd = r.bwd_ms[d];
+      if (f_latency > 0 && fwd > 0) {
+        rows.a.insert(rows.a.end(), {f_latency / fwd, f_bytes / fwd, 0.0});
+        rows.b.push_back(1.0);
+      }
+      if (b_latency > 0 && bwd > 0) {
+        rows.a.insert(rows.a.end(), {b_latency / bwd, b_bytes / bwd, b_allreduce / bwd});
+        rows.b.push_back(1.0);
       }
     }
-    records += data.records.size();
   }
-  ES_CHECK(!b.empty(), "{}: no records to fit the collectives to", fmt::join(paths, ", "));
-  const std::vector<double> x = nnls(a, b, 3);
+  rows.records += data.records.size();
+}
+
+// Fits the rows: {latency_us, gbps, allreduce_gbps}, and the fit's median
+// relative error in percent.
+Calibration::RankCollectives fit_rows(const CollectiveRows& rows, double* median_error_pct) {
+  const std::vector<double> x = nnls(rows.a, rows.b, 3);
   auto gbps = [](double ms_per_byte) {
     return ms_per_byte > 1e-6 / kUnboundedGbps ? 1e-6 / ms_per_byte : kUnboundedGbps;
   };
-  c.collective_latency_us = x[0] * 1e3;
-  c.collective_gbps = gbps(x[1]);
-  c.allreduce_gbps = gbps(x[2]);
-  c.collective_source = fmt::format("{}", fmt::join(paths, ","));
   std::vector<double> ape;  // the rows are fit / measured
-  for (size_t row = 0; row < b.size(); ++row) {
-    ape.push_back(100 * std::abs(a[3 * row] * x[0] + a[3 * row + 1] * x[1] +
-                                 a[3 * row + 2] * x[2] - 1.0));
+  for (size_t row = 0; row < rows.b.size(); ++row) {
+    ape.push_back(100 * std::abs(rows.a[3 * row] * x[0] + rows.a[3 * row + 1] * x[1] +
+                                 rows.a[3 * row + 2] * x[2] - 1.0));
   }
-  reporter.note(fmt::format("calibrate: collectives from {} records: {:.1f} us + bytes / {:.2f} "
-                            "GB/s, all-reduce bytes / {:.2f} GB/s; median error of the fit {:.1f}% "
-                            "over {} rank-directions",
-                            records, c.collective_latency_us, c.collective_gbps, c.allreduce_gbps,
-                            ape.empty() ? 0.0 : median(ape), ape.size()));
+  *median_error_pct = ape.empty() ? 0.0 : median(ape);
+  return {.latency_us = x[0] * 1e3, .gbps = gbps(x[1]), .allreduce_gbps = gbps(x[2])};
+}
+
+}  // namespace
+
+void fit_collectives_from_files(const std::vector<std::string>& paths, Calibration& c,
+                                Reporter& reporter) {
+  LoadOptions strict;
+  strict.check = RecordCheck::kStrict;
+  std::map<std::pair<int, int64_t>, CollectiveRows> by_ranks;  // (ranks, batch)
+  CollectiveRows all;
+  for (const std::string& path : paths) {
+    const CollectiveData data = load_collective_data(path, strict);
+    ES_CHECK(data.num_devices >= 2,
+             "{}: field 'num_devices' is {}: one device has no collectives to fit", path,
+             data.num_devices);
+    add_rows(data, by_ranks[{data.num_devices, data.batch_size}]);
+    add_rows(data, all);
+  }
+  ES_CHECK(!all.b.empty(), "{}: no records to fit the collectives to", fmt::join(paths, ", "));
+  double error_pct = 0;
+  const Calibration::RankCollectives pooled = fit_rows(all, &error_pct);
+  c.collective_latency_us = pooled.latency_us;
+  c.collective_gbps = pooled.gbps;
+  c.allreduce_gbps = pooled.allreduce_gbps;
+  c.collective_source = fmt::format("{}", fmt::join(paths, ","));
+  reporter.note(fmt::format("calibrate: collectives from {} records, all files: {:.1f} us + "
+                            "bytes / {:.2f} GB/s, all-reduce bytes / {:.2f} GB/s; median error of "
+                            "the fit {:.1f}% over {} rank-directions",
+                            all.records, pooled.latency_us, pooled.gbps, pooled.allreduce_gbps,
+                            error_pct, all.b.size()));
+  c.collectives_by_ranks.clear();
+  for (const auto& [key, rows] : by_ranks) {
+    if (rows.b.empty()) continue;
+    Calibration::RankCollectives fitted = fit_rows(rows, &error_pct);
+    std::tie(fitted.ranks, fitted.batch_size) = key;
+    c.collectives_by_ranks.push_back(fitted);
+    reporter.note(fmt::format("calibrate: collectives at {} ranks, batch {} ({} records): {:.1f} us "
+                              "+ bytes / {:.2f} GB/s, all-reduce bytes / {:.2f} GB/s; median "
+                              "error {:.1f}%",
+                              key.first, key.second, rows.records, fitted.latency_us, fitted.gbps,
+                              fitted.allreduce_gbps, error_pct));
+  }
 }
 
 }  // namespace embshard

@@ -2,6 +2,7 @@
 // analytic model: one JSON object, every coefficient with its unit in its name.
 #include <cmath>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "embshard/cost/analytic/calibration.h"
@@ -92,6 +93,17 @@ json calibration_to_json(const Calibration& c) {
   for (const Field& f : kFields) j[f.name] = c.*(f.member);
   for (const Field& f : kCollectiveFields) j[f.name] = c.*(f.member);
   j["collective_source"] = c.collective_source;
+  if (!c.collectives_by_ranks.empty()) {
+    json by_ranks = json::array();
+    for (const auto& r : c.collectives_by_ranks) {
+      by_ranks.push_back({{"ranks", r.ranks},
+                          {"batch_size", r.batch_size},
+                          {"collective_latency_us", r.latency_us},
+                          {"collective_gbps", r.gbps},
+                          {"allreduce_gbps", r.allreduce_gbps}});
+    }
+    j["collectives_by_ranks"] = by_ranks;
+  }
   return j;
 }
 
@@ -127,6 +139,25 @@ Calibration calibration_from_json(const json& j, const std::string& context) {
              "{}: field 'collective_source' is {}, not a string", context,
              j["collective_source"].dump());
     c.collective_source = j["collective_source"].get<std::string>();
+  }
+  const json by_ranks = j.value("collectives_by_ranks", json::array());
+  ES_CHECK(by_ranks.is_array(), "{}: field 'collectives_by_ranks' is {}, not an array", context,
+           by_ranks.dump());
+  for (size_t i = 0; i < by_ranks.size(); ++i) {
+    const std::string where = fmt::format("{}: collectives_by_ranks[{}]", context, i);
+    ES_CHECK(by_ranks[i].is_object(), "{} is {}, not an object", where, by_ranks[i].dump());
+    Calibration fitted;  // the entry's three fields, read as the top-level ones
+    for (const Field& f : kCollectiveFields) fitted.*(f.member) = number(by_ranks[i], f, where);
+    const int ranks = static_cast<int>(integer(by_ranks[i], "ranks", 2, where));
+    const int64_t batch = integer(by_ranks[i], "batch_size", 1, where);
+    ES_CHECK(c.collectives_by_ranks.empty() ||
+                 std::pair(ranks, batch) > std::pair(c.collectives_by_ranks.back().ranks,
+                                                     c.collectives_by_ranks.back().batch_size),
+             "{}: ranks {} and batch_size {}: entries must be in ascending (ranks, batch_size) "
+             "order, each once",
+             where, ranks, batch);
+    c.collectives_by_ranks.push_back({ranks, batch, fitted.collective_latency_us,
+                                      fitted.collective_gbps, fitted.allreduce_gbps});
   }
   return c;
 }

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "embshard/cost/analytic/model.h"
 #include "embshard/cost/analytic/terms.h"
@@ -106,6 +107,11 @@ std::string analytic_comm_source(const Calibration& c) {
     collectives = fmt::format("; collectives {:.0f} us + bytes / {:.1f} GB/s, all-reduce bytes / "
                               "{:.1f} GB/s, fitted to bench comm --collectives",
                               c.collective_latency_us, c.collective_gbps, c.allreduce_gbps);
+    std::vector<std::string> own;
+    for (const auto& r : c.collectives_by_ranks) own.push_back(fmt::format("{}x{}", r.ranks, r.batch_size));
+    if (!own.empty()) {
+      collectives += fmt::format(" (own fits at ranks x batch {})", fmt::join(own, ", "));
+    }
   }
   if (c.comm_source == "default") return "analytic, default constants (not measured)" + collectives;
   return fmt::format("analytic, {:.0f} us + bytes / {:.1f} GB/s from {}{}", c.comm_latency_us,

@@ -162,11 +162,16 @@ void analytic_collective_ms(const Calibration& c, int64_t batch_size, const Coll
            load.rw_dim_sums.size(), load.index_recv_bytes.size(), load.index_send_bytes.size(),
            bwd_ms.size());
   if (n <= 1) return;  // one device exchanges nothing
-  const double alpha =
-      (c.collective_latency_us > 0 ? c.collective_latency_us : c.comm_latency_us) * 1e-3;
-  const double per_byte = ms_per_byte(c.collective_gbps > 0 ? c.collective_gbps : c.comm_gbps);
-  const double allreduce_per_byte =
-      c.allreduce_gbps > 0 ? ms_per_byte(c.allreduce_gbps) : per_byte;
+  double latency_us = c.collective_latency_us, gbps = c.collective_gbps,
+         allreduce_gbps = c.allreduce_gbps;
+  for (const Calibration::RankCollectives& r : c.collectives_by_ranks) {
+    if (r.ranks == static_cast<int>(n) && r.batch_size == batch_size) {
+      latency_us = r.latency_us, gbps = r.gbps, allreduce_gbps = r.allreduce_gbps;
+    }
+  }
+  const double alpha = (latency_us > 0 ? latency_us : c.comm_latency_us) * 1e-3;
+  const double per_byte = ms_per_byte(gbps > 0 ? gbps : c.comm_gbps);
+  const double allreduce_per_byte = allreduce_gbps > 0 ? ms_per_byte(allreduce_gbps) : per_byte;
   const double devices = static_cast<double>(n);
   double total_rw = 0, total_index = 0;
   for (size_t d = 0; d < n; ++d) {

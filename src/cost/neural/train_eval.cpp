@@ -26,7 +26,10 @@ json data_file_entry(const std::string& path, const json& header, size_t records
           {"batch",
            header.contains("batch_size") ? header["batch_size"] : header.value("batch", json())},
           {"threads", header.value("threads", json())},
-          {"num_devices", header.value("num_devices", json())}};
+          {"num_devices", header.value("num_devices", json())},
+          // The reference its ground truth was normalized to: the model's
+          // scale (model_reference_scale, docs/eval.md).
+          {"probe", header.value("probe", json())}};
 }
 
 json options_json(const TrainOptions& o) {

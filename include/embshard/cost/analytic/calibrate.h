@@ -29,7 +29,8 @@ Calibration run_calibration(const CalibrateOptions& options, Reporter& reporter)
 // Fits comm_latency_us / comm_gbps from a `bench comm` file into `c`.
 void fit_comm_from_file(const std::string& path, Calibration& c, Reporter& reporter);
 // Fits collective_latency_us, collective_gbps and allreduce_gbps from `bench
-// comm --collectives` files (any rank counts, fitted together) into `c`.
+// comm --collectives` files into `c`: to every file together, and to the
+// files of each rank count and batch alone (collectives_by_ranks).
 void fit_collectives_from_files(const std::vector<std::string>& paths, Calibration& c,
                                 Reporter& reporter);
 

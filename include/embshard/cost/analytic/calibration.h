@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -62,6 +63,17 @@ struct Calibration {
   double collective_gbps = 0;
   double allreduce_gbps = 0;
   std::string collective_source;  // the files they were fitted to ("": none)
+  // The same three fitted to the files of each rank count and batch alone
+  // (ascending): oversubscribed ranks wait for a core in every step, so 4 and
+  // 8 ranks on 2 cores do not share one latency, and each (ranks, batch) has
+  // its own reference exchange, the scale of its files. Others use the
+  // fields above.
+  struct RankCollectives {
+    int ranks = 0;
+    int64_t batch_size = 0;
+    double latency_us = 0, gbps = 0, allreduce_gbps = 0;
+  };
+  std::vector<RankCollectives> collectives_by_ranks;
   // how good the fit was (relative RMS error over the probes, in percent)
   double fwd_fit_rms_pct = 0, bwd_fit_rms_pct = 0;
   double calibration_s = 0;

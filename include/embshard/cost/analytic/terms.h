@@ -90,8 +90,9 @@ double analytic_comm_floor_ms(const Calibration& c, int64_t batch_size, double t
 
 // The collectives of row-wise and data-parallel pieces (comm_model.h), with
 // the calibration's collective latency alpha, bandwidth beta and all-reduce
-// bandwidth beta_ar (each the all-to-all's where not fitted), N devices, B
-// the batch:
+// bandwidth beta_ar (those fitted at N ranks and batch B where it has them,
+// else those fitted to every file, else the all-to-all's), N devices, B the
+// batch:
 //   index all-to-all (fwd): alpha + max(received_d, sent_d) / beta
 //   reduce-scatter (fwd) and all-gather (bwd), each:
 //     (N-1) alpha + max(B/N rw_d 4 (N-1), B/N (sum rw - rw_d) 4) / beta

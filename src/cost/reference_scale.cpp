@@ -1,0 +1,115 @@
+// The scale of a cost model's ground truth, from its manifest's data entries.
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "embshard/bench/shard_timer.h"
+#include "embshard/cost/cost_model.h"
+#include "embshard/cost/measured_model.h"
+#include "embshard/util/error.h"
+#include "embshard/util/file.h"
+#include "embshard/util/machine.h"
+
+namespace embshard {
+
+using nlohmann::json;
+
+namespace {
+
+// The scale from a parsed manifest at `path` (model_reference_scale).
+ReferenceScale scale_from_manifest(const json& manifest, const std::string& path,
+                                   const std::string& executor, int devices, int64_t batch) {
+  ReferenceScale scale;
+  scale.source = path;
+  const json data = manifest.value("data", json::object());
+  ES_CHECK(data.is_object(), "{}: field 'data' is not an object", path);
+
+  // Only data measured on a machine like this one set its scale: a reference
+  // time is a time on that machine.
+  const std::string cpu = cpu_model();
+  auto here = [&](const json& entry) {
+    return entry.value("machine", json::object()).value("cpu", std::string()) == cpu;
+  };
+  // Compute: every training file's probe, which must be today's probe on
+  // this executor, normalized against (not raw medians), on one reference.
+  const json probe_description = reference_probe_json();
+  std::optional<double> reference_ms;
+  bool complete = data.contains("compute") && data["compute"].is_array() &&
+                  data.value("ground_truth", std::string()).starts_with("normalized");
+  for (const json& entry : complete ? data["compute"] : json::array()) {
+    const json probe = entry.value("probe", json());
+    if (!probe.is_object() || !probe.contains("reference") || !here(entry) ||
+        entry.value("executor", json()) != json(executor)) {
+      complete = false;
+      break;
+    }
+    json description = probe;
+    description.erase("reference");
+    const ProbeReference r = probe_reference_from_json(
+        probe["reference"], fmt::format("{}: data.compute[{}].probe.reference", path,
+                                        entry.value("path", std::string("?"))));
+    if (description != probe_description || (reference_ms && *reference_ms != r.reference_ms)) {
+      complete = false;
+      break;
+    }
+    reference_ms = r.reference_ms;
+    scale.compute = r;
+  }
+  if (!complete) {
+    scale.compute.reset();
+    scale.note = fmt::format(
+        "its compute data record no common reference probe of normalized {} measurements on "
+        "this machine's cpu ({})",
+        executor, cpu);
+  }
+
+  // Comm: the file at this rank count and batch.
+  for (const json& entry : data.value("comm", json::array())) {
+    if (entry.value("num_devices", 0) != devices || entry.value("batch", int64_t{0}) != batch ||
+        !here(entry)) {
+      continue;
+    }
+    const auto ms = entry.value("probe", json::object()).value("reference_ms", std::vector<double>{});
+    ES_CHECK(ms.empty() || static_cast<int>(ms.size()) == devices,
+             "{}: data.comm entry {} holds {} ranks' reference times for {} ranks", path,
+             entry.value("path", std::string("?")), ms.size(), devices);
+    for (double m : ms) {
+      ES_CHECK(std::isfinite(m) && m > 0, "{}: data.comm entry {}: reference time {}", path,
+               entry.value("path", std::string("?")), m);
+    }
+    scale.exchange_ms = ms;
+  }
+  if (scale.exchange_ms.empty()) {
+    scale.note += fmt::format(
+        "{}no comm data at {} ranks and batch {} on this machine's cpu record a reference "
+        "exchange",
+        scale.note.empty() ? "" : "; ", devices, batch);
+  }
+  return scale;
+}
+
+}  // namespace
+
+ReferenceScale model_reference_scale(const std::string& cost_model, const std::string& model_dir,
+                                     const std::string& executor, int devices, int64_t batch) {
+  ReferenceScale scale;
+  if (cost_model != "neural") {
+    scale.note = fmt::format("the {} cost model has no measured scale", cost_model);
+    return scale;
+  }
+  const std::string path = (std::filesystem::path(neural_model_dir(model_dir)) / "manifest.json").string();
+  scale.source = path;
+  if (!file_exists(path)) {
+    scale.note = fmt::format("{}: no such file", path);
+    return scale;
+  }
+  try {
+    return scale_from_manifest(json::parse(read_file(path)), path, executor, devices, batch);
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("{}: not JSON, or a field of the wrong type: {}", path, e.what()));
+  }
+}
+
+}  // namespace embshard

@@ -1,0 +1,179 @@
+// eval's scale: measured costs normalized to the cost model's reference probe
+// and exchange (model_reference_scale), so that they compare with its
+// predictions whatever the machine's load when the run started.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "embshard/bench/shard_timer.h"
+#include "embshard/cost/cost_model.h"
+#include "embshard/cost/measured_model.h"
+#include "embshard/eval/eval.h"
+#include "embshard/util/error.h"
+#include "embshard/util/machine.h"
+#include "embshard/util/record_file.h"
+#include "embshard/util/reporter.h"
+#include "test_util.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+using testing::ScratchDir;
+
+const char* const kCpu = "cpu (1 thread)";
+const char* const kNormalized = "normalized against the reference probe (version 2)";
+
+json compute_entry(double reference_ms) {
+  json probe = reference_probe_json();
+  probe["reference"] = {{"reference_ms", reference_ms}, {"median_ms", reference_ms * 1.1}};
+  return {{"path", "c.jsonl"}, {"executor", kCpu}, {"machine", {{"cpu", cpu_model()}}},
+          {"probe", probe}};
+}
+
+json comm_entry(int devices, int64_t batch, std::vector<double> reference_ms) {
+  return {{"path", "n.jsonl"}, {"num_devices", devices}, {"batch", batch},
+          {"machine", {{"cpu", cpu_model()}}},
+          {"probe", {{"exchange_dim", 64}, {"reference_ms", reference_ms}}}};
+}
+
+// A model directory whose manifest holds only `data` (normalized ground
+// truth unless it says otherwise).
+std::string model_with(const ScratchDir& dir, json data) {
+  std::filesystem::create_directories(dir.file("model"));
+  if (!data.contains("ground_truth")) data["ground_truth"] = kNormalized;
+  testing::spit(dir.file("model/manifest.json"), json{{"data", data}}.dump());
+  return dir.file("model");
+}
+
+TEST(ReferenceScale, ComesFromTheModelsTrainingData) {
+  ScratchDir dir("reference_scale");
+  const std::string model =
+      model_with(dir, {{"compute", {compute_entry(3.5), compute_entry(3.5)}},
+                       {"comm", {comm_entry(2, 2048, {0.03, 0.04}), comm_entry(4, 2048, {1, 2, 3, 4})}}});
+  ReferenceScale s = model_reference_scale("neural", model, kCpu, 4, 2048);
+  ASSERT_TRUE(s.compute.has_value());
+  EXPECT_DOUBLE_EQ(s.compute->reference_ms, 3.5);
+  EXPECT_EQ(s.exchange_ms, (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(s.note, "");
+
+  // No comm data at this rank count or batch: the compute scale alone.
+  for (auto [devices, batch] : {std::pair{8, int64_t{2048}}, std::pair{4, int64_t{4096}}}) {
+    s = model_reference_scale("neural", model, kCpu, devices, batch);
+    EXPECT_TRUE(s.compute.has_value());
+    EXPECT_TRUE(s.exchange_ms.empty());
+    EXPECT_NE(s.note.find("no comm data at"), std::string::npos) << s.note;
+  }
+
+  // Compute files on two scales, another probe, no probe, or measured on
+  // another executor: no compute scale.
+  json other_probe = compute_entry(3.5), other_executor = compute_entry(3.5),
+       other_machine = compute_entry(3.5);
+  other_probe["probe"]["seed"] = 12345;
+  other_executor["executor"] = "cuda (NVIDIA H100)";
+  other_machine["machine"]["cpu"] = "another cpu";
+  for (const json& entries : {json{compute_entry(3.5), compute_entry(3.6)}, json{other_probe},
+                              json{json{{"path", "old.jsonl"}}}, json{other_executor},
+                              json{other_machine}}) {
+    s = model_reference_scale("neural", model_with(dir, {{"compute", entries}}), kCpu, 2, 2048);
+    EXPECT_FALSE(s.compute.has_value()) << entries.dump();
+    EXPECT_NE(s.note.find("no common reference probe"), std::string::npos) << s.note;
+  }
+  // Raw medians have no scale to share.
+  s = model_reference_scale(
+      "neural", model_with(dir, {{"ground_truth", "raw medians"}, {"compute", {compute_entry(3.5)}}}),
+      kCpu, 2, 2048);
+  EXPECT_FALSE(s.compute.has_value());
+
+  // An analytic model, or no manifest: nothing, and the note says why.
+  EXPECT_NE(model_reference_scale("analytic", model, kCpu, 4, 2048).note.find("no measured scale"),
+            std::string::npos);
+  EXPECT_NE(model_reference_scale("neural", dir.file("none"), kCpu, 4, 2048).note.find("no such file"),
+            std::string::npos);
+
+  // A malformed entry: an error naming the manifest.
+  model_with(dir, {{"comm", {comm_entry(4, 2048, {1, 2})}}});
+  EXPECT_NE(testing::error_of([&] { model_reference_scale("neural", model, kCpu, 4, 2048); })
+                .find("manifest.json: data.comm entry n.jsonl holds 2 ranks' reference times for 4"),
+            std::string::npos);
+  model_with(dir, {{"comm", {json{{"num_devices", "four"}}}}});
+  EXPECT_NE(testing::error_of([&] { model_reference_scale("neural", model, kCpu, 4, 2048); })
+                .find("manifest.json: not JSON, or a field of the wrong type"),
+            std::string::npos);
+  testing::spit(dir.file("model/manifest.json"), "{");
+  EXPECT_NE(testing::error_of([&] { model_reference_scale("neural", model, kCpu, 4, 2048); })
+                .find("manifest.json: not JSON"),
+            std::string::npos);
+}
+
+// A copy of the shipped neural model whose data entries say they were
+// measured on this machine's cpu (the shipped ones name the development
+// machine's, and a scale is only taken from data of a machine like this one).
+std::string shipped_model_here(const ScratchDir& dir) {
+  const std::string model = dir.file("shipped");
+  std::filesystem::copy(neural_model_dir(""), model, std::filesystem::copy_options::recursive);
+  json manifest = json::parse(testing::slurp(model + "/manifest.json"));
+  for (const char* kind : {"compute", "unseen_compute", "comm"}) {
+    for (json& entry : manifest["data"][kind]) entry["machine"]["cpu"] = cpu_model();
+  }
+  testing::spit(model + "/manifest.json", manifest.dump());
+  return model;
+}
+
+// The shipped model records the scale of its data: one probe reference, and
+// exchanges at every rank count and batch it was trained on.
+TEST(ReferenceScale, TheShippedModelHasOne) {
+  ScratchDir dir("reference_scale_shipped");
+  const std::string model = shipped_model_here(dir);
+  for (int devices : {2, 4, 8}) {
+    for (int64_t batch : {2048, 4096}) {
+      const ReferenceScale s = model_reference_scale("neural", model, kCpu, devices, batch);
+      EXPECT_TRUE(s.compute.has_value()) << s.note;
+      EXPECT_EQ(s.exchange_ms.size(), static_cast<size_t>(devices)) << s.note;
+    }
+  }
+}
+
+// eval measures on the model's scale by default (the header says so), on a
+// scale of its own with Reference::kNow or an analytic model.
+TEST(ReferenceScale, EvalMeasuresOnTheModelsScale) {
+  ScratchDir dir("reference_scale_eval");
+  const std::string pool = testing::write_test_workload(dir, {6, 64, 64, 997, 1, 1, 6, 3}).dir;
+  TaskGenOptions g;
+  g.pool_dir = pool;
+  g.min_tables = g.max_tables = 4;
+  g.mem_cap_bytes = 32 << 20;
+  g.count = 1;
+  EvalOptions o;
+  o.tasks_path = dir.file("tasks.json");
+  save_tasks(o.tasks_path, pool, generate_tasks(load_workload(pool), g));
+  o.algos = {"size_greedy"};
+  o.devices = 2;
+  o.reference_window_s = 0.3;
+  o.model_dir = shipped_model_here(dir);
+  const ReferenceScale shipped = model_reference_scale("neural", o.model_dir, kCpu, 2, 64);
+  ASSERT_TRUE(shipped.compute.has_value());
+  for (auto [model, reference] :
+       {std::pair{"neural", EvalOptions::Reference::kModel},
+        std::pair{"neural", EvalOptions::Reference::kNow},
+        std::pair{"analytic", EvalOptions::Reference::kModel}}) {
+    o.cost_model = model;
+    o.reference = reference;
+    o.out_path = dir.file(std::string(model) + std::to_string(static_cast<int>(reference)));
+    run_eval(o, silent_reporter());
+    json header;
+    RecordFile::read_all(o.out_path, &header, nullptr);
+    const bool from_model = o.cost_model == "neural" && reference == EvalOptions::Reference::kModel;
+    EXPECT_EQ(header["reference_source"].get<std::string>().find("the cost model's (") == 0,
+              from_model)
+        << header["reference_source"];
+    EXPECT_EQ(header["probe_reference"]["reference_ms"].get<double>() ==
+                  shipped.compute->reference_ms,
+              from_model);
+  }
+}
+
+}  // namespace
+}  // namespace embshard
