@@ -68,7 +68,7 @@ TEST(ReferenceScale, ComesFromTheModelsTrainingData) {
   }
 
   // Compute files on two scales, another probe, no probe, or measured on
-  // another executor: no compute scale.
+  // another executor or cpu: no compute scale.
   json other_probe = compute_entry(3.5), other_executor = compute_entry(3.5),
        other_machine = compute_entry(3.5);
   other_probe["probe"]["seed"] = 12345;
