@@ -35,7 +35,6 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
   // Compute: every training file's probe, which must be today's probe on
   // this executor, normalized against (not raw medians), on one reference.
   const json probe_description = reference_probe_json();
-  std::optional<double> reference_ms;
   bool complete = data.contains("compute") && data["compute"].is_array() &&
                   data.value("ground_truth", std::string()).starts_with("normalized");
   for (const json& entry : complete ? data["compute"] : json::array()) {
@@ -50,11 +49,11 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
     const ProbeReference r = probe_reference_from_json(
         probe["reference"], fmt::format("{}: data.compute[{}].probe.reference", path,
                                         entry.value("path", std::string("?"))));
-    if (description != probe_description || (reference_ms && *reference_ms != r.reference_ms)) {
+    if (description != probe_description ||
+        (scale.compute && scale.compute->reference_ms != r.reference_ms)) {
       complete = false;
       break;
     }
-    reference_ms = r.reference_ms;
     scale.compute = r;
   }
   if (!complete) {

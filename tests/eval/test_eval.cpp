@@ -10,45 +10,24 @@
 #include "embshard/util/error.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/record_file.h"
-#include "test_util.h"
+#include "eval_test_util.h"
 
 namespace embshard {
 namespace {
 
 using nlohmann::json;
+using testing::make_pool;
+using testing::make_tasks;
 using testing::ScratchDir;
 using testing::run_cli;
 using testing::slurp;
 using testing::spit;
 
-std::string make_pool(const ScratchDir& dir, int tables) {
-  return testing::write_test_workload(dir, {tables, 64, 64, 997, 1, 1, 6, 3}).dir;
-}
-
-// Three tasks of 6-10 tables of a 16-table pool, 32 MiB a device; their path.
-std::string make_tasks(const ScratchDir& dir) {
-  const std::string pool_dir = make_pool(dir, 16);
-  TaskGenOptions g;
-  g.pool_dir = pool_dir;
-  g.min_tables = 6;
-  g.max_tables = 10;
-  g.mem_cap_bytes = 32 << 20;
-  g.count = 3;
-  const std::string path = dir.file("tasks.json");
-  save_tasks(path, pool_dir, generate_tasks(load_workload(pool_dir), g));
-  return path;
-}
-
 TEST(Eval, TasksRoundTripAndRejectBadIds) {
   ScratchDir dir("eval_tasks");
   const std::string pool_dir = make_pool(dir, 16);
   const Workload pool = load_workload(pool_dir);
-  TaskGenOptions o;
-  o.pool_dir = pool_dir;
-  o.min_tables = 4;
-  o.max_tables = 8;
-  o.mem_cap_bytes = 1 << 20;
-  o.count = 5;
+  const TaskGenOptions o = testing::task_options(pool_dir, 4, 8, 1 << 20, 5);
   const auto tasks = generate_tasks(pool, o);
   ASSERT_EQ(tasks.size(), 5u);
   for (const EvalTask& t : tasks) {

@@ -15,7 +15,7 @@
 #include "embshard/util/machine.h"
 #include "embshard/util/record_file.h"
 #include "embshard/util/reporter.h"
-#include "test_util.h"
+#include "eval_test_util.h"
 
 namespace embshard {
 namespace {
@@ -140,15 +140,8 @@ TEST(ReferenceScale, TheShippedModelHasOne) {
 // scale of its own with Reference::kNow or an analytic model.
 TEST(ReferenceScale, EvalMeasuresOnTheModelsScale) {
   ScratchDir dir("reference_scale_eval");
-  const std::string pool = testing::write_test_workload(dir, {6, 64, 64, 997, 1, 1, 6, 3}).dir;
-  TaskGenOptions g;
-  g.pool_dir = pool;
-  g.min_tables = g.max_tables = 4;
-  g.mem_cap_bytes = 32 << 20;
-  g.count = 1;
   EvalOptions o;
-  o.tasks_path = dir.file("tasks.json");
-  save_tasks(o.tasks_path, pool, generate_tasks(load_workload(pool), g));
+  o.tasks_path = testing::make_tasks(dir, 6, 4, 4, 1);
   o.algos = {"size_greedy"};
   o.devices = 2;
   o.reference_window_s = 0.3;
