@@ -153,12 +153,17 @@ ShardTimerOptions shard_timer_options(const ComputeBenchOptions& o) {
   return t;
 }
 
-ProbeReference probe_reference_of_file(const std::string& path) {
+ProbeReference probe_reference_of_file(const std::string& path, const std::string& executor) {
   json header;
   RecordFile::read_all(path, &header, nullptr);
   ES_CHECK(header.value("version", 0) >= 2 && header.contains("probe"),
            "{}: a version {} file holds no probe reference (re-measure it with this embshard)",
            path, header.value("version", 0));
+  const json recorded = header.value("executor", json());
+  ES_CHECK(!recorded.is_string() || recorded.get<std::string>() == executor,
+           "{}: field 'executor' is '{}', this run's is '{}': a probe reference of another "
+           "executor or clock is another scale",
+           path, recorded.is_string() ? recorded.get<std::string>() : "", executor);
   return probe_reference_from_json(header["probe"].value("reference", json()),
                                    path + ": probe.reference");
 }
@@ -197,15 +202,16 @@ int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter
   check_options(workload, options);
   ExecutorOptions eo;
   eo.threads = options.threads;
+  eo.thread_cpu_time = options.thread_cpu_time;
   const std::unique_ptr<Executor> executor = create_executor(options.executor, eo);
   ShardTimer timer(workload, *executor, shard_timer_options(options));
   // The probe reference: the existing file's (a resumed run keeps its scale),
   // another file's (--reference-from), or measured now.
   ProbeReferenceOptions reference_options = timer.options().reference;
   if (file_exists(options.out_path)) {
-    timer.set_probe_reference(probe_reference_of_file(options.out_path));
+    timer.set_probe_reference(probe_reference_of_file(options.out_path, executor->name()));
   } else if (!options.reference_from.empty()) {
-    timer.set_probe_reference(probe_reference_of_file(options.reference_from));
+    timer.set_probe_reference(probe_reference_of_file(options.reference_from, executor->name()));
   } else {
     reporter.note(fmt::format("bench compute: measuring the reference probe on {} for {} s",
                               executor->name(), options.reference_window_s));

@@ -37,6 +37,7 @@ RepeatResult run_repeatability(const ComputeBenchOptions& options, Reporter& rep
   const Workload workload = load_workload(options.workload_dir);
   ExecutorOptions eo;
   eo.threads = options.threads;
+  eo.thread_cpu_time = options.thread_cpu_time;
   const std::unique_ptr<Executor> executor = create_executor(options.executor, eo);
   ShardTimer timer(workload, *executor, shard_timer_options(options));
   RepeatResult result;

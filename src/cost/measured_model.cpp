@@ -82,6 +82,7 @@ Workload checked_workload(const CostModelOptions& options) {
 std::unique_ptr<Executor> executor_for(const CostModelOptions& options) {
   ExecutorOptions eo;
   eo.threads = options.threads;
+  eo.thread_cpu_time = options.thread_cpu_time;
   return create_executor(options.executor, eo);
 }
 

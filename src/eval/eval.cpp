@@ -172,6 +172,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   mo.workload_dir = pool_dir;
   mo.batch_size = pool.batch_size;
   mo.threads = o.threads;
+  mo.thread_cpu_time = o.thread_cpu_time;
   const CostModel model = create_cost_model(o.cost_model, mo);
   json header{{"format", "embshard-eval"},
               {"version", 2},  // 2: compute measured against the reference probe
@@ -225,6 +226,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     }
     ProbeReferenceOptions reference_options;
     reference_options.min_window_ms = 1e3 * o.reference_window_s;
+    header["executor"] = measured->executor_name();
     header["probe"] = reference_probe_json();
     header["probe_reference"] = probe_reference_json(measured->probe_reference(), reference_options);
     header["reference_source"] = reference_source;
@@ -232,7 +234,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   }
   RecordFile out(o.out_path, header,
                  {"format", "version", "machine", "tasks", "pool", "devices", "algos", "sharding_types",
-                  "cost_model", "model_dir", "threads", "comm", "predict_only"});
+                  "cost_model", "model_dir", "threads", "comm", "predict_only", "executor"});
   const size_t done = out.records().size();
   Progress progress(reporter, "eval", tasks.size(), done);
   for (size_t i = done; i < tasks.size(); ++i) {

@@ -1,6 +1,6 @@
 // The CPU executor: the fused kernels of tbe.h on huge-page buffers.
 #include <algorithm>
-#include <chrono>
+#include <ctime>
 #include <memory>
 
 #include <fmt/format.h>
@@ -13,15 +13,18 @@
 namespace embshard {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+// Milliseconds on the wall clock, or of the calling thread's CPU time.
+double now_ms(bool thread_cpu_time) {
+  timespec t{};
+  const int rc = clock_gettime(thread_cpu_time ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &t);
+  ES_CHECK(rc == 0, "cpu executor: clock_gettime failed");
+  return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
 }
 
 class CpuShard : public PreparedShard {
  public:
-  CpuShard(const ShardInput& in, int threads) : threads_(threads) {
+  CpuShard(const ShardInput& in, int threads, bool thread_cpu_time)
+      : threads_(threads), thread_cpu_time_(thread_cpu_time) {
     fused_.batch_size = in.batch_size;
     fused_.pooling = in.pooling;
     optimizer_.type = in.optimizer;
@@ -53,19 +56,20 @@ class CpuShard : public PreparedShard {
 
   StepTiming step() override {
     StepTiming t;
-    auto start = Clock::now();
+    double start = now_ms(thread_cpu_time_);
     Status s = tbe_forward(fused_, output_->floats(), threads_);
-    t.fwd_ms = ms_since(start);
+    t.fwd_ms = now_ms(thread_cpu_time_) - start;
     ES_CHECK(s.ok(), "cpu executor: forward failed: {}", s.message());
-    start = Clock::now();
+    start = now_ms(thread_cpu_time_);
     s = tbe_backward_update(fused_, grad_->floats(), optimizer_, threads_, workspace_);
-    t.bwd_ms = ms_since(start);
+    t.bwd_ms = now_ms(thread_cpu_time_) - start;
     ES_CHECK(s.ok(), "cpu executor: backward failed: {}", s.message());
     return t;
   }
 
  private:
   int threads_;
+  bool thread_cpu_time_;
   FusedBatch fused_;
   OptimizerConfig optimizer_;
   std::vector<std::unique_ptr<HugeBuffer>> weights_, momentum_;
@@ -75,23 +79,30 @@ class CpuShard : public PreparedShard {
 
 class CpuExecutor : public Executor {
  public:
-  explicit CpuExecutor(int threads) : threads_(threads) {}
+  CpuExecutor(int threads, bool thread_cpu_time)
+      : threads_(threads), thread_cpu_time_(thread_cpu_time) {}
   std::string name() const override {
-    return fmt::format("cpu ({} thread{})", threads_, threads_ == 1 ? "" : "s");
+    return fmt::format("cpu ({} thread{}{})", threads_, threads_ == 1 ? "" : "s",
+                       thread_cpu_time_ ? ", thread CPU time" : "");
   }
   std::unique_ptr<PreparedShard> prepare(const ShardInput& shard) override {
-    return std::make_unique<CpuShard>(shard, threads_);
+    return std::make_unique<CpuShard>(shard, threads_, thread_cpu_time_);
   }
 
  private:
   int threads_;
+  bool thread_cpu_time_;
 };
 
 }  // namespace
 
 std::unique_ptr<Executor> make_cpu_executor(const ExecutorOptions& options) {
   ES_CHECK(options.threads >= 1, "cpu executor: threads is {}, must be >= 1", options.threads);
-  return std::make_unique<CpuExecutor>(options.threads);
+  ES_CHECK(!options.thread_cpu_time || options.threads == 1,
+           "cpu executor: thread CPU time counts the calling thread only; it needs 1 thread, not "
+           "{}",
+           options.threads);
+  return std::make_unique<CpuExecutor>(options.threads, options.thread_cpu_time);
 }
 
 }  // namespace embshard

@@ -18,7 +18,12 @@ const std::vector<std::string>& executor_names() {
 std::unique_ptr<Executor> create_executor(const std::string& name,
                                           const ExecutorOptions& options) {
   if (name == "cpu") return make_cpu_executor(options);
-  if (name == "cuda") return make_cuda_executor(options);
+  if (name == "cuda") {
+    ES_CHECK(!options.thread_cpu_time,
+             "executor 'cuda': thread CPU time is the cpu executor's clock (a GPU is timed by "
+             "its events)");
+    return make_cuda_executor(options);
+  }
   ES_THROW("unknown executor '{}': valid names are {}", name, fmt::join(executor_names(), ", "));
 }
 

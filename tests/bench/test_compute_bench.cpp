@@ -10,6 +10,7 @@
 #include "embshard/bench/compute.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/error.h"
+#include "embshard/util/file.h"
 #include "embshard/util/record_file.h"
 #include "test_util.h"
 
@@ -101,6 +102,33 @@ TEST(ComputeBench, ResumesAfterATornRecordWithoutDuplicates) {
   EXPECT_EQ(run_compute_bench(o, silent_reporter()), 8);
   o.seed = 12;
   EXPECT_THROW(run_compute_bench(o, silent_reporter()), Error);
+}
+
+TEST(ComputeBench, ThreadCpuTimeIsItsOwnExecutorAndScale) {
+  ScratchDir dir("compute_clock");
+  const std::string workload = make_workload(dir, 4);
+  ComputeBenchOptions wall = small_options(workload, dir.file("wall.jsonl"));
+  wall.samples = 2;
+  EXPECT_EQ(run_compute_bench(wall, silent_reporter()), 2);
+  ComputeBenchOptions cpu = small_options(workload, dir.file("cpu.jsonl"));
+  cpu.samples = 2;
+  cpu.thread_cpu_time = true;
+  cpu.reference_from = wall.out_path;  // the wall clock's reference: refused
+  const std::string refused = testing::error_of([&] { run_compute_bench(cpu, silent_reporter()); });
+  for (const char* part : {"wall.jsonl", "'executor'", "thread CPU time"}) {
+    EXPECT_NE(refused.find(part), std::string::npos) << refused;
+  }
+  EXPECT_FALSE(file_exists(cpu.out_path));
+  cpu.reference_from.clear();
+  EXPECT_EQ(run_compute_bench(cpu, silent_reporter()), 2);
+  json header;
+  const auto records = RecordFile::read_all(cpu.out_path, &header, nullptr);
+  EXPECT_EQ(header["executor"], "cpu (1 thread, thread CPU time)");
+  for (const json& r : records) EXPECT_GT(r["ms"].get<double>(), 0.0);
+  // Nor does a wall-clock run resume the thread-time file.
+  wall.out_path = cpu.out_path;
+  const std::string mixed = testing::error_of([&] { run_compute_bench(wall, silent_reporter()); });
+  EXPECT_NE(mixed.find("cpu.jsonl: field 'executor'"), std::string::npos) << mixed;
 }
 
 TEST(ComputeBench, ShardThatCannotFitTheCapIsAnError) {

@@ -118,6 +118,15 @@ TEST(Eval, RunsResumesAndSummarises) {
   const std::string before = slurp(o.out_path);
   EXPECT_THROW(run_eval(o, silent_reporter()), Error);
   EXPECT_EQ(slurp(o.out_path), before);
+  // So is another clock: the header names the executor measurements ran on.
+  json header;
+  RecordFile::read_all(o.out_path, &header, nullptr);
+  EXPECT_EQ(header["executor"], "cpu (1 thread)");
+  o.devices = 2;
+  o.thread_cpu_time = true;
+  const std::string refused = testing::error_of([&] { run_eval(o, silent_reporter()); });
+  EXPECT_NE(refused.find("executor"), std::string::npos) << refused;
+  EXPECT_EQ(slurp(o.out_path), before);
 }
 
 // --predict-only: the plans and their predicted costs, nothing executed; the

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -53,6 +54,34 @@ TEST(Executor, CpuStepsTimeForwardAndBackward) {
     EXPECT_TRUE(std::isfinite(t.bwd_ms) && t.bwd_ms > 0);
     EXPECT_DOUBLE_EQ(t.total_ms(), t.fwd_ms + t.bwd_ms);
   }
+}
+
+TEST(Executor, CpuThreadTimeIsNamedOneThreadOnlyAndWithinTheWallClock) {
+  ExecutorOptions o;
+  o.thread_cpu_time = true;
+  const auto cpu = create_executor("cpu", o);
+  EXPECT_EQ(cpu->name(), "cpu (1 thread, thread CPU time)");
+  SmallShard s(64);
+  auto shard = cpu->prepare(s.input);
+  for (int i = 0; i < 5; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const StepTiming t = shard->step();
+    const double wall_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_TRUE(std::isfinite(t.fwd_ms) && t.fwd_ms >= 0 && t.bwd_ms >= 0 && t.total_ms() > 0);
+    // The thread cannot have run for longer than the wall clock went on
+    // (a microsecond for the clocks' own granularity).
+    EXPECT_LE(t.total_ms(), wall_ms + 1e-3);
+  }
+  o.threads = 2;
+  try {
+    create_executor("cpu", o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("1 thread, not 2"), std::string::npos) << e.what();
+  }
+  o.threads = 1;
+  EXPECT_THROW(create_executor("cuda", o), Error);  // built with CUDA or not
 }
 
 TEST(Executor, CpuRejectsInvalidShards) {

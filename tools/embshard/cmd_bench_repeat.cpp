@@ -37,6 +37,7 @@ void add_bench_repeat_command(CLI::App& bench) {
   cmd->add_option("--executor", o.executor, "Where shards run: " + one_of(executor_names()))
       ->capture_default_str();
   cmd->add_option("--threads", o.threads, "Threads of the executor")->capture_default_str();
+  add_thread_cpu_time_flag(cmd, o.thread_cpu_time);
   cmd->add_option("--warmup", o.warmup, "Untimed steps per shard")->capture_default_str();
   cmd->add_option("--min-rounds", o.min_rounds, "Rounds per shard at least")
       ->capture_default_str();

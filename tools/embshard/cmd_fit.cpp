@@ -76,6 +76,7 @@ void add_fit_command(CLI::App& app) {
   cmd->add_option("--executor", b.executor, "Where shards run: " + one_of(executor_names()))
       ->capture_default_str();
   cmd->add_option("--threads", b.threads, "Executor threads")->capture_default_str();
+  add_thread_cpu_time_flag(cmd, b.thread_cpu_time);
   cmd->add_option("--seed", b.seed, "Seed of the shards drawn")->capture_default_str();
   cmd->add_option("--reference-window-s", b.reference_window_s,
                   "Seconds of reference-probe runs (normalization)")

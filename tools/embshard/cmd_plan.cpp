@@ -135,6 +135,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--reference-window-s", r.reference_window_s,
                   "With --verify: seconds of reference-probe runs measurements are normalized to")
       ->capture_default_str();
+  add_thread_cpu_time_flag(cmd, r.model.thread_cpu_time);
   cmd->add_option("-o,--out", a->out, "Write the plan JSON here");
   cmd->add_option("--svg", a->svg, "Write an SVG picture of the plan here");
   cmd->add_option("--trace", a->trace,

@@ -21,6 +21,14 @@ inline std::string one_of(const std::vector<std::string>& names) {
 }
 
 // A size in bytes, given as bytes or with a unit ("40GB", "512MiB").
+// --thread-cpu-time: the CPU executor times steps by the thread's CPU time
+// (ExecutorOptions::thread_cpu_time).
+inline CLI::Option* add_thread_cpu_time_flag(CLI::App* cmd, bool& on) {
+  return cmd->add_flag("--thread-cpu-time", on,
+                       "cpu: time steps by the thread's CPU time, not the wall clock (waits for a "
+                       "core not counted; 1 thread)");
+}
+
 inline CLI::Option* add_bytes_option(CLI::App* cmd, const std::string& name, int64_t& bytes,
                                      const std::string& help) {
   const std::string flag = name.substr(name.rfind(',') + 1);

@@ -33,6 +33,7 @@ struct ComputeBenchOptions {
   std::vector<int> dims = {4, 8, 16, 32, 64, 128};
   std::string executor = "cpu";  // create_executor's names
   int threads = 1;
+  bool thread_cpu_time = false;  // cpu: ExecutorOptions::thread_cpu_time
   uint64_t seed = 0;
   int warmup = 5;
   int min_rounds = 12, max_rounds = 60;    // interleaved rounds per shard (bench/interleaved.h)
@@ -71,7 +72,8 @@ std::string compute_records_table(const std::string& path, int64_t show);
 nlohmann::json compute_bench_header(const Workload& workload, const ComputeBenchOptions& options,
                                     const std::string& executor, const nlohmann::json& reference);
 // The probe reference recorded in a `bench compute` or `bench comm` file
-// (version 2). Error naming the file when it has none.
-ProbeReference probe_reference_of_file(const std::string& path);
+// (version 2). Error naming the file when it has none, or when its header
+// names another executor than `executor` (another clock is another scale).
+ProbeReference probe_reference_of_file(const std::string& path, const std::string& executor);
 
 }  // namespace embshard

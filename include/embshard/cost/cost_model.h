@@ -57,6 +57,7 @@ struct CostModelOptions {
   std::string executor = "cpu";  // measured: where (create_executor's names)
   int64_t batch_size = 0;    // 0: the model's own
   int threads = 1;           // measured: the executor's threads
+  bool thread_cpu_time = false;  // measured: ExecutorOptions::thread_cpu_time
   // measured: seconds of reference-probe runs its quiet time is taken from
   // (the shard timer normalizes every shard against it).
   double reference_window_s = 20;

@@ -62,6 +62,7 @@ struct EvalOptions {
   std::string out_path;   // records (JSON lines)
   PlannerOptions planner;
   int threads = 1;
+  bool thread_cpu_time = false;  // ExecutorOptions::thread_cpu_time
   // Under mpirun: every plan's all-to-alls timed across the ranks, medians of
   // comm_repeats after comm_warmup runs; a collective past comm_timeout_s
   // ends the job (a rank died or hangs).

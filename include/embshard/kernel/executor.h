@@ -61,6 +61,10 @@ class Executor {
 struct ExecutorOptions {
   int threads = 1;  // cpu: OpenMP threads of the fused kernels
   int device = 0;   // cuda: the GPU's ordinal
+  // cpu: time steps by the thread's CPU time instead of the wall clock, so
+  // that the time the thread waits for a core (an oversubscribed machine)
+  // is not counted; stalls on memory still are. One thread only.
+  bool thread_cpu_time = false;
 };
 
 // "cpu", and "cuda" in a build with EMBSHARD_CUDA=ON.
