@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "options.h"
 #include "embshard/cost/accuracy.h"
 #include "embshard/cost/analytic/calibrate.h"
 #include "embshard/cost/analytic/check.h"
@@ -68,6 +69,7 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--threads", o.threads, "Executor threads")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  add_thread_cpu_time_flag(cmd, o.thread_cpu_time);
   cmd->add_option("--batch", o.batch_size, "Batch size of the probes (the model's default)")
       ->check(CLI::Range(16, 1 << 20))
       ->capture_default_str();

@@ -155,13 +155,11 @@ class ProbeRun {
 // on a shared machine spreads over all probes instead of spoiling one; the
 // median over rounds is kept.
 std::vector<ProbeResult> run_probes(const std::vector<Probe>& probes,
-                                    const CalibrateOptions& o, Reporter& reporter) {
-  ExecutorOptions eo;
-  eo.threads = o.threads;
-  const std::unique_ptr<Executor> executor = create_executor("cpu", eo);
+                                    const CalibrateOptions& o, Executor& executor,
+                                    Reporter& reporter) {
   std::vector<std::unique_ptr<ProbeRun>> runs;
   for (size_t i = 0; i < probes.size(); ++i) {
-    runs.push_back(std::make_unique<ProbeRun>(probes[i], o, *executor, o.seed + i));
+    runs.push_back(std::make_unique<ProbeRun>(probes[i], o, executor, o.seed + i));
     for (int w = 0; w < 2; ++w) runs.back()->run(false);
   }
   const int rounds = o.quick ? 3 : 9;
@@ -269,12 +267,17 @@ Calibration run_calibration(const CalibrateOptions& o, Reporter& reporter) {
   Calibration c;
   c.machine_cpu = cpu_model();
   c.threads = o.threads;
+  ExecutorOptions eo;
+  eo.threads = o.threads;
+  eo.thread_cpu_time = o.thread_cpu_time;
+  const std::unique_ptr<Executor> executor = create_executor("cpu", eo);
+  c.executor = executor->name();
   c.batch_size = o.batch_size;
   c.seq_gbps = measure_seq_gbps(o.quick);
   reporter.note(fmt::format("calibrate: memcpy {:.1f} GB/s", c.seq_gbps));
   const std::vector<Probe> probes = make_probes(o.quick);
   reporter.note(fmt::format("calibrate: setting up {} probes", probes.size()));
-  const std::vector<ProbeResult> results = run_probes(probes, o, reporter);
+  const std::vector<ProbeResult> results = run_probes(probes, o, *executor, reporter);
   // The effective cache is less than the L3 (the backward's sort buffers and
   // gradients share it, and a VM may not get all of it): pick the size that
   // fits the probes best.

@@ -87,6 +87,7 @@ json calibration_to_json(const Calibration& c) {
             {"embshard_version", EMBSHARD_VERSION},
             {"machine", {{"cpu", c.machine_cpu}}},
             {"threads", c.threads},
+            {"executor", c.executor},
             {"batch_size", c.batch_size},
             {"cache_bytes", c.cache_bytes},
             {"comm_source", c.comm_source}};
@@ -123,6 +124,13 @@ Calibration calibration_from_json(const json& j, const std::string& context) {
            "{}: field 'machine' is {}, expected {{\"cpu\": \"...\"}}", context, machine.dump());
   c.machine_cpu = machine["cpu"].get<std::string>();
   c.threads = static_cast<int>(integer(j, "threads", 1, context));
+  if (j.contains("executor")) {
+    ES_CHECK(j["executor"].is_string(), "{}: field 'executor' is {}, not a string", context,
+             j["executor"].dump());
+    c.executor = j["executor"].get<std::string>();
+  } else {
+    c.executor = fmt::format("cpu ({} thread{})", c.threads, c.threads == 1 ? "" : "s");
+  }
   c.batch_size = integer(j, "batch_size", 1, context);
   c.cache_bytes = integer(j, "cache_bytes", 0, context);
   const json& source = require(j, "comm_source", context);

@@ -121,8 +121,7 @@ std::string analytic_comm_source(const Calibration& c) {
 
 CostModel make_analytic_cost_model(const Calibration& c, int64_t batch_size) {
   ModelSource source;
-  source.hardware = fmt::format("cpu ({} thread{}) on {}, analytic terms fitted", c.threads,
-                                c.threads == 1 ? "" : "s", c.machine_cpu);
+  source.hardware = fmt::format("{} on {}, analytic terms fitted", c.executor, c.machine_cpu);
   source.host_cpu = c.machine_cpu;
   source.min_batch = source.max_batch = c.batch_size;
   source.comm = analytic_comm_source(c);

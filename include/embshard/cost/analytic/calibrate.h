@@ -18,6 +18,7 @@ struct CalibrateOptions {
   std::string out_path = "models/analytic.json";
   std::string comm_path;  // a `bench comm` file to fit alpha/beta from ("" = defaults)
   int threads = 1;
+  bool thread_cpu_time = false;  // ExecutorOptions::thread_cpu_time
   int64_t batch_size = 4096;
   bool quick = false;     // smaller probes and fewer repeats (tests)
   uint64_t seed = 1;
