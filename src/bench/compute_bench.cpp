@@ -140,6 +140,13 @@ std::vector<ShardTable> draw_shard(const Workload& workload, const ComputeBenchO
   return shard;
 }
 
+std::unique_ptr<Executor> create_executor(const ComputeBenchOptions& o) {
+  ExecutorOptions eo;
+  eo.threads = o.threads;
+  eo.thread_cpu_time = o.thread_cpu_time;
+  return create_executor(o.executor, eo);
+}
+
 ShardTimerOptions shard_timer_options(const ComputeBenchOptions& o) {
   ShardTimerOptions t;
   t.warmup = o.warmup;
@@ -200,10 +207,7 @@ json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o
 int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter) {
   const Workload workload = load_workload(options.workload_dir);
   check_options(workload, options);
-  ExecutorOptions eo;
-  eo.threads = options.threads;
-  eo.thread_cpu_time = options.thread_cpu_time;
-  const std::unique_ptr<Executor> executor = create_executor(options.executor, eo);
+  const std::unique_ptr<Executor> executor = create_executor(options);
   ShardTimer timer(workload, *executor, shard_timer_options(options));
   // The probe reference: the existing file's (a resumed run keeps its scale),
   // another file's (--reference-from), or measured now.

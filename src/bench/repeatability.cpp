@@ -35,10 +35,7 @@ AgreementFigures agreement(const std::vector<RepeatShard>& shards, bool normaliz
 RepeatResult run_repeatability(const ComputeBenchOptions& options, Reporter& reporter) {
   ES_CHECK(options.samples >= 1, "bench repeat: --samples is {}, must be >= 1", options.samples);
   const Workload workload = load_workload(options.workload_dir);
-  ExecutorOptions eo;
-  eo.threads = options.threads;
-  eo.thread_cpu_time = options.thread_cpu_time;
-  const std::unique_ptr<Executor> executor = create_executor(options.executor, eo);
+  const std::unique_ptr<Executor> executor = create_executor(options);
   ShardTimer timer(workload, *executor, shard_timer_options(options));
   RepeatResult result;
   result.executor = executor->name();

@@ -81,10 +81,7 @@ class CpuExecutor : public Executor {
  public:
   CpuExecutor(int threads, bool thread_cpu_time)
       : threads_(threads), thread_cpu_time_(thread_cpu_time) {}
-  std::string name() const override {
-    return fmt::format("cpu ({} thread{}{})", threads_, threads_ == 1 ? "" : "s",
-                       thread_cpu_time_ ? ", thread CPU time" : "");
-  }
+  std::string name() const override { return cpu_executor_name(threads_, thread_cpu_time_); }
   std::unique_ptr<PreparedShard> prepare(const ShardInput& shard) override {
     return std::make_unique<CpuShard>(shard, threads_, thread_cpu_time_);
   }
@@ -95,6 +92,11 @@ class CpuExecutor : public Executor {
 };
 
 }  // namespace
+
+std::string cpu_executor_name(int threads, bool thread_cpu_time) {
+  return fmt::format("cpu ({} thread{}{})", threads, threads == 1 ? "" : "s",
+                     thread_cpu_time ? ", thread CPU time" : "");
+}
 
 std::unique_ptr<Executor> make_cpu_executor(const ExecutorOptions& options) {
   ES_CHECK(options.threads >= 1, "cpu executor: threads is {}, must be >= 1", options.threads);

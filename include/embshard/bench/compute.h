@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,9 @@ struct ComputeBenchOptions {
 // run draws exactly the shards an uninterrupted one would have drawn.
 std::vector<ShardTable> draw_shard(const Workload& workload, const ComputeBenchOptions& options,
                                    int64_t index);
+
+// The executor of a run (--executor, --threads, --thread-cpu-time).
+std::unique_ptr<Executor> create_executor(const ComputeBenchOptions& options);
 
 // The shard timer's options of a run.
 ShardTimerOptions shard_timer_options(const ComputeBenchOptions& options);

@@ -67,6 +67,9 @@ struct ExecutorOptions {
   bool thread_cpu_time = false;
 };
 
+// The CPU executor's name: "cpu (1 thread)", "cpu (1 thread, thread CPU time)".
+std::string cpu_executor_name(int threads, bool thread_cpu_time);
+
 // "cpu", and "cuda" in a build with EMBSHARD_CUDA=ON.
 const std::vector<std::string>& executor_names();
 // Error listing the valid names when `name` is unknown, or saying why a

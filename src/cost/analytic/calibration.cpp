@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embshard/cost/analytic/calibration.h"
+#include "embshard/kernel/executor.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
 #include "embshard/util/machine.h"
@@ -129,7 +130,7 @@ Calibration calibration_from_json(const json& j, const std::string& context) {
              j["executor"].dump());
     c.executor = j["executor"].get<std::string>();
   } else {
-    c.executor = fmt::format("cpu ({} thread{})", c.threads, c.threads == 1 ? "" : "s");
+    c.executor = cpu_executor_name(c.threads, false);
   }
   c.batch_size = integer(j, "batch_size", 1, context);
   c.cache_bytes = integer(j, "cache_bytes", 0, context);
