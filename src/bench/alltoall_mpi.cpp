@@ -242,6 +242,7 @@ InterleavedResult interleave_with_reference(const Watchdog& dog, const AllToAllT
   // when ranks outnumber cores and the scheduler decides; so does the work,
   // and the ratio holds. Only an absurd drift is an error here.
   io.probe_drift_bound = 1e4;
+  io.drift_retries = 0;  // a rank measuring again alone would wait on the others forever
   io.label = fmt::format("{}: rank {}: placement {}", dog.tool(), dog.rank(), index);
   return measure_interleaved(run_work, {[&] { return reference_run(dog, reference); }},
                              {reference_ms}, io);

@@ -60,6 +60,7 @@ InterleavedOptions seeded(uint64_t seed) {
   InterleavedOptions o;
   o.seed = seed;
   o.label = "sample 17";
+  o.drift_retry_pause_ms = 0;
   return o;
 }
 
@@ -287,7 +288,8 @@ TEST(Interleaved, DriftingProbeThrows) {
   expect_contains(error_of([&] {
                     measure_interleaved([] { return kWorkMs; }, {drifting}, {kProbeMs}, seeded(1));
                   }),
-                  {"sample 17", "probe 0", "median", "reference 10 ms", "drift bound 3x"});
+                  {"sample 17", "probe 0", "median", "reference 10 ms", "drift bound 3x",
+                   "measured 4 times"});
   // One slow round alone is not drift.
   int calls = 0;
   const TimerFn one_spike = [&calls] { return ++calls == 7 ? 20 * kProbeMs : kProbeMs; };
@@ -308,6 +310,35 @@ TEST(Interleaved, DriftingProbeThrows) {
                   {"probe 1", "100 ms"});
 }
 
+TEST(Interleaved, ABurstPastTheDriftBoundIsMeasuredAgain) {
+  // The machine is 20x slower for the first 30 calls of anything (a
+  // neighbour's burst), then quiet; the work is 4x the probe throughout.
+  int calls = 0;
+  auto burst = [&calls](double ms) {
+    return [&calls, ms] { return ms * (calls++ < 30 ? 20 : 1); };
+  };
+  const InterleavedResult r =
+      measure_interleaved(burst(kWorkMs), {burst(kProbeMs)}, {kProbeMs}, seeded(1));
+  EXPECT_EQ(r.drift_retries, 1);
+  EXPECT_DOUBLE_EQ(r.normalized_ms, kWorkMs);
+  EXPECT_DOUBLE_EQ(r.raw_ms, kWorkMs);  // the burst's rounds were thrown away
+  EXPECT_EQ(interleaved_summary_json(r).at("drift_retries"), 1);
+  // Without retries the burst is the error; a quiet measurement records none.
+  InterleavedOptions no_retry = seeded(1);
+  no_retry.drift_retries = 0;
+  calls = 0;
+  const std::string text = error_of([&] {
+    measure_interleaved(burst(kWorkMs), {burst(kProbeMs)}, {kProbeMs}, no_retry);
+  });
+  expect_contains(text, {"sample 17", "probe 0", "drift bound 3x"});
+  EXPECT_EQ(text.find("measured"), std::string::npos);
+  // The burst is over (only the next warm-up round sees it).
+  const InterleavedResult quiet =
+      measure_interleaved(burst(kWorkMs), {burst(kProbeMs)}, {kProbeMs}, seeded(1));
+  EXPECT_EQ(quiet.drift_retries, 0);
+  EXPECT_FALSE(interleaved_summary_json(quiet).contains("drift_retries"));
+}
+
 TEST(Interleaved, InvalidOptionsThrow) {
   const TimerFn t = [] { return 1.0; };
   InterleavedOptions o = seeded(1);
@@ -322,6 +353,9 @@ TEST(Interleaved, InvalidOptionsThrow) {
   EXPECT_THROW(measure_interleaved(t, {t}, {1.0}, o), Error);
   o = seeded(1);
   o.probe_drift_bound = 1.0;
+  EXPECT_THROW(measure_interleaved(t, {t}, {1.0}, o), Error);
+  o = seeded(1);
+  o.drift_retries = -1;
   EXPECT_THROW(measure_interleaved(t, {t}, {1.0}, o), Error);
   ProbeReferenceOptions ro;
   ro.quantile = 1.5;

@@ -66,6 +66,12 @@ struct InterleavedOptions {
   // longer describes the machine (another machine, another build, a far
   // heavier load than slow phases); a single slow round does not.
   double probe_drift_bound = 3.0;
+  // A measurement whose probe drifted is thrown away and taken again after a
+  // pause (drift_retry_pause_ms, doubling each time), at most drift_retries
+  // times; a drift that outlasts them all is the error. 0 where every rank of
+  // a collective must run the same rounds.
+  int drift_retries = 3;
+  double drift_retry_pause_ms = 1000;
   // Names the measurement in errors, e.g. "sample 17".
   std::string label;
 };
@@ -84,6 +90,7 @@ struct InterleavedResult {
   double relative_half_width = 0; // (high - low) / 2 / median
   double dispersion = 0;          // MAD / median of block_ratios
   int rounds = 0;                 // timed rounds, warm-ups excluded
+  int drift_retries = 0;          // measurements thrown away for a drifting probe
   bool converged = false;         // reached the target before the cap
   double normalized_ms = 0;       // ratio_median x reference_ms
   double raw_ms = 0;              // median of work_ms (what a plain timer reports)
@@ -94,7 +101,7 @@ struct InterleavedResult {
 // being probe i's fixed reference. Error naming options.label and the
 // callable when a timer returns a non-finite or non-positive time, a round's
 // ratio leaves [1/max_ratio, max_ratio], or a probe's median leaves its drift
-// bounds; and on invalid options.
+// bounds in every try; and on invalid options.
 InterleavedResult measure_interleaved(const TimerFn& work, const std::vector<TimerFn>& probes,
                                       const std::vector<double>& reference_ms,
                                       const InterleavedOptions& options);
@@ -131,7 +138,7 @@ ProbeReference estimate_probe_reference(const TimerFn& probe, const ProbeReferen
 // For a cost record: "raw_ms", "probe_ms" (median of the rounds' probe
 // figures), "ratio_median", "ratio_ci" ([low, high]), "ratio_ci_coverage",
 // "ratio_mad" (MAD / median of the block ratios, i.e. relative), "rounds",
-// "converged", "normalized_ms".
+// "converged", "normalized_ms", and "drift_retries" when there were any.
 nlohmann::json interleaved_summary_json(const InterleavedResult& result);
 // The per-round figures ("work_ms", "probe_ms", "ratios") and "block_ratios",
 // for diagnosing a sample; bulky, so not part of the summary.
