@@ -306,14 +306,14 @@ ProbeReference estimate_probe_reference(const TimerFn& probe, const ProbeReferen
 
 json interleaved_summary_json(const InterleavedResult& r) {
   json j = {{"raw_ms", r.raw_ms},
-          {"probe_ms", r.probe_median_ms},
-          {"ratio_median", r.ratio_median},
-          {"ratio_ci", {r.ratio_ci_low, r.ratio_ci_high}},
-          {"ratio_ci_coverage", r.ratio_ci_coverage},
-          {"ratio_mad", r.dispersion},
-          {"rounds", r.rounds},
-          {"converged", r.converged},
-          {"normalized_ms", r.normalized_ms}};
+            {"probe_ms", r.probe_median_ms},
+            {"ratio_median", r.ratio_median},
+            {"ratio_ci", {r.ratio_ci_low, r.ratio_ci_high}},
+            {"ratio_ci_coverage", r.ratio_ci_coverage},
+            {"ratio_mad", r.dispersion},
+            {"rounds", r.rounds},
+            {"converged", r.converged},
+            {"normalized_ms", r.normalized_ms}};
   if (r.drift_retries > 0) j["drift_retries"] = r.drift_retries;
   return j;
 }

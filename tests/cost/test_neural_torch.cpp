@@ -153,6 +153,26 @@ TEST_F(NeuralTrain, SameSeedSameWeights) {
   EXPECT_NE(a.model.compute.head.layers[0].weight, c.model.compute.head.layers[0].weight);
 }
 
+TEST_F(NeuralTrain, WeightAverageLearnsIsDeterministicAndIsRecorded) {
+  TrainOptions o = options();
+  o.comm_paths.clear();
+  o.max_epochs = 60;
+  o.weight_average = 0.99;
+  const TrainResult a = train_neural_model(o), b = train_neural_model(o);
+  EXPECT_EQ(a.model.compute.head.layers[0].weight, b.model.compute.head.layers[0].weight);
+  // The average is what is kept: not the last step's weights of the same run.
+  o.weight_average = 0;
+  const TrainResult last = train_neural_model(o);
+  EXPECT_NE(a.model.compute.head.layers[0].weight, last.model.compute.head.layers[0].weight);
+  double mape = -1;
+  for (const Comparison& c : a.comparisons) {
+    if (c.name == "compute_test") mape = accuracy(c.predicted, c.measured).mape_pct;
+  }
+  EXPECT_GE(mape, 0);
+  EXPECT_LT(mape, 5.0);
+  EXPECT_EQ(a.model.info["training"]["weight_average"], 0.99);
+}
+
 TEST_F(NeuralTrain, TrainAndValidateCommands) {
   ScratchDir out("neural_cli");
   const std::string model = out.file("model");

@@ -82,6 +82,11 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--batch", o.batch, "Records per step")->capture_default_str();
   cmd->add_option("--lr", o.lr, "Adam learning rate")->capture_default_str();
+  cmd->add_option("--weight-average", o.weight_average,
+                  "Decay per step of the weights' moving average that is validated and kept "
+                  "(0: the last step's weights)")
+      ->check(CLI::Range(0.0, 0.99999))
+      ->capture_default_str();
   cmd->add_option("--hidden", o.hidden, "Hidden layer width")->capture_default_str();
   cmd->add_option("--embed", o.embed, "Per-table MLP output width")->capture_default_str();
   cmd->add_option("--threads", o.threads, "Torch threads (1 is deterministic)")

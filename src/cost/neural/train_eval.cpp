@@ -42,6 +42,7 @@ json options_json(const TrainOptions& o) {
           {"batch", o.batch},
           {"lr", o.lr},
           {"weight_decay", o.weight_decay},
+          {"weight_average", o.weight_average},
           {"hidden", o.hidden},
           {"embed", o.embed},
           {"threads", o.threads}};

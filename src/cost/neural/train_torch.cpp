@@ -75,13 +75,31 @@ struct FitResult {
   double best_val_loss = 0;
 };
 
+// Copies `from` into `to`, tensor by tensor.
+void copy_all(std::vector<torch::Tensor>& to, const std::vector<torch::Tensor>& from) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < to.size(); ++i) to[i].copy_(from[i]);
+}
+
+std::vector<torch::Tensor> clones(const std::vector<torch::Tensor>& tensors) {
+  std::vector<torch::Tensor> out;
+  for (const auto& t : tensors) out.push_back(t.detach().clone());
+  return out;
+}
+
 FitResult fit(Fit& job, const TrainOptions& o, const std::string& what, uint64_t seed) {
   Reporter& reporter = o.reporter != nullptr ? *o.reporter : silent_reporter();
   torch::optim::Adam optimizer(job.parameters,
                                torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
   std::mt19937_64 rng(seed);
-  std::vector<torch::Tensor> best;
-  for (auto& p : job.parameters) best.push_back(p.detach().clone());
+  std::vector<torch::Tensor> best = clones(job.parameters);
+  // The weights' moving average (Polyak averaging): with noisy targets the
+  // last steps' weights scatter around the minimum, and their average sits
+  // nearer it. The average is what is validated, kept and shipped.
+  const bool averaging = o.weight_average > 0;
+  std::vector<torch::Tensor> average = clones(job.parameters), current;
+  if (averaging) current = clones(job.parameters);
+  int64_t steps = 0;
   FitResult r;
   r.best_val_loss = INFINITY;
   std::vector<int> order = job.train;
@@ -97,11 +115,24 @@ FitResult fit(Fit& job, const TrainOptions& o, const std::string& what, uint64_t
       loss.backward();
       optimizer.step();
       train_loss += loss.item<double>() * batch.size();
+      if (averaging) {
+        // Warm start: early on the average spans the steps taken so far.
+        ++steps;
+        const double decay = std::min(o.weight_average, (1.0 + steps) / (10.0 + steps));
+        torch::NoGradGuard no_grad;
+        for (size_t i = 0; i < average.size(); ++i) {
+          average[i].mul_(decay).add_(job.parameters[i].detach(), 1 - decay);
+        }
+      }
     }
     train_loss /= order.size();
     double val_loss;
     {
       torch::NoGradGuard no_grad;
+      if (averaging) {
+        copy_all(current, job.parameters);
+        copy_all(job.parameters, average);
+      }
       val_loss = job.loss(job.val).item<double>();
     }
     r.epochs = epoch;
@@ -109,9 +140,9 @@ FitResult fit(Fit& job, const TrainOptions& o, const std::string& what, uint64_t
     if (better) {
       r.best_val_loss = val_loss;
       r.best_epoch = epoch;
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < best.size(); ++i) best[i].copy_(job.parameters[i]);
+      copy_all(best, job.parameters);
     }
+    if (averaging) copy_all(job.parameters, current);
     const auto now = std::chrono::steady_clock::now();
     if (epoch == 1 || now - last_print > std::chrono::seconds(2)) {
       reporter.note(fmt::format(
@@ -121,8 +152,7 @@ FitResult fit(Fit& job, const TrainOptions& o, const std::string& what, uint64_t
     }
     if (epoch - r.best_epoch >= o.patience) break;
   }
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < best.size(); ++i) job.parameters[i].copy_(best[i]);
+  copy_all(job.parameters, best);
   reporter.note(fmt::format("train {}: stopped after {} epochs; best val loss {:.5f} at epoch {}",
                             what, r.epochs, r.best_val_loss, r.best_epoch));
   return r;

@@ -32,6 +32,9 @@ struct TrainOptions {
   int batch = 32;     // records per step
   double lr = 3e-3;
   double weight_decay = 1e-5;
+  // Decay of the weights' moving average per step (0: off): the average is
+  // validated and kept instead of the last step's weights.
+  double weight_average = 0.999;
   int hidden = 64;      // width of hidden layers
   int embed = 32;       // per-table MLP output width
   int threads = 1;      // torch intra-op threads (1: deterministic and quiet)
