@@ -97,8 +97,11 @@ FitResult fit(Fit& job, const TrainOptions& o, const std::string& what, uint64_t
   // last steps' weights scatter around the minimum, and their average sits
   // nearer it. The average is what is validated, kept and shipped.
   const bool averaging = o.weight_average > 0;
-  std::vector<torch::Tensor> average = clones(job.parameters), current;
-  if (averaging) current = clones(job.parameters);
+  std::vector<torch::Tensor> average, current;
+  if (averaging) {
+    average = clones(job.parameters);
+    current = clones(job.parameters);
+  }
   int64_t steps = 0;
   FitResult r;
   r.best_val_loss = INFINITY;
