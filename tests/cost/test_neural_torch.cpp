@@ -11,6 +11,7 @@
 #include "embshard/cost/neural/model.h"
 #include "embshard/cost/neural/reference.h"
 #include "embshard/cost/neural/train.h"
+#include "embshard/cost/neural/validate.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
 #include "test_util.h"
@@ -199,6 +200,26 @@ TEST_F(NeuralTrain, TrainAndValidateCommands) {
   EXPECT_EQ(j["count"], 30);
   EXPECT_EQ(j["skipped_bad_records"], 1);
   for (const char* key : {"mape_pct", "p90_ape_pct", "kendall_tau"}) EXPECT_TRUE(j.contains(key));
+  // The records it misses most: the largest errors first, each where the
+  // file has it (the header is line 1, the torn line 32 is not a record).
+  const auto& missed = j.at("most_missed");
+  ASSERT_EQ(missed.size(), kMissedRecords);
+  double previous = INFINITY, top = 0;
+  for (const auto& m : missed) {
+    const double ape = m.at("ape_pct");
+    EXPECT_LE(ape, previous);
+    previous = ape;
+    top = std::max(top, ape);
+    EXPECT_NEAR(ape, 100 * std::abs(m.at("predicted_ms").get<double>() /
+                                        m.at("measured_ms").get<double>() - 1), 1e-9);
+    EXPECT_GE(m.at("line"), 2);
+    EXPECT_LE(m.at("line"), 31);
+    EXPECT_GE(m.at("tables"), 1);
+  }
+  EXPECT_GE(top, j.at("p90_ape_pct").get<double>());  // the worst is past the 90th percentile
+  r = testing::run_cli(fmt::format("validate --model {} --data {}", model, data));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("misses most"), std::string::npos) << r.output;
   r = testing::run_cli(
       fmt::format("validate --model {} --data {} --json", model, dir_->file("comm4.jsonl")));
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -68,6 +68,14 @@ void print_figures(const FileValidation& v, const ValidateArgs& args) {
                  ? fmt::format(" ({} bad records skipped)", v.skipped_bad_records)
                  : "",
              table.render());
+  if (v.most_missed.empty()) return;
+  TextTable missed({"line", "tables", "measured ms", "predicted ms", "APE %"});
+  for (const MissedRecord& m : v.most_missed) {
+    missed.add_row({std::to_string(m.line), std::to_string(m.tables),
+                    fmt::format("{:.3f}", m.measured_ms), fmt::format("{:.3f}", m.predicted_ms),
+                    fmt::format("{:.1f}", m.ape_pct)});
+  }
+  fmt::print("the records it misses most (line in the file):\n{}", missed.render());
 }
 
 void run_validate(const ValidateArgs& args) {

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "embshard/cost/neural/model.h"
 #include "embshard/util/error.h"
 
@@ -24,6 +27,17 @@ FileValidation validate_compute(const NeuralModel& model, const std::string& pat
   std::vector<int> all(data.records.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
   v.comparisons.push_back(compute_comparison(model, data, all, "compute", "compute: " + path));
+  const Comparison& c = v.comparisons.front();
+  for (size_t i = 0; i < all.size(); ++i) {
+    v.most_missed.push_back({data.records[i].line, data.records[i].tables.size(), c.measured[i],
+                             c.predicted[i], 100 * std::abs(c.predicted[i] / c.measured[i] - 1)});
+  }
+  const size_t keep = std::min(kMissedRecords, v.most_missed.size());
+  std::partial_sort(v.most_missed.begin(), v.most_missed.begin() + keep, v.most_missed.end(),
+                    [](const MissedRecord& a, const MissedRecord& b) {
+                      return a.ape_pct != b.ape_pct ? a.ape_pct > b.ape_pct : a.line < b.line;
+                    });
+  v.most_missed.resize(keep);
   return v;
 }
 
@@ -97,6 +111,16 @@ FileValidation validate_on_file(const NeuralModel& model, const std::string& mod
   v.figures["model"] = model_dir;
   v.figures["data"] = path;
   v.figures["skipped_bad_records"] = v.skipped_bad_records;
+  if (kind == CostDataKind::kCompute) {
+    json& missed = v.figures["most_missed"] = json::array();
+    for (const MissedRecord& m : v.most_missed) {
+      missed.push_back({{"line", m.line},
+                        {"tables", m.tables},
+                        {"measured_ms", m.measured_ms},
+                        {"predicted_ms", m.predicted_ms},
+                        {"ape_pct", m.ape_pct}});
+    }
+  }
   if (kind == CostDataKind::kComm) {
     v.figures["fwd"] = to_json(accuracy(v.comparisons[0].predicted, v.comparisons[0].measured));
     v.figures["bwd"] = to_json(accuracy(v.comparisons[1].predicted, v.comparisons[1].measured));

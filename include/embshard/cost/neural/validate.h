@@ -27,12 +27,23 @@ void comm_comparisons(const NeuralModel& model, const std::vector<CommData>& fil
                       const std::vector<std::pair<int, int>>& items, const std::string& suffix,
                       const std::string& title_suffix, std::vector<Comparison>& out);
 
+// A compute record the model misses by much: where to look first.
+struct MissedRecord {
+  int64_t line = 0;   // in the data file (the header is line 1)
+  size_t tables = 0;  // in the shard
+  double measured_ms = 0, predicted_ms = 0, ape_pct = 0;
+};
+constexpr size_t kMissedRecords = 5;
+
 struct FileValidation {
   CostDataKind kind = CostDataKind::kCompute;
   std::vector<Comparison> comparisons;  // compute: one; comm: forward, backward
+  // compute: the kMissedRecords records of the largest error, largest first
+  std::vector<MissedRecord> most_missed;
   size_t skipped_bad_records = 0;
   // accuracy() figures: compute's, or both comm directions pooled at the top
-  // level and each under "fwd" / "bwd"; plus kind, model, data, skipped.
+  // level and each under "fwd" / "bwd"; plus kind, model, data, skipped and
+  // (compute) "most_missed".
   nlohmann::json figures;
 };
 // Every record of a `bench compute` or `bench comm` file (told apart by its
