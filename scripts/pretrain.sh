@@ -50,6 +50,7 @@ COMM_DEVICES=${COMM_DEVICES:-"2 4 8"}
 COMM_BATCHES=${COMM_BATCHES:-"2048 4096"}
 COMM_SAMPLES=${COMM_SAMPLES:-150}
 COMM_REPEATS=${COMM_REPEATS:-6}
+COMM_PASSES=${COMM_PASSES:-3}         # each placement measured in 3 passes, its fastest kept
 COMM_MAX_DELAY_MS=${COMM_MAX_DELAY_MS:-5}
 # Training. RAW=1 trains on the raw medians (a dedicated device such as a GPU,
 # where they repeat better than the ratio to the probe: docs/cost_models.md).
@@ -132,7 +133,7 @@ COMM_ARGS=()
 for n in $COMM_DEVICES; do
   for batch in $COMM_BATCHES; do
     run $MPIRUN -np "$n" "$EMBSHARD" bench comm --samples "$COMM_SAMPLES" --batch "$batch" \
-      --seed "$SEED" --repeats "$COMM_REPEATS" --max-delay-ms "$COMM_MAX_DELAY_MS" --show 0 \
+      --seed "$SEED" --repeats "$COMM_REPEATS" --passes "$COMM_PASSES" --max-delay-ms "$COMM_MAX_DELAY_MS" --show 0 \
       -o "$DATA/comm_n${n}_b$batch.jsonl"
     COMM_ARGS+=(--comm "$DATA/comm_n${n}_b$batch.jsonl")
   done

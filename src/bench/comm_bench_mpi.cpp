@@ -1,7 +1,8 @@
 // The MPI half of `bench comm`: rank 0 drives, every rank measures.
 //
 // Per sample, rank 0 draws a placement and every rank times its all-to-alls
-// (alltoall_mpi.h); rank 0 appends one record. Only rank 0 touches the file.
+// (alltoall_mpi.h), --passes times; rank 0 appends one record. Only rank 0
+// touches the file.
 //
 // Watchdog: every collective is non-blocking and polled against a deadline
 // (--timeout-s); a rank whose collective misses it prints which one and calls
@@ -25,6 +26,7 @@
 #include "embshard/util/file.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/record_file.h"
+#include "embshard/util/statistics.h"
 
 namespace embshard {
 namespace {
@@ -69,35 +71,52 @@ int64_t open_output(const CommBenchOptions& o, int n, const std::vector<std::str
   return static_cast<int64_t>(existing.size());
 }
 
-// Rank 0's side of one sample: draw, measure on every rank, append.
-void drive_sample(const Watchdog& dog, const CommBenchOptions& o, int n, int64_t index,
-                  double reference_ms, RecordFile& out, Progress& progress) {
+// Rank 0's side of one sample: draw it and measure it on every rank. Returns
+// the record without its timings.
+json measure_sample(const Watchdog& dog, const CommBenchOptions& o, int n, int64_t index,
+                    double reference_ms, std::vector<RankTiming>& timings) {
   json record = {{"sample", index}};
-  std::vector<RankTiming> t;
   if (o.collectives) {
     inject_fault(o, dog.reporter(), 0, index);
     const CollectiveLoad load = draw_collective_load(o, n, index);
-    t = measure_collectives(dog, timing(o), n, index, load, reference_ms);
+    timings = measure_collectives(dog, timing(o), n, index, load, reference_ms);
     record.update({{"rw_dim_sums", load.rw_dim_sums},
                    {"index_recv_bytes", load.index_recv_bytes},
                    {"index_send_bytes", load.index_send_bytes},
                    {"allreduce_bytes", load.allreduce_bytes}});
   } else {
     const CommSample sample = draw_comm_sample(o, n, index);
-    t = measure_alltoalls(dog, timing(o), n, index,
-                          std::vector<double>(sample.dim_sums.begin(), sample.dim_sums.end()),
-                          sample.delays_ms, reference_ms,
-                          [&](int64_t i) { inject_fault(o, dog.reporter(), 0, i); });
+    timings = measure_alltoalls(dog, timing(o), n, index,
+                                std::vector<double>(sample.dim_sums.begin(), sample.dim_sums.end()),
+                                sample.delays_ms, reference_ms,
+                                [&](int64_t i) { inject_fault(o, dog.reporter(), 0, i); });
     record.update({{"dim_sums", sample.dim_sums},
                    {"num_tables", sample.num_tables},
                    {"move_share", sample.move_share},
                    {"delays_ms", sample.delays_ms}});
   }
-  std::vector<double> fwd, bwd, raw_fwd, raw_bwd, probe, mad;
-  for (const RankTiming& r : t) {
-    fwd.push_back(r.fwd_ms), bwd.push_back(r.bwd_ms);
-    raw_fwd.push_back(r.raw_fwd_ms), raw_bwd.push_back(r.raw_bwd_ms);
-    probe.push_back(r.probe_ms), mad.push_back(r.ratio_mad);
+  return record;
+}
+
+// The timings of a sample's passes into its record: per rank, the fastest
+// pass of the forward and of the backward (each pass's figures kept too).
+void add_timings(json& record, const std::vector<std::vector<RankTiming>>& passes) {
+  const size_t ranks = passes.front().size();
+  std::vector<double> fwd(ranks), bwd(ranks), raw_fwd(ranks), raw_bwd(ranks), probe(ranks),
+      mad(ranks);
+  for (size_t k = 0; k < ranks; ++k) {
+    std::vector<double> f, b, rf, rb, p, m;
+    for (const auto& pass : passes) {
+      f.push_back(pass[k].fwd_ms), b.push_back(pass[k].bwd_ms);
+      rf.push_back(pass[k].raw_fwd_ms), rb.push_back(pass[k].raw_bwd_ms);
+      p.push_back(pass[k].probe_ms), m.push_back(pass[k].ratio_mad);
+    }
+    fwd[k] = *std::min_element(f.begin(), f.end());
+    bwd[k] = *std::min_element(b.begin(), b.end());
+    raw_fwd[k] = *std::min_element(rf.begin(), rf.end());
+    raw_bwd[k] = *std::min_element(rb.begin(), rb.end());
+    probe[k] = median(p);
+    mad[k] = median(m);
   }
   record.update({{"fwd_ms", fwd},
                  {"bwd_ms", bwd},
@@ -105,11 +124,52 @@ void drive_sample(const Watchdog& dog, const CommBenchOptions& o, int n, int64_t
                  {"raw_bwd_ms", raw_bwd},
                  {"probe_ms", probe},
                  {"ratio_mad", mad}});
-  out.append(record);
-  progress.update(static_cast<uint64_t>(index + 1),
-                  fmt::format("last max fwd {:.2f} ms, max bwd {:.2f} ms",
-                              *std::max_element(fwd.begin(), fwd.end()),
-                              *std::max_element(bwd.begin(), bwd.end())));
+  if (passes.size() > 1) {
+    json pass_fwd = json::array(), pass_bwd = json::array();
+    for (const auto& pass : passes) {
+      std::vector<double> f, b;
+      for (const RankTiming& r : pass) f.push_back(r.fwd_ms), b.push_back(r.bwd_ms);
+      pass_fwd.push_back(f), pass_bwd.push_back(b);
+    }
+    record.update({{"pass_fwd_ms", pass_fwd}, {"pass_bwd_ms", pass_bwd}});
+  }
+}
+
+// Measures the samples from `first` on: one pass over as many as take about
+// --pass-block-s (one sample when --passes is 1), the other passes over the
+// same block, then appends the block's records. Returns the next sample.
+int64_t drive_block(const Watchdog& dog, const CommBenchOptions& o, int n, int64_t first,
+                    double reference_ms, RecordFile& out, Progress& progress) {
+  std::vector<json> records;
+  std::vector<std::vector<std::vector<RankTiming>>> timings;  // [sample][pass][rank]
+  uint64_t measured = static_cast<uint64_t>(first * o.passes);
+  const auto start = std::chrono::steady_clock::now();
+  const auto block = std::chrono::duration<double>(o.pass_block_s);
+  do {
+    timings.emplace_back(1);
+    const int64_t index = first + int64_t(records.size());
+    records.push_back(measure_sample(dog, o, n, index, reference_ms, timings.back()[0]));
+    progress.update(++measured);
+  } while (o.passes > 1 && first + int64_t(records.size()) < o.samples &&
+           std::chrono::steady_clock::now() - start < block);
+  for (int pass = 1; pass < o.passes; ++pass) {
+    for (size_t i = 0; i < records.size(); ++i) {
+      timings[i].emplace_back();
+      measure_sample(dog, o, n, first + int64_t(i), reference_ms, timings[i].back());
+      progress.update(++measured);
+    }
+  }
+  for (size_t i = 0; i < records.size(); ++i) {
+    add_timings(records[i], timings[i]);
+    out.append(records[i]);
+  }
+  const auto top = [&](const char* field) {
+    const auto x = records.back()[field].get<std::vector<double>>();
+    return *std::max_element(x.begin(), x.end());
+  };
+  progress.update(measured, fmt::format("last max fwd {:.2f} ms, max bwd {:.2f} ms", top("fwd_ms"),
+                                        top("bwd_ms")));
+  return first + int64_t(records.size());
 }
 
 int64_t run_root(const Watchdog& dog, const CommBenchOptions& o, int n) {
@@ -145,10 +205,11 @@ int64_t run_root(const Watchdog& dog, const CommBenchOptions& o, int n) {
     throw;
   }
   try {
+    // Progress in measurements: samples x passes.
     Progress progress(dog.reporter(), "bench comm",
-                      static_cast<uint64_t>(std::max(next, o.samples)),
-                      static_cast<uint64_t>(next));
-    for (; next < o.samples; ++next) drive_sample(dog, o, n, next, reference_ms, *out, progress);
+                      static_cast<uint64_t>(std::max(next, o.samples) * o.passes),
+                      static_cast<uint64_t>(next * o.passes));
+    while (next < o.samples) next = drive_block(dog, o, n, next, reference_ms, *out, progress);
     progress.finish();
   } catch (const std::exception& e) {
     // The peers wait in a collective: only an abort ends them promptly.

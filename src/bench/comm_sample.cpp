@@ -99,6 +99,10 @@ CollectiveLoad draw_collective_load(const CommBenchOptions& o, int num_devices, 
 void check_comm_options(const CommBenchOptions& o, int num_devices) {
   ES_CHECK(o.reference_runs >= 1, "bench comm: --reference-runs is {}, must be >= 1",
            o.reference_runs);
+  ES_CHECK(o.passes >= 1 && o.passes <= 100, "bench comm: --passes is {}, must be in 1..100",
+           o.passes);
+  ES_CHECK(o.pass_block_s > 0 && o.pass_block_s <= 3600,
+           "bench comm: --pass-block-s is {}, must be in (0, 3600]", o.pass_block_s);
   ES_CHECK(num_devices >= 1, "bench comm: {} MPI ranks, need at least 1", num_devices);
   ES_CHECK(o.samples >= 0, "bench comm: --samples is {}, must be >= 0", o.samples);
   ES_CHECK(o.batch >= num_devices && o.batch % num_devices == 0 && o.batch / num_devices <= INT_MAX,
@@ -172,17 +176,26 @@ nlohmann::json comm_bench_header(const CommBenchOptions& o, int num_devices,
           // Every rank's quiet time of the reference exchange (alltoall.h).
           {"probe", {{"exchange_dim", kReferenceExchangeDim}, {"reference_ms", reference_ms}}}};
   if (!o.reference_from.empty()) header["probe"]["reference_from"] = o.reference_from;
+  if (o.passes > 1) header["passes"] = o.passes;  // absent: one (files of before it match)
   return header;
 }
 
 const std::vector<std::string>& comm_bench_must_match() {
   static const std::vector<std::string> fields = {
-      "format", "version",           "machine",      "num_devices", "batch_size",  "seed",
-      "dims",   "tables_per_device", "max_delay_ms", "warmup",      "repeats"};
+      "format", "version",           "machine",      "num_devices", "batch_size", "seed",
+      "dims",   "tables_per_device", "max_delay_ms", "warmup",      "repeats",    "passes"};
   return fields;
 }
 
 namespace {
+
+// "median of R runs after W warm-up", and the passes when there were several.
+std::string measurement_of(const nlohmann::json& header) {
+  const int passes = header.value("passes", 1);
+  return fmt::format("median of {} runs after {} warm-up{}", header.value("repeats", 0),
+                     header.value("warmup", 0),
+                     passes > 1 ? fmt::format(", fastest of {} passes", passes) : "");
+}
 
 double median_of(const std::vector<double>& values) { return values.empty() ? 0 : median(values); }
 
@@ -225,11 +238,9 @@ std::string collective_records_table(const std::string& path, const nlohmann::js
                    fmt::format("{:.2f}", r.load.allreduce_bytes / 1e6), range(r.fwd_ms, "{:.3f}"),
                    fmt::format("{:.3f}", af), range(r.bwd_ms, "{:.3f}"), fmt::format("{:.3f}", ab)});
   }
-  return fmt::format("{} collective costs in {} ({} ranks, batch {}, median of {} runs after {} "
-                     "warm-up){}\n{}the analytic formula ({}) against the slowest rank: median "
+  return fmt::format("{} collective costs in {} ({} ranks, batch {}, {}){}\n{}the analytic formula ({}) against the slowest rank: median "
                      "error fwd {:.1f}%, bwd {:.1f}%\n",
-                     count, path, n, data.batch_size, header.value("repeats", 0),
-                     header.value("warmup", 0),
+                     count, path, n, data.batch_size, measurement_of(header),
                      first > 0 ? fmt::format("; the last {}:", count - first) : ":",
                      table.render(), analytic->name(), median_of(fwd_err), median_of(bwd_err));
 }
@@ -261,12 +272,10 @@ std::string comm_records_table(const std::string& path, int64_t show) {
                    fmt::format("{:.2f}", *std::max_element(delays.begin(), delays.end())),
                    min_max(r["fwd_ms"], "{:.3f}"), min_max(r["bwd_ms"], "{:.3f}")});
   }
-  return fmt::format("{} all-to-all costs in {} ({} ranks, batch {}, median of {} runs after {} "
-                     "warm-up){}\n{}median over samples of the slowest rank: fwd {:.3f} ms, bwd "
+  return fmt::format("{} all-to-all costs in {} ({} ranks, batch {}, {}){}\n{}median over samples of the slowest rank: fwd {:.3f} ms, bwd "
                      "{:.3f} ms\n",
                      records.size(), path, header.value("num_devices", 0),
-                     header.value("batch_size", 0), header.value("repeats", 0),
-                     header.value("warmup", 0),
+                     header.value("batch_size", 0), measurement_of(header),
                      first > 0 ? fmt::format("; the last {}:", records.size() - first) : ":",
                      table.render(), median_of(max_fwd), median_of(max_bwd));
 }

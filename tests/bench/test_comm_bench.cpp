@@ -89,6 +89,12 @@ TEST(CommBench, BadOptionsNameTheFlag) {
   bad = o;
   bad.timeout_s = 0;
   fails(bad, 4, "--timeout-s is 0");
+  bad = o;
+  bad.passes = 0;
+  fails(bad, 4, "--passes is 0");
+  bad = o;
+  bad.pass_block_s = -1;
+  fails(bad, 4, "--pass-block-s is -1");
 }
 
 TEST(CommBench, HeaderHoldsTheIdentity) {
@@ -99,7 +105,12 @@ TEST(CommBench, HeaderHoldsTheIdentity) {
   EXPECT_EQ(h["probe"]["reference_ms"].size(), 4u);
   EXPECT_EQ(h["num_devices"], 4);
   EXPECT_EQ(h["machine"]["rank_hosts"].size(), 4u);
-  for (const std::string& field : comm_bench_must_match()) EXPECT_TRUE(h.contains(field)) << field;
+  // One pass writes no 'passes', as the files from before --passes.
+  EXPECT_FALSE(h.contains("passes"));
+  o.passes = 3;
+  const json h3 = comm_bench_header(o, 4, {"a", "a", "b", "b"}, {0.1, 0.2, 0.3, 0.4});
+  EXPECT_EQ(h3["passes"], 3);
+  for (const std::string& field : comm_bench_must_match()) EXPECT_TRUE(h3.contains(field)) << field;
 }
 
 // --- integration: the CLI under mpirun -----------------------------------
@@ -244,6 +255,43 @@ TEST(CommBench, CollectivesMeasureDrawnLoadsOnTwoRanks) {
     EXPECT_NE(run.result.output.find(message), std::string::npos) << run.result.output;
     EXPECT_FALSE(std::filesystem::exists(refused));
   }
+}
+
+// --passes: every sample measured in several passes, in blocks (here of a
+// sample or two); a rank's figure is its fastest pass, each pass kept.
+TEST(CommBench, PassesKeepEachRanksFastestPass) {
+  if (!testing::have_mpirun()) GTEST_SKIP() << "mpirun not found";
+  ScratchDir dir("comm_passes");
+  const std::string out = dir.file("comm.jsonl");
+  const std::string passes = " --passes 3 --pass-block-s 0.02";
+  Timed run = run_mpi(2, small_args(out, 4) + passes);
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  EXPECT_NE(run.result.output.find("fastest of 3 passes"), std::string::npos) << run.result.output;
+  const std::string first = slurp(out);
+  run = run_mpi(2, small_args(out, 5) + passes);  // resumes
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  EXPECT_EQ(slurp(out).substr(0, first.size()), first);
+  json header;
+  const auto records = RecordFile::read_all(out, &header, nullptr);
+  EXPECT_EQ(header["passes"], 3);
+  expect_clean_records(records, 5, 2);
+  for (const json& r : records) {
+    for (const char* field : {"fwd_ms", "bwd_ms"}) {
+      const json& each = r[std::string("pass_") + field];
+      ASSERT_EQ(each.size(), 3u) << r.dump();
+      for (int k = 0; k < 2; ++k) {
+        double fastest = each[0][k];
+        for (const json& pass : each) fastest = std::min(fastest, pass[k].get<double>());
+        EXPECT_EQ(r[field][k].get<double>(), fastest) << field << " " << r.dump();
+      }
+    }
+  }
+  // Another number of passes measures other figures: refused, the file untouched.
+  const std::string before = slurp(out);
+  run = run_mpi(2, small_args(out, 6) + " --passes 2");
+  EXPECT_NE(run.result.exit_code, 0);
+  EXPECT_NE(run.result.output.find("'passes'"), std::string::npos) << run.result.output;
+  EXPECT_EQ(slurp(out), before);
 }
 
 TEST(CommBench, RunsAsOneRankWithoutMpirun) {

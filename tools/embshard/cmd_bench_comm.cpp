@@ -54,6 +54,14 @@ void add_bench_comm_command(CLI::App& bench) {
   cmd->add_option("--warmup", o.warmup, "Untimed runs per sample")->capture_default_str();
   cmd->add_option("--repeats", o.repeats, "Timed runs per sample (median per rank)")
       ->capture_default_str();
+  cmd->add_option("--passes", o.passes,
+                  "Measure every sample this many times, in passes seconds apart; a rank's "
+                  "figure is its fastest pass")
+      ->capture_default_str();
+  cmd->add_option("--pass-block-s", o.pass_block_s,
+                  "With --passes > 1: seconds of samples a pass covers before the next pass "
+                  "goes over them again")
+      ->capture_default_str();
   cmd->add_option("--reference-runs", o.reference_runs,
                   "Runs of the reference exchange its quiet time is taken from (new files)")
       ->capture_default_str();
