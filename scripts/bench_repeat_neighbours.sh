@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ground truth beside noisy neighbours (docs/benchmarks.md, "Repeatability"):
+# Ground truth beside noisy neighbours (docs/interleaved_timing.md, "Repeatability"):
 # `embshard bench repeat` measures 40 shards of the 2022 profile twice
 #   1. beside a memory streamer (`embshard bench stream`), on the wall clock;
 #   2. beside the streamer and a CPU spinner (2 cores: oversubscribed), on

@@ -133,8 +133,8 @@ COMM_ARGS=()
 for n in $COMM_DEVICES; do
   for batch in $COMM_BATCHES; do
     run $MPIRUN -np "$n" "$EMBSHARD" bench comm --samples "$COMM_SAMPLES" --batch "$batch" \
-      --seed "$SEED" --repeats "$COMM_REPEATS" --passes "$COMM_PASSES" --max-delay-ms "$COMM_MAX_DELAY_MS" --show 0 \
-      -o "$DATA/comm_n${n}_b$batch.jsonl"
+      --seed "$SEED" --repeats "$COMM_REPEATS" --passes "$COMM_PASSES" \
+      --max-delay-ms "$COMM_MAX_DELAY_MS" --show 0 -o "$DATA/comm_n${n}_b$batch.jsonl"
     COMM_ARGS+=(--comm "$DATA/comm_n${n}_b$batch.jsonl")
   done
 done

@@ -99,40 +99,36 @@ json measure_sample(const Watchdog& dog, const CommBenchOptions& o, int n, int64
 }
 
 // The timings of a sample's passes into its record: per rank, the fastest
-// pass of the forward and of the backward (each pass's figures kept too).
+// pass of each figure (the median of the probe's and the dispersion), and
+// with several passes each pass's figures.
 void add_timings(json& record, const std::vector<std::vector<RankTiming>>& passes) {
-  const size_t ranks = passes.front().size();
-  std::vector<double> fwd(ranks), bwd(ranks), raw_fwd(ranks), raw_bwd(ranks), probe(ranks),
-      mad(ranks);
-  for (size_t k = 0; k < ranks; ++k) {
-    std::vector<double> f, b, rf, rb, p, m;
-    for (const auto& pass : passes) {
-      f.push_back(pass[k].fwd_ms), b.push_back(pass[k].bwd_ms);
-      rf.push_back(pass[k].raw_fwd_ms), rb.push_back(pass[k].raw_bwd_ms);
-      p.push_back(pass[k].probe_ms), m.push_back(pass[k].ratio_mad);
+  const auto per_rank = [&](double RankTiming::*field, bool fastest) {
+    std::vector<double> out;
+    for (size_t k = 0; k < passes.front().size(); ++k) {
+      std::vector<double> v;
+      for (const auto& pass : passes) v.push_back(pass[k].*field);
+      out.push_back(fastest ? *std::min_element(v.begin(), v.end()) : median(v));
     }
-    fwd[k] = *std::min_element(f.begin(), f.end());
-    bwd[k] = *std::min_element(b.begin(), b.end());
-    raw_fwd[k] = *std::min_element(rf.begin(), rf.end());
-    raw_bwd[k] = *std::min_element(rb.begin(), rb.end());
-    probe[k] = median(p);
-    mad[k] = median(m);
-  }
-  record.update({{"fwd_ms", fwd},
-                 {"bwd_ms", bwd},
-                 {"raw_fwd_ms", raw_fwd},
-                 {"raw_bwd_ms", raw_bwd},
-                 {"probe_ms", probe},
-                 {"ratio_mad", mad}});
-  if (passes.size() > 1) {
-    json pass_fwd = json::array(), pass_bwd = json::array();
+    return out;
+  };
+  record.update({{"fwd_ms", per_rank(&RankTiming::fwd_ms, true)},
+                 {"bwd_ms", per_rank(&RankTiming::bwd_ms, true)},
+                 {"raw_fwd_ms", per_rank(&RankTiming::raw_fwd_ms, true)},
+                 {"raw_bwd_ms", per_rank(&RankTiming::raw_bwd_ms, true)},
+                 {"probe_ms", per_rank(&RankTiming::probe_ms, false)},
+                 {"ratio_mad", per_rank(&RankTiming::ratio_mad, false)}});
+  if (passes.size() == 1) return;
+  const auto each_pass = [&](double RankTiming::*field) {
+    json out = json::array();
     for (const auto& pass : passes) {
-      std::vector<double> f, b;
-      for (const RankTiming& r : pass) f.push_back(r.fwd_ms), b.push_back(r.bwd_ms);
-      pass_fwd.push_back(f), pass_bwd.push_back(b);
+      std::vector<double> v;
+      for (const RankTiming& r : pass) v.push_back(r.*field);
+      out.push_back(v);
     }
-    record.update({{"pass_fwd_ms", pass_fwd}, {"pass_bwd_ms", pass_bwd}});
-  }
+    return out;
+  };
+  record.update({{"pass_fwd_ms", each_pass(&RankTiming::fwd_ms)},
+                 {"pass_bwd_ms", each_pass(&RankTiming::bwd_ms)}});
 }
 
 // Measures the samples from `first` on: one pass over as many as take about

@@ -238,8 +238,8 @@ std::string collective_records_table(const std::string& path, const nlohmann::js
                    fmt::format("{:.2f}", r.load.allreduce_bytes / 1e6), range(r.fwd_ms, "{:.3f}"),
                    fmt::format("{:.3f}", af), range(r.bwd_ms, "{:.3f}"), fmt::format("{:.3f}", ab)});
   }
-  return fmt::format("{} collective costs in {} ({} ranks, batch {}, {}){}\n{}the analytic formula ({}) against the slowest rank: median "
-                     "error fwd {:.1f}%, bwd {:.1f}%\n",
+  return fmt::format("{} collective costs in {} ({} ranks, batch {}, {}){}\n{}the analytic formula "
+                     "({}) against the slowest rank: median error fwd {:.1f}%, bwd {:.1f}%\n",
                      count, path, n, data.batch_size, measurement_of(header),
                      first > 0 ? fmt::format("; the last {}:", count - first) : ":",
                      table.render(), analytic->name(), median_of(fwd_err), median_of(bwd_err));
@@ -272,8 +272,8 @@ std::string comm_records_table(const std::string& path, int64_t show) {
                    fmt::format("{:.2f}", *std::max_element(delays.begin(), delays.end())),
                    min_max(r["fwd_ms"], "{:.3f}"), min_max(r["bwd_ms"], "{:.3f}")});
   }
-  return fmt::format("{} all-to-all costs in {} ({} ranks, batch {}, {}){}\n{}median over samples of the slowest rank: fwd {:.3f} ms, bwd "
-                     "{:.3f} ms\n",
+  return fmt::format("{} all-to-all costs in {} ({} ranks, batch {}, {}){}\n{}median over samples "
+                     "of the slowest rank: fwd {:.3f} ms, bwd {:.3f} ms\n",
                      records.size(), path, header.value("num_devices", 0),
                      header.value("batch_size", 0), measurement_of(header),
                      first > 0 ? fmt::format("; the last {}:", records.size() - first) : ":",
