@@ -225,6 +225,34 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
   EXPECT_NE(single.exit_code, 0);
   EXPECT_NE(single.output.find("comm"), std::string::npos) << single.output;
   EXPECT_EQ(slurp(dir.file("e.jsonl")), before);
+  // --comm-passes: each plan's all-to-alls measured twice, the fastest kept.
+  const std::string passes_args = "eval --tasks " + dir.file("t.json") +
+                                  " --algos size_greedy,neuroshard --cost-model analytic "
+                                  "--comm-warmup 1 --comm-repeats 2 --reference-window-s 0.3 "
+                                  "--comm-passes 2 --comm-pass-pause-s 0.1 --out " +
+                                  dir.file("p.jsonl");
+  const auto p = testing::run_mpi_cli(2, passes_args);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  json passes_header;
+  const auto passes = RecordFile::read_all(dir.file("p.jsonl"), &passes_header, nullptr);
+  EXPECT_EQ(passes_header["comm_passes"], 2);
+  ASSERT_EQ(passes.size(), 2u);
+  for (const json& rec : passes) {
+    for (const char* algo : {"size_greedy", "neuroshard"}) {
+      const json& a = rec["algos"][algo];
+      ASSERT_EQ(a["measured_passes_ms"].size(), 2u) << a.dump();
+      EXPECT_EQ(a["measured_ms"].get<double>(),
+                std::min(a["measured_passes_ms"][0].get<double>(),
+                         a["measured_passes_ms"][1].get<double>()))
+          << a.dump();
+    }
+  }
+  // In one process the communication is the model's: nothing to measure again.
+  const auto one = run_cli(passes_args + " --devices 2");
+  EXPECT_NE(one.exit_code, 0);
+  EXPECT_NE(one.output.find("--comm-passes 2 measures the all-to-alls again, which needs mpirun"),
+            std::string::npos)
+      << one.output;
   // More devices asked than ranks started: a clear error, no file, no hang.
   const auto bad = testing::run_mpi_cli(2, "eval --tasks " + dir.file("t.json") +
                                                " --algos neuroshard --devices 3 --out " +

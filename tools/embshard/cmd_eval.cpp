@@ -99,6 +99,13 @@ void add_eval_command(CLI::App& app) {
   eval->add_option("--comm-repeats", o.comm_repeats,
                    "Under mpirun: timed all-to-all runs (median)")
       ->capture_default_str();
+  eval->add_option("--comm-passes", o.comm_passes,
+                   "Under mpirun: measure every plan's all-to-alls this many times, "
+                   "--comm-pass-pause-s apart; its fastest pass counts")
+      ->capture_default_str();
+  eval->add_option("--comm-pass-pause-s", o.comm_pass_pause_s,
+                   "Under mpirun, with --comm-passes > 1: seconds between the passes")
+      ->capture_default_str();
   eval->add_option("--comm-timeout-s", o.comm_timeout_s,
                    "Under mpirun: a collective not done by then ends the job")
       ->capture_default_str();

@@ -68,6 +68,12 @@ struct EvalOptions {
   // ends the job (a rank died or hangs).
   int comm_warmup = 3, comm_repeats = 10;
   double comm_timeout_s = 60;
+  // Under mpirun: after a task's plans are measured, their all-to-alls are
+  // measured comm_passes - 1 more times, comm_pass_pause_s apart, and each
+  // plan keeps its fastest pass (bench comm --passes: a stretch in which the
+  // exchanges run slow lifts one pass, rarely all).
+  int comm_passes = 1;
+  double comm_pass_pause_s = 5;
   // Seconds of reference-probe runs the measured compute's quiet time comes
   // from (once per output file; a resumed run keeps the file's).
   double reference_window_s = 20;
