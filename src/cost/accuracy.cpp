@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "embshard/util/error.h"
+#include "embshard/util/statistics.h"
 
 namespace embshard {
 
@@ -37,13 +38,15 @@ AccuracyFigures accuracy(std::span<const double> predicted, std::span<const doub
   ES_CHECK(predicted.size() == measured.size(), "accuracy: {} predictions for {} measurements",
            predicted.size(), measured.size());
   if (measured.empty()) return {};  // e.g. an empty held-out split: nothing to report
-  std::vector<double> ape;
+  std::vector<double> ape, signed_pe;
   ape.reserve(measured.size());
+  signed_pe.reserve(measured.size());
   for (size_t i = 0; i < measured.size(); ++i) {
     ES_CHECK(std::isfinite(measured[i]) && measured[i] > 0,
              "accuracy: measurement {} is {}, must be finite and positive", i, measured[i]);
     ES_CHECK(std::isfinite(predicted[i]), "accuracy: prediction {} is {}", i, predicted[i]);
-    ape.push_back(100.0 * std::abs(predicted[i] - measured[i]) / measured[i]);
+    signed_pe.push_back(100.0 * (predicted[i] - measured[i]) / measured[i]);
+    ape.push_back(std::abs(signed_pe.back()));
   }
   AccuracyFigures f;
   f.count = static_cast<int64_t>(ape.size());
@@ -58,6 +61,7 @@ AccuracyFigures accuracy(std::span<const double> predicted, std::span<const doub
   const size_t hi = std::min(lo + 1, ape.size() - 1);
   f.p90_ape_pct = ape[lo] + (rank - lo) * (ape[hi] - ape[lo]);
   f.kendall_tau = kendall_tau_b(predicted, measured);
+  f.median_error_pct = median(signed_pe);
   return f;
 }
 

@@ -43,7 +43,8 @@ json to_json(const AccuracyFigures& f) {
   return {{"count", f.count},
           {"mape_pct", f.mape_pct},
           {"p90_ape_pct", f.p90_ape_pct},
-          {"kendall_tau", f.kendall_tau}};
+          {"kendall_tau", f.kendall_tau},
+          {"median_error_pct", f.median_error_pct}};
 }
 
 std::string scatter_svg(const Comparison& c) {

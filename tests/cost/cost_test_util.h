@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "embshard/util/record_file.h"
 #include "embshard/workload/table.h"
+#include "embshard/cost/compute_model.h"
 
 namespace embshard::testing {
 
@@ -51,6 +53,33 @@ inline nlohmann::json compute_header(int64_t batch) {
           {"batch_size", batch},
           {"threads", 1},
           {"machine", {{"cpu", "synthetic"}}}};
+}
+
+// A file of "another machine": shards of 1..6 tables of a 30-table pool
+// (dims 8-64), each costing ms_of(its tables, batch).
+inline void write_machine_compute(
+    const std::string& path, int64_t batch, int samples, uint64_t seed,
+    const std::function<double(const std::vector<TableFeatures>&, int64_t)>& ms_of) {
+  const auto pool = synth_pool(30, seed);
+  std::mt19937_64 rng(seed);
+  RecordFile out(path, compute_header(batch), {});
+  for (int s = 0; s < samples; ++s) {
+    std::vector<TableFeatures> tables;
+    nlohmann::json records = nlohmann::json::array();
+    for (int i = 0; i < 1 + s % 6; ++i) {
+      const int id = static_cast<int>(rng() % pool.size());
+      const int dim = 8 << (rng() % 4);
+      tables.push_back({pool[id].rows, dim, pool[id].pooling, pool[id].row_reuse,
+                        pool[id].lookup_reuse});
+      records.push_back({{"table", id},
+                         {"rows", pool[id].rows},
+                         {"dim", dim},
+                         {"pooling_factor", pool[id].pooling},
+                         {"row_reuse_histogram", pool[id].row_reuse},
+                         {"lookup_reuse_histogram", pool[id].lookup_reuse}});
+    }
+    out.append({{"sample", s}, {"tables", records}, {"ms", ms_of(tables, batch)}});
+  }
 }
 
 // `samples` records of shards of 1..max_tables pool tables, with multiplicative noise.

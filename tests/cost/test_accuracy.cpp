@@ -19,6 +19,10 @@ TEST(Accuracy, MapeAndP90OnHandMadeValues) {
   // Sorted APEs 0, 10, 10, 100: rank 0.9 * 3 = 2.7 -> 10 + 0.7 * 90.
   EXPECT_NEAR(f.p90_ape_pct, 73.0, 1e-12);
   EXPECT_EQ(f.kendall_tau, 0.0);  // measured is constant: nothing to rank
+  // Signed errors +10, -10, 0, +100: the median of the middle two.
+  EXPECT_DOUBLE_EQ(f.median_error_pct, 5.0);
+  const AccuracyFigures low = accuracy(std::vector<double>{80, 90, 50, 100}, meas);
+  EXPECT_DOUBLE_EQ(low.median_error_pct, -15.0);  // -50, -20, -10, 0: the model reads low
 }
 
 TEST(Accuracy, PerfectPredictionsScoreZeroAndTauOne) {
@@ -26,6 +30,7 @@ TEST(Accuracy, PerfectPredictionsScoreZeroAndTauOne) {
   const AccuracyFigures f = accuracy(v, v);
   EXPECT_EQ(f.mape_pct, 0.0);
   EXPECT_EQ(f.p90_ape_pct, 0.0);
+  EXPECT_EQ(f.median_error_pct, 0.0);
   EXPECT_DOUBLE_EQ(f.kendall_tau, 1.0);
 }
 

@@ -2,22 +2,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
-
-#include <nlohmann/json.hpp>
 
 #include "cost/cost_test_util.h"
 #include "embshard/cost/neural/fit.h"
 #include "embshard/cost/neural/model.h"
 #include "embshard/util/error.h"
-#include "embshard/util/record_file.h"
 #include "embshard/util/reporter.h"
 #include "test_util.h"
 
 namespace embshard {
 namespace {
-
-using nlohmann::json;
 
 // "Another machine": 3x slower, 1.1 power of the shipped model's cost, and
 // (batch / 1024)^0.2 slower again at bigger batches.
@@ -28,27 +22,10 @@ double other_machine_ms(const NeuralModel& m, const std::vector<TableFeatures>& 
 
 void write_file(const std::string& path, const NeuralModel& m, int64_t batch, int samples,
                 uint64_t seed) {
-  const auto pool = testing::synth_pool(30, seed);
-  std::mt19937_64 rng(seed);
-  RecordFile out(path, testing::compute_header(batch), {});
-  for (int s = 0; s < samples; ++s) {
-    std::vector<TableFeatures> tables;
-    json records = json::array();
-    for (int i = 0; i < 1 + s % 6; ++i) {
-      const int id = static_cast<int>(rng() % pool.size());
-      const int dim = 8 << (rng() % 4);
-      tables.push_back({pool[id].rows, dim, pool[id].pooling, pool[id].row_reuse,
-                        pool[id].lookup_reuse});
-      records.push_back({{"table", id},
-                         {"rows", pool[id].rows},
-                         {"dim", dim},
-                         {"pooling_factor", pool[id].pooling},
-                         {"row_reuse_histogram", pool[id].row_reuse},
-                         {"lookup_reuse_histogram", pool[id].lookup_reuse}});
-    }
-    const double ms = other_machine_ms(m, tables, batch);
-    out.append({{"sample", s}, {"tables", records}, {"ms", ms}});
-  }
+  testing::write_machine_compute(path, batch, samples, seed,
+                                 [&](const std::vector<TableFeatures>& t, int64_t b) {
+                                   return other_machine_ms(m, t, b);
+                                 });
 }
 
 TEST(Fit, RecoversAKnownDistortionAndSavesIt) {

@@ -20,6 +20,8 @@ namespace {
 struct FitArgs {
   FitOptions fit;
   FitMeasureOptions measure;
+  FineTuneOptions fine_tune;
+  bool tune = false;
   std::string out_dir;
 };
 
@@ -31,18 +33,27 @@ void run_fit(FitArgs& a) {
     std::filesystem::create_directories(a.measure.dir);
     a.fit.data_paths = measure_fit_data(a.measure, stderr_reporter());
   }
-  const FitResult r = fit_neural_model(a.fit, stderr_reporter());
+  FitResult r = fit_neural_model(a.fit, stderr_reporter());
+  if (a.tune) {
+#ifdef EMBSHARD_WITH_TORCH
+    fine_tune_fitted_model(r, a.fine_tune, stderr_reporter());
+#else
+    ES_THROW("fit: --fine-tune needs libtorch (this build has EMBSHARD_WITH_TORCH off)");
+#endif
+  }
   save_neural_model(r.model, a.out_dir);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print("fitted {} to this machine: log ms' = {:.4f} + {:.4f} log ms + {:.4f} log(batch / "
              "{}) ({} records fitted)\n"
              "on {} records it never saw: MAPE {:.2f}% -> {:.2f}%, p90 APE {:.2f}% -> {:.2f}%, "
-             "Kendall tau {:.3f} -> {:.3f}\nwrote {} in {:.0f} s\n",
+             "Kendall tau {:.3f} -> {:.3f}, median error {:+.1f}% -> {:+.1f}%\nwrote {} in "
+             "{:.0f} s\n",
              a.fit.model_dir, r.log_scale, r.power, r.batch_power, r.model.batch_size,
              r.fit_records, r.test_records,
              r.before.mape_pct, r.after.mape_pct, r.before.p90_ape_pct, r.after.p90_ape_pct,
-             r.before.kendall_tau, r.after.kendall_tau, a.out_dir, seconds);
+             r.before.kendall_tau, r.after.kendall_tau, r.before.median_error_pct,
+             r.after.median_error_pct, a.out_dir, seconds);
 }
 
 }  // namespace
@@ -84,6 +95,14 @@ void add_fit_command(CLI::App& app) {
   cmd->add_option("--fit-share", a->fit.fit_share, "Share of the records fitted on; the rest "
                   "judge the fit")->capture_default_str();
   cmd->add_flag("--raw", a->fit.raw, "Fit the raw medians (a dedicated device, e.g. a GPU)");
+  cmd->add_flag("--fine-tune", a->tune,
+                "After the plane, train the networks further on the fit records (a machine "
+                "that ranks shards differently, e.g. a GPU for a CPU model)");
+  cmd->add_option("--fine-tune-epochs", a->fine_tune.epochs, "Full-batch Adam steps")
+      ->capture_default_str();
+  cmd->add_option("--fine-tune-anchor", a->fine_tune.anchor,
+                  "Weight of the pull back to the pre-trained weights")
+      ->capture_default_str();
   cmd->callback([a] {
     a->fit.seed = a->measure.bench.seed;
     run_fit(*a);

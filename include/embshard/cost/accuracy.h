@@ -10,6 +10,9 @@ struct AccuracyFigures {
   double mape_pct = 0;     // mean of |pred - meas| / meas, in percent
   double p90_ape_pct = 0;  // 90th percentile of the same (linear interpolation)
   double kendall_tau = 0;  // Kendall's tau-b between predicted and measured
+  // Median of (pred - meas) / meas, in percent, signed: the model's bias
+  // (a model systematically high or low on this data, e.g. another machine).
+  double median_error_pct = 0;
   int64_t count = 0;
 };
 

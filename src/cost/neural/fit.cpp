@@ -56,7 +56,7 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
     files.push_back(load_compute_data(path, lo));
     report_problems(path, files.back().problems, reporter);
   }
-  const ComputeData data = merge_compute_data(std::move(files));
+  ComputeData data = merge_compute_data(std::move(files));
   std::vector<double> predicted, measured;
   for (const ComputeRecord& rec : data.records) {
     predicted.push_back(predict_compute_ms(r.model, rec.tables, rec.batch));
@@ -114,7 +114,9 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
     test_m.push_back(measured[i]);
   }
   r.before = accuracy(before_p, test_m);
-  r.after = accuracy(after_p, test_m);
+  r.after = r.plane = accuracy(after_p, test_m);
+  r.fit_idx.assign(order.begin(), order.begin() + n_fit);
+  r.test_idx.assign(order.begin() + n_fit, order.end());
   r.model.info["fitted"] = {{"from", o.model_dir},
                             {"data", data.path},
                             {"ground_truth", ground_truth_label(data.normalized)},
@@ -131,6 +133,7 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
                             r.log_scale, r.power, r.batch_power, r.model.batch_size,
                             r.fit_records, r.before.mape_pct,
                             r.after.mape_pct, r.test_records));
+  r.data = std::move(data);
   return r;
 }
 

@@ -17,6 +17,7 @@
 
 #include "embshard/cost/neural/train.h"
 #include "embshard/cost/neural/features.h"
+#include "embshard/cost/neural/fit.h"
 #include "embshard/cost/neural/model.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/error.h"
@@ -30,6 +31,7 @@ using namespace torch_impl;
 using nlohmann::json;
 
 constexpr double kHuberDelta = 0.1;  // in standardised log ms
+constexpr double kFineTuneLearningRate = 1e-3;  // Adam's, for fit --fine-tune
 
 torch::Tensor robust_loss(const torch::Tensor& predicted, const torch::Tensor& target) {
   return torch::huber_loss(predicted, target, at::Reduction::Mean, kHuberDelta);
@@ -70,7 +72,7 @@ struct Fit {
   std::vector<int> train, val;
 };
 
-struct FitResult {
+struct FitOutcome {
   int epochs = 0, best_epoch = 0;
   double best_val_loss = 0;
 };
@@ -87,7 +89,7 @@ std::vector<torch::Tensor> clones(const std::vector<torch::Tensor>& tensors) {
   return out;
 }
 
-FitResult fit(Fit& job, const TrainOptions& o, const std::string& what, uint64_t seed) {
+FitOutcome fit(Fit& job, const TrainOptions& o, const std::string& what, uint64_t seed) {
   Reporter& reporter = o.reporter != nullptr ? *o.reporter : silent_reporter();
   torch::optim::Adam optimizer(job.parameters,
                                torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
@@ -103,7 +105,7 @@ FitResult fit(Fit& job, const TrainOptions& o, const std::string& what, uint64_t
     current = clones(job.parameters);
   }
   int64_t steps = 0;
-  FitResult r;
+  FitOutcome r;
   r.best_val_loss = INFINITY;
   std::vector<int> order = job.train;
   auto last_print = std::chrono::steady_clock::now();
@@ -221,7 +223,7 @@ torch::Tensor compute_forward(TorchMlp& table, TorchMlp& head, const ComputeTens
   return head->forward(torch::log(sums)).squeeze(1);
 }
 
-FitResult train_compute(const ComputeData& data, const ComputeSplit& split, const TrainOptions& o,
+FitOutcome train_compute(const ComputeData& data, const ComputeSplit& split, const TrainOptions& o,
                         ComputeNet& net) {
   const ComputeTensors t = compute_tensors(data, net, split);
   const int nf = static_cast<int>(compute_feature_names().size());
@@ -236,7 +238,7 @@ FitResult train_compute(const ComputeData& data, const ComputeSplit& split, cons
     const torch::Tensor y = t.target.index_select(0, torch::tensor(ids));
     return robust_loss(compute_forward(table, head, t, records), y);
   };
-  const FitResult r = fit(job, o, "compute", o.seed + 11);
+  const FitOutcome r = fit(job, o, "compute", o.seed + 11);
   net.table = export_mlp(table);
   net.head = export_mlp(head);
   return r;
@@ -272,7 +274,7 @@ CommRows comm_rows(const std::vector<CommData>& files,
 }
 
 // One direction: features [n, nf] sliced to the first `nf` columns.
-FitResult train_comm_net(const CommRows& train, const CommRows& val, bool forward, int nf,
+FitOutcome train_comm_net(const CommRows& train, const CommRows& val, bool forward, int nf,
                          const TrainOptions& o, CommNet& net) {
   const int all = static_cast<int>(comm_fwd_feature_names().size());
   auto slice = [&](const CommRows& rows) {
@@ -308,12 +310,84 @@ FitResult train_comm_net(const CommRows& train, const CommRows& val, bool forwar
     const torch::Tensor idx = torch::tensor(std::vector<int64_t>(rows.begin(), rows.end()));
     return robust_loss(mlp->forward(x.index_select(0, idx)).squeeze(1), y.index_select(0, idx));
   };
-  const FitResult r = fit(job, o, forward ? "comm fwd" : "comm bwd", o.seed + (forward ? 23 : 37));
+  const FitOutcome r = fit(job, o, forward ? "comm fwd" : "comm bwd", o.seed + (forward ? 23 : 37));
   net.mlp = export_mlp(mlp);
   return r;
 }
 
 }  // namespace
+
+void fine_tune_fitted_model(FitResult& r, const FineTuneOptions& o, Reporter& reporter) {
+  ES_CHECK(o.epochs >= 1 && std::isfinite(o.anchor) && o.anchor >= 0,
+           "fit: --fine-tune-epochs is {} (must be >= 1) and --fine-tune-anchor {} (must be "
+           ">= 0)",
+           o.epochs, o.anchor);
+  NeuralModel& model = r.model;
+  ComputeNet& net = model.compute;
+  const int nf = static_cast<int>(compute_feature_names().size());
+  // The fit records through the model's own path: features at the network's
+  // batch, normalised as trained; the target is what the head must output
+  // for the record's measured ms, given the batch scaling around it.
+  std::vector<float> rows, x(nf), target;
+  std::vector<int64_t> first = {0};
+  for (size_t k = 0; k < r.fit_idx.size(); ++k) {
+    const ComputeRecord& rec = r.data.records[r.fit_idx[k]];
+    const BatchFit bf = fit_batch(model.batch_size, model.max_batch_size, rec.batch);
+    for (const TableFeatures& t : rec.tables) {
+      compute_raw_features(t, bf.network_batch, x.data());
+      net.features.apply(x.data());
+      rows.insert(rows.end(), x.begin(), x.end());
+    }
+    first.push_back(static_cast<int64_t>(rows.size() / nf));
+    const double log_ms = std::log(rec.ms / (bf.scale * batch_factor(model, rec.batch)));
+    target.push_back(static_cast<float>((log_ms - net.target_mean) / net.target_std));
+  }
+  TorchMlp table = import_mlp(net.table), head = import_mlp(net.head);
+  std::vector<torch::Tensor> params;
+  for (TorchMlp* m : {&table, &head}) {
+    (*m)->train();
+    for (auto& p : (*m)->parameters()) params.push_back(p);
+  }
+  std::vector<torch::Tensor> anchors;
+  for (const auto& p : params) anchors.push_back(p.detach().clone());
+  const ComputeTensors t{to_tensor(rows, nf), first, torch::tensor(target)};
+  std::vector<int> all(r.fit_idx.size());
+  std::iota(all.begin(), all.end(), 0);
+  torch::optim::Adam optimizer(params, torch::optim::AdamOptions(kFineTuneLearningRate));
+  double loss_first = 0, loss_last = 0;
+  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+    optimizer.zero_grad();
+    torch::Tensor fit_loss = robust_loss(compute_forward(table, head, t, all), t.target);
+    torch::Tensor loss = fit_loss;
+    for (size_t i = 0; i < params.size(); ++i) {
+      loss = loss + o.anchor * (params[i] - anchors[i]).pow(2).sum();
+    }
+    loss.backward();
+    optimizer.step();
+    if (epoch == 1) loss_first = fit_loss.item<double>();
+    loss_last = fit_loss.item<double>();
+  }
+  net.table = export_mlp(table);
+  net.head = export_mlp(head);
+  std::vector<double> predicted, measured;
+  for (size_t i : r.test_idx) {
+    const ComputeRecord& rec = r.data.records[i];
+    predicted.push_back(predict_compute_ms(model, rec.tables, rec.batch));
+    measured.push_back(rec.ms);
+  }
+  r.after = accuracy(predicted, measured);
+  model.info["fitted"]["fine_tune"] = {{"epochs", o.epochs},
+                                       {"learning_rate", kFineTuneLearningRate},
+                                       {"anchor", o.anchor},
+                                       {"fit_loss_first", loss_first},
+                                       {"fit_loss_last", loss_last},
+                                       {"test_mape_plane_pct", r.plane.mape_pct}};
+  model.info["fitted"]["test_mape_after_pct"] = r.after.mape_pct;
+  reporter.note(fmt::format("fit: fine-tuned the networks on {} records ({} epochs, fit loss "
+                            "{:.5f} -> {:.5f}); test MAPE {:.2f}% after the plane -> {:.2f}%",
+                            all.size(), o.epochs, loss_first, loss_last, r.plane.mape_pct,
+                            r.after.mape_pct));
+}
 
 TrainResult train_neural_model(const TrainOptions& o) {
   torch::manual_seed(o.seed);
@@ -334,7 +408,7 @@ TrainResult train_neural_model(const TrainOptions& o) {
   model.max_batch_size = compute.max_batch_size;
   const ComputeSplit split =
       split_compute_records(compute, o.seed, o.holdout_tables, o.val_share, o.test_share);
-  const FitResult cr = train_compute(compute, split, o, model.compute);
+  const FitOutcome cr = train_compute(compute, split, o, model.compute);
   result.notes.push_back(fmt::format(
       "compute: {} records ({} skipped as bad); {} of the pool's tables held out; split train {} "
       "/ val {} / test {} / unseen-tables {} ({} records mixing held-out and seen tables unused)",
@@ -374,8 +448,8 @@ TrainResult train_neural_model(const TrainOptions& o) {
     const CommRows train = comm_rows(comm, comm_split.train), val = comm_rows(comm, comm_split.val);
     const int nb = static_cast<int>(comm_bwd_feature_names().size());
     const int nf = static_cast<int>(comm_fwd_feature_names().size());
-    const FitResult fr = train_comm_net(train, val, true, nf, o, model.comm_fwd);
-    const FitResult br = train_comm_net(train, val, false, nb, o, model.comm_bwd);
+    const FitOutcome fr = train_comm_net(train, val, true, nf, o, model.comm_fwd);
+    const FitOutcome br = train_comm_net(train, val, false, nb, o, model.comm_bwd);
     result.notes.push_back(fmt::format(
         "comm: {} files, split train {} / val {} / test {} records; fwd stopped at epoch {} "
         "(best {}), bwd at {} (best {})",

@@ -12,6 +12,7 @@
 
 #include "embshard/bench/compute.h"
 #include "embshard/cost/accuracy.h"
+#include "embshard/cost/cost_data.h"
 #include "embshard/cost/neural/model_file.h"
 
 namespace embshard {
@@ -45,11 +46,28 @@ struct FitResult {
   double batch_power = 0;                // c: log ms' = a + b log ms + c log(batch / b0)
   int fit_records = 0, test_records = 0;
   AccuracyFigures before, after;         // on the test records, never fitted on
+  AccuracyFigures plane;                 // after the plane alone (= after unless fine-tuned)
+  ComputeData data;                      // the records; fit_idx fitted on, test_idx judged
+  std::vector<size_t> fit_idx, test_idx;
 };
 
 // Splits the records (seeded), fits a and b by least squares on the fit
 // share, judges before and after on the rest. Error with fewer than 10
 // records to fit on or 5 to judge.
 FitResult fit_neural_model(const FitOptions& options, Reporter& reporter);
+
+// After the plane: the whole network (per-table and head) trained further on
+// the fit records, from the pre-trained weights with an L2 pull back to them,
+// full-batch Adam for `epochs`: for a machine that ranks shards differently
+// from the training one, which no plane follows (a GPU for a CPU model). On
+// the training machine it overfits the few records (docs/cost_models.md).
+// Re-judges `after` on the test records. Defined in train_torch.cpp (needs
+// EMBSHARD_WITH_TORCH).
+struct FineTuneOptions {
+  int epochs = 300;
+  double anchor = 1e-2;  // weight of sum (w - w0)^2 in the loss
+};
+void fine_tune_fitted_model(FitResult& result, const FineTuneOptions& options,
+                            Reporter& reporter);
 
 }  // namespace embshard
