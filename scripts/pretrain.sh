@@ -41,6 +41,16 @@ PIECE_BATCHES=${PIECE_BATCHES:-"2048 4096"}
 PIECE_SAMPLES=${PIECE_SAMPLES:-150}
 UNSEEN_PIECES=${UNSEEN_PIECES:-"2021:2048 2022:4096"}
 UNSEEN_PIECE_SAMPLES=${UNSEEN_PIECE_SAMPLES:-80}
+# Hot and huge tables (the kind row-wise and data-parallel sharding are for):
+# pools with HOT_ARGS per profile:batch, measured with pieces and a bigger
+# shard cap, for training and (other seeds, the stress tasks' dims) as tests.
+HOT_POOLS=${HOT_POOLS:-"2021:2048 2022:4096"}
+HOT_ARGS=${HOT_ARGS:-"--huge-tables 3 --huge-rows 20000000 --hot-tables 4 --hot-pooling 300"}
+HOT_TABLES=${HOT_TABLES:-60}
+HOT_SAMPLES=${HOT_SAMPLES:-250}
+HOT_MEM_CAP=${HOT_MEM_CAP:-3GiB}
+UNSEEN_HOT_SAMPLES=${UNSEEN_HOT_SAMPLES:-80}
+UNSEEN_HOT_DIMS=${UNSEEN_HOT_DIMS:-8,16,32}
 # Never-seen tables: pools from other seeds, the model's tests.
 UNSEEN_BATCHES=${UNSEEN_BATCHES:-"2048 4096"}
 UNSEEN_TABLES=${UNSEEN_TABLES:-40}
@@ -78,9 +88,9 @@ bench_compute() {  # workload samples out seed [piece share]
   [ -n "$REFERENCE_FILE" ] || REFERENCE_FILE=$3
 }
 
-synth() {  # profile tables batch seed dir
+synth() {  # profile tables batch seed dir [synth options]
   [ -f "$5/tables.json" ] ||
-    run "$EMBSHARD" synth --profile "$1" --tables "$2" --batch "$3" --seed "$4" -o "$5"
+    run "$EMBSHARD" synth --profile "$1" --tables "$2" --batch "$3" --seed "$4" -o "$5" ${6:-}
 }
 
 COMPUTE_ARGS=()
@@ -107,7 +117,27 @@ for profile in $PROFILES; do
   done
 done
 
+h=0
+for pair in $HOT_POOLS; do
+  h=$((h + 1))
+  profile=${pair%%:*} batch=${pair##*:}
+  pool=$DATA/hot_pool_${profile}_b$batch
+  synth "$profile" "$HOT_TABLES" "$batch" $((SEED * 100 + 3000 + h)) "$pool" "$HOT_ARGS"
+  MEM_CAP=$HOT_MEM_CAP bench_compute "$pool" "$HOT_SAMPLES" "$DATA/hot_${profile}_b$batch.jsonl" \
+    $((SEED * 100 + 3000 + h)) "$PIECE_SHARE"
+  COMPUTE_ARGS+=(--compute "$DATA/hot_${profile}_b$batch.jsonl")
+done
+
 UNSEEN_ARGS=()
+for pair in $HOT_POOLS; do
+  h=$((h + 1))
+  profile=${pair%%:*} batch=${pair##*:}
+  pool=$DATA/unseen_hot_pool_${profile}_b$batch
+  synth "$profile" "$UNSEEN_TABLES" "$batch" $((SEED * 100 + 3000 + h)) "$pool" "$HOT_ARGS"
+  MEM_CAP=$HOT_MEM_CAP DIMS=$UNSEEN_HOT_DIMS bench_compute "$pool" "$UNSEEN_HOT_SAMPLES" \
+    "$DATA/unseen_hot_${profile}_b$batch.jsonl" $((SEED * 100 + 3000 + h)) "$PIECE_SHARE"
+  UNSEEN_ARGS+=(--unseen-compute "$DATA/unseen_hot_${profile}_b$batch.jsonl")
+done
 for profile in $PROFILES; do
   for batch in $UNSEEN_BATCHES; do
     i=$((i + 1))
@@ -152,6 +182,10 @@ done
 for pair in $UNSEEN_PIECES; do
   run "$EMBSHARD" validate --model "$OUT/model" \
     --data "$DATA/unseen_pieces_${pair%%:*}_b${pair##*:}.jsonl" "${RAW_ARGS[@]}"
+done
+for pair in $HOT_POOLS; do
+  run "$EMBSHARD" validate --model "$OUT/model" \
+    --data "$DATA/unseen_hot_${pair%%:*}_b${pair##*:}.jsonl" "${RAW_ARGS[@]}"
 done
 run "$EMBSHARD" bench cost-model --model "$OUT/model"
 echo "model set in $OUT/model (report: $OUT/model/report.md)"
