@@ -27,6 +27,7 @@ struct FitArgs {
 
 void run_fit(FitArgs& a) {
   const auto start = std::chrono::steady_clock::now();
+  if (a.tune) check_fine_tune_options(a.fine_tune);
   std::filesystem::create_directories(a.out_dir);
   if (a.fit.data_paths.empty()) {
     a.measure.dir = (std::filesystem::path(a.out_dir) / "fit_data").string();

@@ -137,6 +137,12 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
   return r;
 }
 
+void check_fine_tune_options(const FineTuneOptions& o) {
+  ES_CHECK(o.epochs >= 1, "fit: --fine-tune-epochs is {}, must be >= 1", o.epochs);
+  ES_CHECK(std::isfinite(o.anchor) && o.anchor >= 0,
+           "fit: --fine-tune-anchor is {}, must be finite and >= 0", o.anchor);
+}
+
 std::vector<std::string> measure_fit_data(const FitMeasureOptions& o, Reporter& reporter) {
   const size_t pools = o.profiles.size() * o.batches.size();
   ES_CHECK(pools >= 1 && o.bench.samples >= static_cast<int64_t>(pools),

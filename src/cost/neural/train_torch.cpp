@@ -318,10 +318,7 @@ FitOutcome train_comm_net(const CommRows& train, const CommRows& val, bool forwa
 }  // namespace
 
 void fine_tune_fitted_model(FitResult& r, const FineTuneOptions& o, Reporter& reporter) {
-  ES_CHECK(o.epochs >= 1 && std::isfinite(o.anchor) && o.anchor >= 0,
-           "fit: --fine-tune-epochs is {} (must be >= 1) and --fine-tune-anchor {} (must be "
-           ">= 0)",
-           o.epochs, o.anchor);
+  check_fine_tune_options(o);
   NeuralModel& model = r.model;
   ComputeNet& net = model.compute;
   const int nf = static_cast<int>(compute_feature_names().size());

@@ -69,5 +69,8 @@ struct FineTuneOptions {
 };
 void fine_tune_fitted_model(FitResult& result, const FineTuneOptions& options,
                             Reporter& reporter);
+// Error naming the flag for epochs < 1 or an anchor < 0 or not finite
+// (before any shard is measured).
+void check_fine_tune_options(const FineTuneOptions& options);
 
 }  // namespace embshard
