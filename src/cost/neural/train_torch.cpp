@@ -223,8 +223,8 @@ torch::Tensor compute_forward(TorchMlp& table, TorchMlp& head, const ComputeTens
   return head->forward(torch::log(sums)).squeeze(1);
 }
 
-FitOutcome train_compute(const ComputeData& data, const ComputeSplit& split, const TrainOptions& o,
-                        ComputeNet& net) {
+FitOutcome train_compute(const ComputeData& data, const ComputeSplit& split,
+                         const TrainOptions& o, ComputeNet& net) {
   const ComputeTensors t = compute_tensors(data, net, split);
   const int nf = static_cast<int>(compute_feature_names().size());
   TorchMlp table(std::vector<int>{nf, o.hidden, o.hidden, o.embed}, /*relu_last=*/false);
@@ -275,7 +275,7 @@ CommRows comm_rows(const std::vector<CommData>& files,
 
 // One direction: features [n, nf] sliced to the first `nf` columns.
 FitOutcome train_comm_net(const CommRows& train, const CommRows& val, bool forward, int nf,
-                         const TrainOptions& o, CommNet& net) {
+                          const TrainOptions& o, CommNet& net) {
   const int all = static_cast<int>(comm_fwd_feature_names().size());
   auto slice = [&](const CommRows& rows) {
     std::vector<float> x;
@@ -310,7 +310,8 @@ FitOutcome train_comm_net(const CommRows& train, const CommRows& val, bool forwa
     const torch::Tensor idx = torch::tensor(std::vector<int64_t>(rows.begin(), rows.end()));
     return robust_loss(mlp->forward(x.index_select(0, idx)).squeeze(1), y.index_select(0, idx));
   };
-  const FitOutcome r = fit(job, o, forward ? "comm fwd" : "comm bwd", o.seed + (forward ? 23 : 37));
+  const FitOutcome r =
+      fit(job, o, forward ? "comm fwd" : "comm bwd", o.seed + (forward ? 23 : 37));
   net.mlp = export_mlp(mlp);
   return r;
 }
