@@ -43,6 +43,16 @@ bool solve3(double m[3][4], double x[3]) {
 
 }  // namespace
 
+AccuracyFigures test_accuracy(const NeuralModel& model, const ComputeData& data,
+                              std::span<const size_t> records) {
+  std::vector<double> predicted, measured;
+  for (size_t i : records) {
+    predicted.push_back(predict_compute_ms(model, data.records[i].tables, data.records[i].batch));
+    measured.push_back(data.records[i].ms);
+  }
+  return accuracy(predicted, measured);
+}
+
 FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
   ES_CHECK(!o.data_paths.empty(), "fit: no measured data (--data FILE or --workload DIR)");
   ES_CHECK(o.fit_share > 0 && o.fit_share < 1, "fit: --fit-share is {}, must be in (0, 1)",
@@ -106,17 +116,15 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
   net.target_mean = r.log_scale + r.power * net.target_mean;
   net.target_std = r.power * net.target_std;
   r.model.batch_correction = r.batch_power;
-  std::vector<double> before_p, after_p, test_m;
-  for (size_t k = n_fit; k < order.size(); ++k) {
-    const size_t i = order[k];
+  r.fit_idx.assign(order.begin(), order.begin() + n_fit);
+  r.test_idx.assign(order.begin() + n_fit, order.end());
+  std::vector<double> before_p, test_m;
+  for (size_t i : r.test_idx) {
     before_p.push_back(predicted[i]);
-    after_p.push_back(predict_compute_ms(r.model, data.records[i].tables, data.records[i].batch));
     test_m.push_back(measured[i]);
   }
   r.before = accuracy(before_p, test_m);
-  r.after = r.plane = accuracy(after_p, test_m);
-  r.fit_idx.assign(order.begin(), order.begin() + n_fit);
-  r.test_idx.assign(order.begin() + n_fit, order.end());
+  r.after = r.plane = test_accuracy(r.model, data, r.test_idx);
   r.model.info["fitted"] = {{"from", o.model_dir},
                             {"data", data.path},
                             {"ground_truth", ground_truth_label(data.normalized)},

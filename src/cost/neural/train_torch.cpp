@@ -367,13 +367,7 @@ void fine_tune_fitted_model(FitResult& r, const FineTuneOptions& o, Reporter& re
   }
   net.table = export_mlp(table);
   net.head = export_mlp(head);
-  std::vector<double> predicted, measured;
-  for (size_t i : r.test_idx) {
-    const ComputeRecord& rec = r.data.records[i];
-    predicted.push_back(predict_compute_ms(model, rec.tables, rec.batch));
-    measured.push_back(rec.ms);
-  }
-  r.after = accuracy(predicted, measured);
+  r.after = test_accuracy(model, r.data, r.test_idx);
   model.info["fitted"]["fine_tune"] = {{"epochs", o.epochs},
                                        {"learning_rate", kFineTuneLearningRate},
                                        {"anchor", o.anchor},

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,10 @@ struct FitResult {
 // share, judges before and after on the rest. Error with fewer than 10
 // records to fit on or 5 to judge.
 FitResult fit_neural_model(const FitOptions& options, Reporter& reporter);
+
+// The model's accuracy on the given records of `data` (fit's test records).
+AccuracyFigures test_accuracy(const NeuralModel& model, const ComputeData& data,
+                              std::span<const size_t> records);
 
 // After the plane: the whole network (per-table and head) trained further on
 // the fit records, from the pre-trained weights with an L2 pull back to them,
