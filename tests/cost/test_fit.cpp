@@ -59,6 +59,66 @@ TEST(Fit, RecoversAKnownDistortionAndSavesIt) {
               1e-4 * predict_compute_ms(back, t, batch));
 }
 
+// With test files, every record of the data files is fitted on and the test
+// files' records (pools of other tables) alone judge.
+TEST(Fit, TestFilesOnlyJudge) {
+  testing::ScratchDir dir("fit_test_files");
+  FitOptions o;
+  o.model_dir = shipped_models_dir() + "/neural";
+  const NeuralModel shipped = load_neural_model(o.model_dir);
+  write_file(dir.file("a.jsonl"), shipped, shipped.batch_size * 2, 30, 3);
+  write_file(dir.file("b.jsonl"), shipped, shipped.max_batch_size, 30, 4);
+  write_file(dir.file("c.jsonl"), shipped, shipped.max_batch_size, 20, 5);
+  o.data_paths = {dir.file("a.jsonl"), dir.file("b.jsonl")};
+  o.test_paths = {dir.file("c.jsonl")};
+  const FitResult r = fit_neural_model(o, silent_reporter());
+  EXPECT_EQ(r.fit_records, 60);
+  EXPECT_EQ(r.test_records, 20);
+  for (size_t i : r.fit_idx) EXPECT_LT(r.data.records[i].file, 2);
+  for (size_t i : r.test_idx) EXPECT_EQ(r.data.records[i].file, 2);
+  EXPECT_NEAR(r.power, 1.1, 1e-3);
+  EXPECT_LT(r.after.mape_pct, 0.1);
+  EXPECT_EQ(r.model.info["fitted"]["test_data"], "pools the fit never saw");
+}
+
+// What fit measures: per (profile, batch) a pool to fit on and another, of
+// other tables, to judge, on one probe scale.
+TEST(Fit, MeasuresAPoolToFitAndAnotherToJudge) {
+  testing::ScratchDir dir("fit_measure");
+  FitMeasureOptions m;
+  m.dir = dir.path().string();
+  m.profiles = {"2021"};
+  m.batches = {256, 512};
+  m.tables = 8;
+  ComputeBenchOptions& b = m.bench;
+  b.samples = 10;
+  b.max_tables = 3;
+  b.mem_cap_bytes = 1 << 20;
+  b.warmup = 1;
+  b.min_rounds = 2;
+  b.max_rounds = 2;
+  b.reference_window_s = 0.2;
+  const FitFiles f = measure_fit_data(m, 0.6, silent_reporter());
+  ASSERT_EQ(f.fit.size(), 2u);
+  ASSERT_EQ(f.test.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    const ComputeData fit = load_compute_data(f.fit[k]), test = load_compute_data(f.test[k]);
+    EXPECT_EQ(fit.records.size(), 3u);
+    EXPECT_EQ(test.records.size(), 2u);
+    EXPECT_EQ(fit.batch_size, test.batch_size);
+    EXPECT_NE(fit.header["workload"], test.header["workload"]);
+    EXPECT_EQ(test.header["probe"]["reference"]["reference_ms"],
+              load_compute_data(f.fit[0]).header["probe"]["reference"]["reference_ms"]);
+  }
+  try {
+    b.samples = 2;  // one shard per (profile, batch): none left to judge
+    measure_fit_data(m, 0.6, silent_reporter());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("to judge"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Fit, TooFewRecordsIsAnError) {
   testing::ScratchDir dir("fit_few");
   FitOptions o;

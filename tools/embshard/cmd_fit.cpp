@@ -1,5 +1,5 @@
 // embshard fit: a pre-trained neural model fitted to this machine from a few
-// dozen shards measured here (or given as bench compute files).
+// hundred shards measured here (or given as bench compute files).
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -21,25 +21,34 @@ struct FitArgs {
   FitOptions fit;
   FitMeasureOptions measure;
   FineTuneOptions fine_tune;
-  bool tune = false;
+  std::string tune = "auto";  // auto | on | off
   std::string out_dir;
 };
 
 void run_fit(FitArgs& a) {
   const auto start = std::chrono::steady_clock::now();
-  if (a.tune) check_fine_tune_options(a.fine_tune);
+  if (a.tune == "on") a.fine_tune.min_gain = -1;  // kept whatever the test records say
+  if (a.tune != "off") check_fine_tune_options(a.fine_tune);
+#ifndef EMBSHARD_WITH_TORCH
+  ES_CHECK(a.tune != "on", "fit: --fine-tune on needs libtorch (this build has "
+                           "EMBSHARD_WITH_TORCH off)");
+#endif
+  ES_CHECK(a.fit.test_paths.empty() || !a.fit.data_paths.empty(),
+           "fit: --test-data needs --data (without it, fit measures pools to judge by itself)");
   std::filesystem::create_directories(a.out_dir);
   if (a.fit.data_paths.empty()) {
     a.measure.dir = (std::filesystem::path(a.out_dir) / "fit_data").string();
     std::filesystem::create_directories(a.measure.dir);
-    a.fit.data_paths = measure_fit_data(a.measure, stderr_reporter());
+    FitFiles files = measure_fit_data(a.measure, a.fit.fit_share, stderr_reporter());
+    a.fit.data_paths = std::move(files.fit);
+    a.fit.test_paths = std::move(files.test);
   }
   FitResult r = fit_neural_model(a.fit, stderr_reporter());
-  if (a.tune) {
+  if (a.tune != "off") {
 #ifdef EMBSHARD_WITH_TORCH
     fine_tune_fitted_model(r, a.fine_tune, stderr_reporter());
 #else
-    ES_THROW("fit: --fine-tune needs libtorch (this build has EMBSHARD_WITH_TORCH off)");
+    stderr_reporter().note("fit: no fine-tune (this build has EMBSHARD_WITH_TORCH off)");
 #endif
   }
   save_neural_model(r.model, a.out_dir);
@@ -47,14 +56,20 @@ void run_fit(FitArgs& a) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print("fitted {} to this machine: log ms' = {:.4f} + {:.4f} log ms + {:.4f} log(batch / "
              "{}) ({} records fitted)\n"
-             "on {} records it never saw: MAPE {:.2f}% -> {:.2f}%, p90 APE {:.2f}% -> {:.2f}%, "
-             "Kendall tau {:.3f} -> {:.3f}, median error {:+.1f}% -> {:+.1f}%\nwrote {} in "
-             "{:.0f} s\n",
+             "on {} records it never saw{}: MAPE {:.2f}% -> {:.2f}%, p90 APE {:.2f}% -> {:.2f}%, "
+             "Kendall tau {:.3f} -> {:.3f}, median error {:+.1f}% -> {:+.1f}%\n",
              a.fit.model_dir, r.log_scale, r.power, r.batch_power, r.model.batch_size,
              r.fit_records, r.test_records,
-             r.before.mape_pct, r.after.mape_pct, r.before.p90_ape_pct, r.after.p90_ape_pct,
+             a.fit.test_paths.empty() ? "" : " (pools it never saw)", r.before.mape_pct, r.after.mape_pct, r.before.p90_ape_pct, r.after.p90_ape_pct,
              r.before.kendall_tau, r.after.kendall_tau, r.before.median_error_pct,
-             r.after.median_error_pct, a.out_dir, seconds);
+             r.after.median_error_pct);
+  if (r.model.info["fitted"].contains("fine_tune")) {
+    const auto& ft = r.model.info["fitted"]["fine_tune"];
+    fmt::print("fine-tune: test MAPE {:.2f}% after the plane, {:.2f}% fine-tuned: {}\n",
+               ft["test_mape_plane_pct"].get<double>(), ft["test_mape_tuned_pct"].get<double>(),
+               ft["kept"].get<bool>() ? "kept" : "not kept (the plane's model written)");
+  }
+  fmt::print("wrote {} in {:.0f} s\n", a.out_dir, seconds);
 }
 
 }  // namespace
@@ -62,7 +77,7 @@ void run_fit(FitArgs& a) {
 void add_fit_command(CLI::App& app) {
   auto a = std::make_shared<FitArgs>();
   ComputeBenchOptions& b = a->measure.bench;
-  b.samples = 64;
+  b.samples = 256;
   b.max_tables = 15;
   b.mem_cap_bytes = int64_t{128} << 20;
   b.warmup = 2;
@@ -71,11 +86,14 @@ void add_fit_command(CLI::App& app) {
   b.target_relative_half_width = 0.03;
   b.reference_window_s = 10;
   CLI::App* cmd = app.add_subcommand(
-      "fit", "Fit a pre-trained neural model to this machine from a few dozen measured shards");
+      "fit", "Fit a pre-trained neural model to this machine from a few hundred measured shards");
   cmd->add_option("--model", a->fit.model_dir, "The pre-trained model directory")->required();
   cmd->add_option("-o,--out", a->out_dir, "Fitted model directory to write")->required();
   cmd->add_option("--data", a->fit.data_paths,
                   "Bench compute files already measured here (default: measure now)");
+  cmd->add_option("--test-data", a->fit.test_paths,
+                  "Bench compute files of other pools measured here, which only judge the fit "
+                  "(default with --data: a share of its records)");
   cmd->add_option("--samples", b.samples,
                   "Shards to measure, spread over small pools of every profile and batch")
       ->capture_default_str();
@@ -93,12 +111,15 @@ void add_fit_command(CLI::App& app) {
   cmd->add_option("--reference-window-s", b.reference_window_s,
                   "Seconds of reference-probe runs (normalization)")
       ->capture_default_str();
-  cmd->add_option("--fit-share", a->fit.fit_share, "Share of the records fitted on; the rest "
-                  "judge the fit")->capture_default_str();
+  cmd->add_option("--fit-share", a->fit.fit_share, "Share of the shards fitted on; the rest "
+                  "judge the fit (measured: in pools of their own)")->capture_default_str();
   cmd->add_flag("--raw", a->fit.raw, "Fit the raw medians (a dedicated device, e.g. a GPU)");
-  cmd->add_flag("--fine-tune", a->tune,
-                "After the plane, train the networks further on the fit records (a machine "
-                "that ranks shards differently, e.g. a GPU for a CPU model)");
+  cmd->add_option("--fine-tune", a->tune,
+                  "After the plane, train the networks further on the fit records: auto keeps "
+                  "them if they lower the test records' MAPE by 10% of the plane's, on always, "
+                  "off never")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   cmd->add_option("--fine-tune-epochs", a->fine_tune.epochs, "Full-batch Adam steps")
       ->capture_default_str();
   cmd->add_option("--fine-tune-anchor", a->fine_tune.anchor,

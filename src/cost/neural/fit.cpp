@@ -54,7 +54,7 @@ AccuracyFigures test_accuracy(const NeuralModel& model, const ComputeData& data,
 }
 
 FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
-  ES_CHECK(!o.data_paths.empty(), "fit: no measured data (--data FILE or --workload DIR)");
+  ES_CHECK(!o.data_paths.empty(), "fit: no measured data to fit on (--data FILE)");
   ES_CHECK(o.fit_share > 0 && o.fit_share < 1, "fit: --fit-share is {}, must be in (0, 1)",
            o.fit_share);
   FitResult r;
@@ -62,9 +62,11 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
   std::vector<ComputeData> files;
   LoadOptions lo;
   lo.raw = o.raw;
-  for (const std::string& path : o.data_paths) {
-    files.push_back(load_compute_data(path, lo));
-    report_problems(path, files.back().problems, reporter);
+  for (const auto* paths : {&o.data_paths, &o.test_paths}) {
+    for (const std::string& path : *paths) {
+      files.push_back(load_compute_data(path, lo));
+      report_problems(path, files.back().problems, reporter);
+    }
   }
   ComputeData data = merge_compute_data(std::move(files));
   std::vector<double> predicted, measured;
@@ -72,11 +74,21 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
     predicted.push_back(predict_compute_ms(r.model, rec.tables, rec.batch));
     measured.push_back(rec.ms);
   }
+  // The fit records first, then the judging ones: the test files' records,
+  // or a seeded share of all.
   std::vector<size_t> order(predicted.size());
   std::iota(order.begin(), order.end(), 0);
-  std::mt19937_64 rng(o.seed ^ 0xf17ULL);
-  std::shuffle(order.begin(), order.end(), rng);
-  const size_t n_fit = static_cast<size_t>(std::llround(o.fit_share * order.size()));
+  size_t n_fit = 0;
+  if (o.test_paths.empty()) {
+    std::mt19937_64 rng(o.seed ^ 0xf17ULL);
+    std::shuffle(order.begin(), order.end(), rng);
+    n_fit = static_cast<size_t>(std::llround(o.fit_share * order.size()));
+  } else {
+    const int first_test_file = static_cast<int>(o.data_paths.size());
+    n_fit = static_cast<size_t>(std::count_if(
+        data.records.begin(), data.records.end(),
+        [&](const ComputeRecord& rec) { return rec.file < first_test_file; }));
+  }
   r.fit_records = static_cast<int>(n_fit);
   r.test_records = static_cast<int>(order.size() - n_fit);
   ES_CHECK(n_fit >= 10 && r.test_records >= 5,
@@ -134,6 +146,8 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
                             {"batch_power", r.batch_power},
                             {"fit_records", r.fit_records},
                             {"test_records", r.test_records},
+                            {"test_data", o.test_paths.empty() ? "a share of the fit's pools"
+                                                               : "pools the fit never saw"},
                             {"test_mape_before_pct", r.before.mape_pct},
                             {"test_mape_after_pct", r.after.mape_pct}};
   reporter.note(fmt::format("fit: log ms' = {:.4f} + {:.4f} log ms + {:.4f} log(batch / {}) over "
@@ -149,35 +163,46 @@ void check_fine_tune_options(const FineTuneOptions& o) {
   ES_CHECK(o.epochs >= 1, "fit: --fine-tune-epochs is {}, must be >= 1", o.epochs);
   ES_CHECK(std::isfinite(o.anchor) && o.anchor >= 0,
            "fit: --fine-tune-anchor is {}, must be finite and >= 0", o.anchor);
+  ES_CHECK(!std::isnan(o.min_gain) && o.min_gain < 1,
+           "fit: the fine-tune's minimum gain is {}, must be < 1", o.min_gain);
 }
 
-std::vector<std::string> measure_fit_data(const FitMeasureOptions& o, Reporter& reporter) {
+FitFiles measure_fit_data(const FitMeasureOptions& o, double fit_share, Reporter& reporter) {
   const size_t pools = o.profiles.size() * o.batches.size();
-  ES_CHECK(pools >= 1 && o.bench.samples >= static_cast<int64_t>(pools),
-           "fit: {} shards cannot cover {} pools (profiles x batches)", o.bench.samples, pools);
-  std::vector<std::string> files;
+  const int64_t per_pair = (o.bench.samples + static_cast<int64_t>(pools) - 1) /
+                           std::max<int64_t>(1, static_cast<int64_t>(pools));
+  const int64_t n_fit = std::llround(fit_share * static_cast<double>(per_pair));
+  ES_CHECK(pools >= 1 && n_fit >= 1 && per_pair - n_fit >= 1,
+           "fit: {} shards cannot cover {} pools (profiles x batches), each with shards to fit "
+           "on and to judge",
+           o.bench.samples, 2 * pools);
+  FitFiles files;
   uint64_t seed = o.bench.seed;
   for (const std::string& profile : o.profiles) {
     for (const int64_t batch : o.batches) {
       ++seed;
-      const std::string name = fmt::format("{}_b{}", profile, batch);
-      const std::string pool = (std::filesystem::path(o.dir) / ("pool_" + name)).string();
-      if (!std::filesystem::exists(std::filesystem::path(pool) / kTablesFile)) {
-        SynthOptions so;
-        so.profile = profile;
-        so.num_tables = o.tables;
-        so.batch_size = batch;
-        so.seed = seed;
-        synthesize_workload(so, load_published_profile(profile), pool);
+      for (const bool judge : {false, true}) {
+        // One pool to fit on, another (other tables) to judge the fit.
+        const std::string name = fmt::format("{}{}_b{}", judge ? "test_" : "", profile, batch);
+        const uint64_t pool_seed = seed + (judge ? 1000 : 0);
+        const std::string pool = (std::filesystem::path(o.dir) / ("pool_" + name)).string();
+        if (!std::filesystem::exists(std::filesystem::path(pool) / kTablesFile)) {
+          SynthOptions so;
+          so.profile = profile;
+          so.num_tables = o.tables;
+          so.batch_size = batch;
+          so.seed = pool_seed;
+          synthesize_workload(so, load_published_profile(profile), pool);
+        }
+        ComputeBenchOptions b = o.bench;
+        b.workload_dir = pool;
+        b.seed = pool_seed;
+        b.samples = judge ? per_pair - n_fit : n_fit;
+        b.out_path = (std::filesystem::path(o.dir) / ("fit_" + name + ".jsonl")).string();
+        if (!files.fit.empty()) b.reference_from = files.fit.front();  // one scale for all
+        run_compute_bench(b, reporter);
+        (judge ? files.test : files.fit).push_back(b.out_path);
       }
-      ComputeBenchOptions b = o.bench;
-      b.workload_dir = pool;
-      b.seed = seed;
-      b.samples = (o.bench.samples + static_cast<int64_t>(pools) - 1) / static_cast<int64_t>(pools);
-      b.out_path = (std::filesystem::path(o.dir) / ("fit_" + name + ".jsonl")).string();
-      if (!files.empty()) b.reference_from = files.front();  // one scale for all
-      run_compute_bench(b, reporter);
-      files.push_back(b.out_path);
     }
   }
   return files;

@@ -1,9 +1,10 @@
 // Fitting a pre-trained neural model to another machine in minutes: a few
-// dozen shards measured there correct the compute network's output by a
+// hundred shards measured there correct the compute network's output by a
 // plane in log space, log ms' = a + b log ms + c log(batch / b0) (a
 // per-machine scale, sensitivity to the shard's size, and to the batch),
 // folded into the network's output normalisation and batch correction, so
-// the fitted model is an ordinary model directory.
+// the fitted model is an ordinary model directory; then, where it pays on
+// records the fit did not train on, the networks are fine-tuned.
 #pragma once
 
 #include <cstdint>
@@ -23,13 +24,18 @@ class Reporter;
 struct FitOptions {
   std::string model_dir;                 // the pre-trained model
   std::vector<std::string> data_paths;   // bench compute files measured on the new machine
+  // Files that only judge the fit: pools whose tables it never saw, so that
+  // the fine-tune is kept only where it generalizes. Without them a seeded
+  // share of data_paths' records judges (tables shared with the fitted ones).
+  std::vector<std::string> test_paths;
   double fit_share = 0.6;                // records fitted on; the rest judge the fit
   uint64_t seed = 0;                     // which records go where
   bool raw = false;                      // the records' raw medians (LoadOptions::raw)
 };
 
-// What to measure on the new machine when no data is given: small pools of
-// every (profile, batch), `samples` shards spread over them (a correction
+// What to measure on the new machine when no data is given: two small pools
+// of every (profile, batch), one to fit on and one to judge (fit_share of the
+// shards to the first), `samples` shards spread over them (a correction
 // fitted at one batch does not carry to another), all against one probe
 // reference. Returns the bench compute files written under `dir`.
 struct FitMeasureOptions {
@@ -39,7 +45,10 @@ struct FitMeasureOptions {
   int tables = 40;  // per pool
   ComputeBenchOptions bench;  // samples (in all), executor, rounds, ...
 };
-std::vector<std::string> measure_fit_data(const FitMeasureOptions& options, Reporter& reporter);
+struct FitFiles {
+  std::vector<std::string> fit, test;
+};
+FitFiles measure_fit_data(const FitMeasureOptions& options, double fit_share, Reporter& reporter);
 
 struct FitResult {
   NeuralModel model;                     // the fitted model (save_neural_model)
@@ -52,9 +61,9 @@ struct FitResult {
   std::vector<size_t> fit_idx, test_idx;
 };
 
-// Splits the records (seeded), fits a and b by least squares on the fit
-// share, judges before and after on the rest. Error with fewer than 10
-// records to fit on or 5 to judge.
+// Fits a, b and c by least squares on the fit records (data_paths', or a
+// seeded fit_share of them without test_paths), judges before and after on
+// the rest. Error with fewer than 10 records to fit on or 5 to judge.
 FitResult fit_neural_model(const FitOptions& options, Reporter& reporter);
 
 // The model's accuracy on the given records of `data` (fit's test records).
@@ -64,18 +73,21 @@ AccuracyFigures test_accuracy(const NeuralModel& model, const ComputeData& data,
 // After the plane: the whole network (per-table and head) trained further on
 // the fit records, from the pre-trained weights with an L2 pull back to them,
 // full-batch Adam for `epochs`: for a machine that ranks shards differently
-// from the training one, which no plane follows (a GPU for a CPU model). On
-// the training machine it overfits the few records (docs/cost_models.md).
-// Re-judges `after` on the test records. Defined in train_torch.cpp (needs
-// EMBSHARD_WITH_TORCH).
+// from the training one, which no plane follows. The fine-tuned networks are
+// kept only if they lower the test records' MAPE by at least `min_gain` (a
+// share of the plane's; negative: always kept); else the plane's model stays,
+// as on the training machine, where fine-tuning overfits (docs/cost_models.md).
+// Re-judges `after` on the test records; returns whether the fine-tuned
+// networks were kept. Defined in train_torch.cpp (needs EMBSHARD_WITH_TORCH).
 struct FineTuneOptions {
   int epochs = 300;
-  double anchor = 1e-2;  // weight of sum (w - w0)^2 in the loss
+  double anchor = 1e-2;    // weight of sum (w - w0)^2 in the loss
+  double min_gain = 0.1;   // kept if test MAPE <= (1 - min_gain) x the plane's
 };
-void fine_tune_fitted_model(FitResult& result, const FineTuneOptions& options,
+bool fine_tune_fitted_model(FitResult& result, const FineTuneOptions& options,
                             Reporter& reporter);
-// Error naming the flag for epochs < 1 or an anchor < 0 or not finite
-// (before any shard is measured).
+// Error naming the flag for epochs < 1 or an anchor < 0 or not finite, and
+// for a min_gain >= 1 or NaN (before any shard is measured).
 void check_fine_tune_options(const FineTuneOptions& options);
 
 }  // namespace embshard
