@@ -21,18 +21,13 @@ struct FitArgs {
   FitOptions fit;
   FitMeasureOptions measure;
   FineTuneOptions fine_tune;
-  std::string tune = "auto";  // auto | on | off
+  std::string tune = "on";  // on | off
   std::string out_dir;
 };
 
 void run_fit(FitArgs& a) {
   const auto start = std::chrono::steady_clock::now();
-  if (a.tune == "on") a.fine_tune.min_gain = -1;  // kept whatever the test records say
-  if (a.tune != "off") check_fine_tune_options(a.fine_tune);
-#ifndef EMBSHARD_WITH_TORCH
-  ES_CHECK(a.tune != "on", "fit: --fine-tune on needs libtorch (this build has "
-                           "EMBSHARD_WITH_TORCH off)");
-#endif
+  if (a.tune == "on") check_fine_tune_options(a.fine_tune);
   ES_CHECK(a.fit.test_paths.empty() || !a.fit.data_paths.empty(),
            "fit: --test-data needs --data (without it, fit measures pools to judge by itself)");
   std::filesystem::create_directories(a.out_dir);
@@ -44,11 +39,12 @@ void run_fit(FitArgs& a) {
     a.fit.test_paths = std::move(files.test);
   }
   FitResult r = fit_neural_model(a.fit, stderr_reporter());
-  if (a.tune != "off") {
+  if (a.tune == "on") {
 #ifdef EMBSHARD_WITH_TORCH
     fine_tune_fitted_model(r, a.fine_tune, stderr_reporter());
 #else
-    stderr_reporter().note("fit: no fine-tune (this build has EMBSHARD_WITH_TORCH off)");
+    stderr_reporter().note("fit: the plane only (this build has EMBSHARD_WITH_TORCH off, so no "
+                           "fine-tune)");
 #endif
   }
   save_neural_model(r.model, a.out_dir);
@@ -64,10 +60,8 @@ void run_fit(FitArgs& a) {
              r.before.kendall_tau, r.after.kendall_tau, r.before.median_error_pct,
              r.after.median_error_pct);
   if (r.model.info["fitted"].contains("fine_tune")) {
-    const auto& ft = r.model.info["fitted"]["fine_tune"];
-    fmt::print("fine-tune: test MAPE {:.2f}% after the plane, {:.2f}% fine-tuned: {}\n",
-               ft["test_mape_plane_pct"].get<double>(), ft["test_mape_tuned_pct"].get<double>(),
-               ft["kept"].get<bool>() ? "kept" : "not kept (the plane's model written)");
+    fmt::print("of which the plane: MAPE {:.2f}%, the fine-tune after it: {:.2f}%\n",
+               r.plane.mape_pct, r.after.mape_pct);
   }
   fmt::print("wrote {} in {:.0f} s\n", a.out_dir, seconds);
 }
@@ -115,10 +109,9 @@ void add_fit_command(CLI::App& app) {
                   "judge the fit (measured: in pools of their own)")->capture_default_str();
   cmd->add_flag("--raw", a->fit.raw, "Fit the raw medians (a dedicated device, e.g. a GPU)");
   cmd->add_option("--fine-tune", a->tune,
-                  "After the plane, train the networks further on the fit records: auto keeps "
-                  "them if they lower the test records' MAPE by 10% of the plane's, on always, "
-                  "off never")
-      ->check(CLI::IsMember({"auto", "on", "off"}))
+                  "After the plane, train the networks further on the fit records (off: the "
+                  "plane alone)")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   cmd->add_option("--fine-tune-epochs", a->fine_tune.epochs, "Full-batch Adam steps")
       ->capture_default_str();

@@ -163,8 +163,6 @@ void check_fine_tune_options(const FineTuneOptions& o) {
   ES_CHECK(o.epochs >= 1, "fit: --fine-tune-epochs is {}, must be >= 1", o.epochs);
   ES_CHECK(std::isfinite(o.anchor) && o.anchor >= 0,
            "fit: --fine-tune-anchor is {}, must be finite and >= 0", o.anchor);
-  ES_CHECK(!std::isnan(o.min_gain) && o.min_gain < 1,
-           "fit: the fine-tune's minimum gain is {}, must be < 1", o.min_gain);
 }
 
 FitFiles measure_fit_data(const FitMeasureOptions& o, double fit_share, Reporter& reporter) {

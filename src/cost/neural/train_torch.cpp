@@ -318,11 +318,10 @@ FitOutcome train_comm_net(const CommRows& train, const CommRows& val, bool forwa
 
 }  // namespace
 
-bool fine_tune_fitted_model(FitResult& r, const FineTuneOptions& o, Reporter& reporter) {
+void fine_tune_fitted_model(FitResult& r, const FineTuneOptions& o, Reporter& reporter) {
   check_fine_tune_options(o);
   NeuralModel& model = r.model;
   ComputeNet& net = model.compute;
-  const ComputeNet plane_net = net;
   const int nf = static_cast<int>(compute_feature_names().size());
   // The fit records through the model's own path: features at the network's
   // batch, normalised as trained; the target is what the head must output
@@ -368,26 +367,18 @@ bool fine_tune_fitted_model(FitResult& r, const FineTuneOptions& o, Reporter& re
   }
   net.table = export_mlp(table);
   net.head = export_mlp(head);
-  const AccuracyFigures tuned = test_accuracy(model, r.data, r.test_idx);
-  const bool kept = o.min_gain < 0 || tuned.mape_pct <= (1 - o.min_gain) * r.plane.mape_pct;
-  if (!kept) net = plane_net;
-  r.after = kept ? tuned : r.plane;
+  r.after = test_accuracy(model, r.data, r.test_idx);
   model.info["fitted"]["fine_tune"] = {{"epochs", o.epochs},
                                        {"learning_rate", kFineTuneLearningRate},
                                        {"anchor", o.anchor},
-                                       {"min_gain", o.min_gain},
-                                       {"kept", kept},
                                        {"fit_loss_first", loss_first},
                                        {"fit_loss_last", loss_last},
-                                       {"test_mape_plane_pct", r.plane.mape_pct},
-                                       {"test_mape_tuned_pct", tuned.mape_pct}};
+                                       {"test_mape_plane_pct", r.plane.mape_pct}};
   model.info["fitted"]["test_mape_after_pct"] = r.after.mape_pct;
-  reporter.note(fmt::format(
-      "fit: fine-tuned the networks on {} records ({} epochs, fit loss {:.5f} -> {:.5f}); test "
-      "MAPE {:.2f}% after the plane -> {:.2f}%: {}",
-      all.size(), o.epochs, loss_first, loss_last, r.plane.mape_pct, tuned.mape_pct,
-      kept ? "kept" : fmt::format("not {:.0f}% better, the plane's model kept", 100 * o.min_gain)));
-  return kept;
+  reporter.note(fmt::format("fit: fine-tuned the networks on {} records ({} epochs, fit loss "
+                            "{:.5f} -> {:.5f}); test MAPE {:.2f}% after the plane -> {:.2f}%",
+                            all.size(), o.epochs, loss_first, loss_last, r.plane.mape_pct,
+                            r.after.mape_pct));
 }
 
 TrainResult train_neural_model(const TrainOptions& o) {

@@ -3,8 +3,8 @@
 // plane in log space, log ms' = a + b log ms + c log(batch / b0) (a
 // per-machine scale, sensitivity to the shard's size, and to the batch),
 // folded into the network's output normalisation and batch correction, so
-// the fitted model is an ordinary model directory; then, where it pays on
-// records the fit did not train on, the networks are fine-tuned.
+// the fitted model is an ordinary model directory; then the networks are
+// fine-tuned on the same shards.
 #pragma once
 
 #include <cstdint>
@@ -24,9 +24,9 @@ class Reporter;
 struct FitOptions {
   std::string model_dir;                 // the pre-trained model
   std::vector<std::string> data_paths;   // bench compute files measured on the new machine
-  // Files that only judge the fit: pools whose tables it never saw, so that
-  // the fine-tune is kept only where it generalizes. Without them a seeded
-  // share of data_paths' records judges (tables shared with the fitted ones).
+  // Files that only judge the fit: pools whose tables it never saw. Without
+  // them a seeded share of data_paths' records judges (tables shared with
+  // the fitted ones, so the fine-tune looks better than it generalizes).
   std::vector<std::string> test_paths;
   double fit_share = 0.6;                // records fitted on; the rest judge the fit
   uint64_t seed = 0;                     // which records go where
@@ -73,21 +73,16 @@ AccuracyFigures test_accuracy(const NeuralModel& model, const ComputeData& data,
 // After the plane: the whole network (per-table and head) trained further on
 // the fit records, from the pre-trained weights with an L2 pull back to them,
 // full-batch Adam for `epochs`: for a machine that ranks shards differently
-// from the training one, which no plane follows. The fine-tuned networks are
-// kept only if they lower the test records' MAPE by at least `min_gain` (a
-// share of the plane's; negative: always kept); else the plane's model stays,
-// as on the training machine, where fine-tuning overfits (docs/cost_models.md).
-// Re-judges `after` on the test records; returns whether the fine-tuned
-// networks were kept. Defined in train_torch.cpp (needs EMBSHARD_WITH_TORCH).
+// from the training one, which no plane follows. Re-judges `after` on the
+// test records. Defined in train_torch.cpp (needs EMBSHARD_WITH_TORCH).
 struct FineTuneOptions {
   int epochs = 300;
-  double anchor = 1e-2;    // weight of sum (w - w0)^2 in the loss
-  double min_gain = 0.1;   // kept if test MAPE <= (1 - min_gain) x the plane's
+  double anchor = 1e-2;  // weight of sum (w - w0)^2 in the loss
 };
-bool fine_tune_fitted_model(FitResult& result, const FineTuneOptions& options,
+void fine_tune_fitted_model(FitResult& result, const FineTuneOptions& options,
                             Reporter& reporter);
-// Error naming the flag for epochs < 1 or an anchor < 0 or not finite, and
-// for a min_gain >= 1 or NaN (before any shard is measured).
+// Error naming the flag for epochs < 1 or an anchor < 0 or not finite
+// (before any shard is measured).
 void check_fine_tune_options(const FineTuneOptions& options);
 
 }  // namespace embshard
