@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "cost/cost_test_util.h"
 #include "embshard/cost/neural/fit.h"
@@ -116,6 +117,85 @@ TEST(Fit, MeasuresAPoolToFitAndAnotherToJudge) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("to judge"), std::string::npos) << e.what();
+  }
+}
+
+// "Another machine's" exchanges: the network's part of the backward 2x the
+// shipped model's to the power 1.1, of the forward 0.5x to the power 0.9,
+// past the same wait.
+void write_machine_comm(const std::string& path, const NeuralModel& m, int devices, int samples,
+                        uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  RecordFile out(path,
+                 {{"format", "embshard-comm-costs"},
+                  {"version", 1},
+                  {"num_devices", devices},
+                  {"batch", m.comm_batch_size},
+                  {"machine", {{"cpu", "synthetic"}}}},
+                 {});
+  for (int s = 0; s < samples; ++s) {
+    std::vector<double> dims(devices), delays(devices), pf(devices), pb(devices);
+    for (int d = 0; d < devices; ++d) {
+      dims[d] = std::floor(16 + 600 * u(rng));
+      delays[d] = s % 2 ? 2 * u(rng) : 0;
+    }
+    predict_comm_ms(m, dims, delays, pf, pb, m.comm_batch_size);
+    std::vector<double> fwd(devices), bwd(devices);
+    for (int d = 0; d < devices; ++d) {
+      const double wait = comm_wait_ms(delays, d);
+      fwd[d] = wait + 0.5 * std::pow(pf[d] - wait, 0.9);
+      bwd[d] = 2 * std::pow(pb[d], 1.1);
+    }
+    out.append({{"sample", s},
+                {"dim_sums", dims},
+                {"delays_ms", delays},
+                {"fwd_ms", fwd},
+                {"bwd_ms", bwd},
+                {"num_tables", std::vector<int>(devices, 1)}});
+  }
+}
+
+TEST(Fit, CommRecoversAKnownDistortion) {
+  testing::ScratchDir dir("fit_comm");
+  FitOptions o;
+  o.model_dir = shipped_models_dir() + "/neural";
+  NeuralModel m = load_neural_model(o.model_dir);
+  const NeuralModel shipped = m;
+  write_machine_comm(dir.file("c4.jsonl"), shipped, 4, 30, 7);
+  write_machine_comm(dir.file("c2.jsonl"), shipped, 2, 30, 8);
+  const CommFitResult r = fit_comm_model(m, {dir.file("c4.jsonl"), dir.file("c2.jsonl")}, o,
+                                         silent_reporter());
+  EXPECT_EQ(r.fit_records + r.test_records, 60);
+  EXPECT_NEAR(r.bwd_power, 1.1, 1e-3);
+  EXPECT_NEAR(r.bwd_log_scale, std::log(2.0), 1e-3);
+  EXPECT_NEAR(r.fwd_power, 0.9, 1e-3);
+  EXPECT_NEAR(r.fwd_log_scale, std::log(0.5), 1e-3);
+  EXPECT_GT(r.before.mape_pct, 20);
+  EXPECT_LT(r.after.mape_pct, 0.1);
+  EXPECT_EQ(m.info["fitted"]["comm"]["fit_placements"], r.fit_records);
+  // Compute untouched; saved and loaded, the fitted comm networks predict.
+  EXPECT_EQ(m.compute.target_mean, shipped.compute.target_mean);
+  save_neural_model(m, dir.file("fitted"));
+  const NeuralModel back = load_neural_model(dir.file("fitted"));
+  const std::vector<double> dims = {100, 300, 50, 500}, delays = {0, 0, 0, 0};
+  std::vector<double> f(4), b(4), sf(4), sb(4);
+  predict_comm_ms(back, dims, delays, f, b, shipped.comm_batch_size);
+  predict_comm_ms(shipped, dims, delays, sf, sb, shipped.comm_batch_size);
+  for (int d = 0; d < 4; ++d) {
+    EXPECT_NEAR(b[d], 2 * std::pow(sb[d], 1.1), 1e-4 * b[d]);
+    EXPECT_NEAR(f[d], 0.5 * std::pow(sf[d], 0.9), 1e-4 * f[d]);
+  }
+  // A model without comm networks, and too few placements: errors.
+  NeuralModel no_comm = shipped;
+  no_comm.has_comm = false;
+  EXPECT_THROW(fit_comm_model(no_comm, {dir.file("c4.jsonl")}, o, silent_reporter()), Error);
+  write_machine_comm(dir.file("few.jsonl"), shipped, 4, 8, 9);
+  try {
+    fit_comm_model(m, {dir.file("few.jsonl")}, o, silent_reporter());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at least 10"), std::string::npos) << e.what();
   }
 }
 

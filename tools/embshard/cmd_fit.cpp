@@ -22,6 +22,7 @@ struct FitArgs {
   FitMeasureOptions measure;
   FineTuneOptions fine_tune;
   std::string tune = "on";  // on | off
+  std::vector<std::string> comm_paths;
   std::string out_dir;
 };
 
@@ -30,6 +31,9 @@ void run_fit(FitArgs& a) {
   if (a.tune == "on") check_fine_tune_options(a.fine_tune);
   ES_CHECK(a.fit.test_paths.empty() || !a.fit.data_paths.empty(),
            "fit: --test-data needs --data (without it, fit measures pools to judge by itself)");
+  for (const std::string& path : a.comm_paths) {  // before minutes of measuring
+    ES_CHECK(std::filesystem::is_regular_file(path), "fit: --comm-data {}: no such file", path);
+  }
   std::filesystem::create_directories(a.out_dir);
   if (a.fit.data_paths.empty()) {
     a.measure.dir = (std::filesystem::path(a.out_dir) / "fit_data").string();
@@ -47,6 +51,8 @@ void run_fit(FitArgs& a) {
                            "fine-tune)");
 #endif
   }
+  CommFitResult comm;
+  if (!a.comm_paths.empty()) comm = fit_comm_model(r.model, a.comm_paths, a.fit, stderr_reporter());
   save_neural_model(r.model, a.out_dir);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -55,13 +61,21 @@ void run_fit(FitArgs& a) {
              "on {} records it never saw{}: MAPE {:.2f}% -> {:.2f}%, p90 APE {:.2f}% -> {:.2f}%, "
              "Kendall tau {:.3f} -> {:.3f}, median error {:+.1f}% -> {:+.1f}%\n",
              a.fit.model_dir, r.log_scale, r.power, r.batch_power, r.model.batch_size,
-             r.fit_records, r.test_records,
-             a.fit.test_paths.empty() ? "" : " (pools it never saw)", r.before.mape_pct, r.after.mape_pct, r.before.p90_ape_pct, r.after.p90_ape_pct,
+             r.fit_records, r.test_records, a.fit.test_paths.empty() ? "" : " (other pools)",
+             r.before.mape_pct, r.after.mape_pct, r.before.p90_ape_pct, r.after.p90_ape_pct,
              r.before.kendall_tau, r.after.kendall_tau, r.before.median_error_pct,
              r.after.median_error_pct);
   if (r.model.info["fitted"].contains("fine_tune")) {
-    fmt::print("of which the plane: MAPE {:.2f}%, the fine-tune after it: {:.2f}%\n",
+    fmt::print("on those records the plane alone: MAPE {:.2f}%; fine-tuned after it: {:.2f}%\n",
                r.plane.mape_pct, r.after.mape_pct);
+  }
+  if (!a.comm_paths.empty()) {
+    fmt::print("communication: log ms' = {:.4f} + {:.4f} log ms (forward), {:.4f} + {:.4f} log ms "
+               "(backward) ({} placements fitted); on {} placements it never saw: MAPE {:.2f}% "
+               "-> {:.2f}%, median error {:+.1f}% -> {:+.1f}%\n",
+               comm.fwd_log_scale, comm.fwd_power, comm.bwd_log_scale, comm.bwd_power,
+               comm.fit_records, comm.test_records, comm.before.mape_pct, comm.after.mape_pct,
+               comm.before.median_error_pct, comm.after.median_error_pct);
   }
   fmt::print("wrote {} in {:.0f} s\n", a.out_dir, seconds);
 }
@@ -88,6 +102,9 @@ void add_fit_command(CLI::App& app) {
   cmd->add_option("--test-data", a->fit.test_paths,
                   "Bench compute files of other pools measured here, which only judge the fit "
                   "(default with --data: a share of its records)");
+  cmd->add_option("--comm-data", a->comm_paths,
+                  "Bench comm files measured here (under mpirun): the communication networks "
+                  "are fitted too");
   cmd->add_option("--samples", b.samples,
                   "Shards to measure, spread over small pools of every profile and batch")
       ->capture_default_str();

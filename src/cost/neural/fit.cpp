@@ -5,6 +5,8 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <span>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -39,6 +41,14 @@ bool solve3(double m[3][4], double x[3]) {
   }
   for (int c = 0; c < 3; ++c) x[c] = m[c][3] / m[c][c];
   return true;
+}
+
+// Least squares of y on x, y = a + b x, from the sums over n points; b = 1
+// when x does not vary.
+std::pair<double, double> line_fit(double n, double sx, double sxx, double sy, double sxy) {
+  const double var = sxx / n - (sx / n) * (sx / n);
+  const double b = var > 1e-6 ? (sxy / n - (sx / n) * (sy / n)) / var : 1.0;
+  return {sy / n - b * sx / n, b};
 }
 
 }  // namespace
@@ -113,11 +123,8 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
   // One batch, or one size of shard, leaves a column without information:
   // fall back to fewer terms rather than fit noise.
   if (!solve3(m, x)) {
-    const double n = m[0][0], sx = m[0][1], sxx = m[1][1], sy = m[0][3], sxy = m[1][3];
-    const double var = sxx / n - (sx / n) * (sx / n);
-    x[1] = var > 1e-6 ? (sxy / n - (sx / n) * (sy / n)) / var : 1.0;
+    std::tie(x[0], x[1]) = line_fit(m[0][0], m[0][1], m[1][1], m[0][3], m[1][3]);
     x[2] = 0;
-    x[0] = sy / n - x[1] * sx / n;
   }
   r.power = std::clamp(x[1], 0.5, 2.0);
   r.batch_power = std::clamp(x[2], -1.0, 1.0);
@@ -156,6 +163,101 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
                             r.fit_records, r.before.mape_pct,
                             r.after.mape_pct, r.test_records));
   r.data = std::move(data);
+  return r;
+}
+
+CommFitResult fit_comm_model(NeuralModel& model, const std::vector<std::string>& paths,
+                             const FitOptions& o, Reporter& reporter) {
+  ES_CHECK(model.has_comm, "fit: --comm-data given, but {} has no communication networks",
+           o.model_dir);
+  LoadOptions lo;
+  lo.raw = o.raw;
+  std::vector<CommData> files;
+  std::vector<std::pair<int, int>> placements;  // (file, record)
+  for (const std::string& path : paths) {
+    files.push_back(load_comm_data(path, lo));
+    report_problems(path, files.back().problems, reporter);
+    for (size_t r = 0; r < files.back().records.size(); ++r) {
+      placements.emplace_back(static_cast<int>(files.size() - 1), static_cast<int>(r));
+    }
+  }
+  std::mt19937_64 rng(o.seed ^ 0xc0ULL);
+  std::shuffle(placements.begin(), placements.end(), rng);
+  CommFitResult r;
+  r.fit_records = static_cast<int>(std::llround(o.fit_share * placements.size()));
+  r.test_records = static_cast<int>(placements.size()) - r.fit_records;
+  ES_CHECK(r.fit_records >= 10 && r.test_records >= 5,
+           "fit: {} placements give {} to fit on and {} to judge the fit; need at least 10 and 5",
+           placements.size(), r.fit_records, r.test_records);
+  // Every device of every placement: the network's part predicted and measured.
+  const auto predict = [&](const NeuralModel& m, std::span<const std::pair<int, int>> items,
+                           std::vector<double>& fwd, std::vector<double>& bwd,
+                           std::vector<double>& fwd_ms, std::vector<double>& bwd_ms,
+                           std::vector<double>& wait) {
+    for (const auto& [f, i] : items) {
+      const CommRecord& rec = files[f].records[i];
+      const size_t n = rec.dim_sums.size();
+      std::vector<double> pf(n), pb(n);
+      predict_comm_ms(m, rec.dim_sums, rec.delays_ms, pf, pb, files[f].batch_size);
+      for (size_t d = 0; d < n; ++d) {
+        wait.push_back(comm_wait_ms(rec.delays_ms, d));
+        fwd.push_back(pf[d]);
+        bwd.push_back(pb[d]);
+        fwd_ms.push_back(rec.fwd_ms[d]);
+        bwd_ms.push_back(rec.bwd_ms[d]);
+      }
+    }
+  };
+  const std::span<const std::pair<int, int>> fit_items(placements.data(), r.fit_records);
+  const std::span<const std::pair<int, int>> test_items(placements.data() + r.fit_records,
+                                                        r.test_records);
+  std::vector<double> pf, pb, mf, mb, wait;
+  predict(model, fit_items, pf, pb, mf, mb, wait);
+  // log measured on log predicted, the network's part of each direction (a
+  // forward measured no longer than its wait says nothing of the network).
+  const auto plane = [&](bool forward, CommNet& net, double& log_scale, double& power) {
+    double n = 0, sx = 0, sxx = 0, sy = 0, sxy = 0;
+    for (size_t k = 0; k < pf.size(); ++k) {
+      const double w = forward ? wait[k] : 0;
+      const double p = (forward ? pf[k] : pb[k]) - w, m = (forward ? mf[k] : mb[k]) - w;
+      if (p <= 0 || m <= 0.05 * p) continue;
+      const double x = std::log(p), y = std::log(m);
+      n += 1, sx += x, sxx += x * x, sy += y, sxy += x * y;
+    }
+    ES_CHECK(n >= 10, "fit: {} of the comm data's device costs measure the {} network; need 10",
+             n, forward ? "forward" : "backward");
+    std::tie(log_scale, power) = line_fit(n, sx, sxx, sy, sxy);
+    power = std::clamp(power, 0.5, 2.0);
+    net.target_mean = log_scale + power * net.target_mean;
+    net.target_std = power * net.target_std;
+  };
+  const auto judge = [&](const NeuralModel& m) {
+    std::vector<double> f, b, xf, xb, w;
+    predict(m, test_items, f, b, xf, xb, w);
+    f.insert(f.end(), b.begin(), b.end());
+    xf.insert(xf.end(), xb.begin(), xb.end());
+    return accuracy(f, xf);
+  };
+  r.before = judge(model);
+  plane(true, model.comm_fwd, r.fwd_log_scale, r.fwd_power);
+  plane(false, model.comm_bwd, r.bwd_log_scale, r.bwd_power);
+  r.after = judge(model);
+  std::string data;
+  for (const CommData& f : files) data += (data.empty() ? "" : ",") + f.path;
+  model.info["fitted"]["comm"] = {{"data", data},
+                                  {"fwd_log_scale", r.fwd_log_scale},
+                                  {"fwd_power", r.fwd_power},
+                                  {"bwd_log_scale", r.bwd_log_scale},
+                                  {"bwd_power", r.bwd_power},
+                                  {"fit_placements", r.fit_records},
+                                  {"test_placements", r.test_records},
+                                  {"test_mape_before_pct", r.before.mape_pct},
+                                  {"test_mape_after_pct", r.after.mape_pct}};
+  reporter.note(fmt::format("fit: comm log ms' = {:.4f} + {:.4f} log ms (forward), {:.4f} + "
+                            "{:.4f} log ms (backward) over {} placements; test MAPE {:.2f}% -> "
+                            "{:.2f}% ({} placements)",
+                            r.fwd_log_scale, r.fwd_power, r.bwd_log_scale, r.bwd_power,
+                            r.fit_records, r.before.mape_pct, r.after.mape_pct, r.test_records));
   return r;
 }
 

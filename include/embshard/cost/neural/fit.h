@@ -66,6 +66,22 @@ struct FitResult {
 // the rest. Error with fewer than 10 records to fit on or 5 to judge.
 FitResult fit_neural_model(const FitOptions& options, Reporter& reporter);
 
+// The communication networks fitted to exchanges measured here (bench comm
+// files, under mpirun): per direction, log ms' = a + b log ms on the
+// network's part of the cost (forward: past the wait for the last device's
+// start), by least squares over a seeded fit_share of the placements; the
+// other placements judge, every device's forward and backward. Folded into
+// the networks' output normalisation (exact at the batches the comm data of
+// the model covered). Error for a model without comm networks, or with fewer
+// than 10 placements to fit on or 5 to judge.
+struct CommFitResult {
+  double fwd_log_scale = 0, fwd_power = 1, bwd_log_scale = 0, bwd_power = 1;
+  int fit_records = 0, test_records = 0;  // placements
+  AccuracyFigures before, after;          // both directions, every device of the test placements
+};
+CommFitResult fit_comm_model(NeuralModel& model, const std::vector<std::string>& paths,
+                             const FitOptions& options, Reporter& reporter);
+
 // The model's accuracy on the given records of `data` (fit's test records).
 AccuracyFigures test_accuracy(const NeuralModel& model, const ComputeData& data,
                               std::span<const size_t> records);
