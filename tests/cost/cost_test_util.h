@@ -116,6 +116,19 @@ inline void write_synth_compute(const std::string& path, int samples, uint64_t s
   }
 }
 
+// One `bench comm` record: a placement's dim sums and delays, and what each
+// device's forward and backward took.
+inline void append_comm_record(RecordFile& out, int sample, const std::vector<double>& dims,
+                               const std::vector<double>& delays, const std::vector<double>& fwd,
+                               const std::vector<double>& bwd) {
+  out.append({{"sample", sample},
+              {"dim_sums", dims},
+              {"delays_ms", delays},
+              {"fwd_ms", fwd},
+              {"bwd_ms", bwd},
+              {"num_tables", std::vector<int>(dims.size(), 1)}});
+}
+
 // Known comm costs: latency + bytes / bandwidth for bwd; fwd adds the wait for
 // the slowest device.
 inline void write_synth_comm(const std::string& path, int devices, int samples, uint64_t seed) {
@@ -144,12 +157,7 @@ inline void write_synth_comm(const std::string& path, int devices, int samples, 
       bwd[d] = 0.05 + 0.2 * mb;
       fwd[d] = bwd[d] + (max_delay - delays[d]);
     }
-    out.append({{"sample", s},
-                {"dim_sums", dims},
-                {"delays_ms", delays},
-                {"fwd_ms", fwd},
-                {"bwd_ms", bwd},
-                {"num_tables", std::vector<int>(devices, 1)}});
+    append_comm_record(out, s, dims, delays, fwd, bwd);
   }
 }
 

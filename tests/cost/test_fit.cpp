@@ -147,12 +147,7 @@ void write_machine_comm(const std::string& path, const NeuralModel& m, int devic
       fwd[d] = wait + 0.5 * std::pow(pf[d] - wait, 0.9);
       bwd[d] = 2 * std::pow(pb[d], 1.1);
     }
-    out.append({{"sample", s},
-                {"dim_sums", dims},
-                {"delays_ms", delays},
-                {"fwd_ms", fwd},
-                {"bwd_ms", bwd},
-                {"num_tables", std::vector<int>(devices, 1)}});
+    testing::append_comm_record(out, s, dims, delays, fwd, bwd);
   }
 }
 
