@@ -159,8 +159,9 @@ TEST(Fit, CommRecoversAKnownDistortion) {
   const NeuralModel shipped = m;
   write_machine_comm(dir.file("c4.jsonl"), shipped, 4, 30, 7);
   write_machine_comm(dir.file("c2.jsonl"), shipped, 2, 30, 8);
-  const CommFitResult r = fit_comm_model(m, {dir.file("c4.jsonl"), dir.file("c2.jsonl")}, o,
-                                         silent_reporter());
+  const CommFitResult r = fit_comm_model(
+      m, {load_comm_data(dir.file("c4.jsonl")), load_comm_data(dir.file("c2.jsonl"))}, o,
+      silent_reporter());
   EXPECT_EQ(r.fit_records + r.test_records, 60);
   EXPECT_NEAR(r.bwd_power, 1.1, 1e-3);
   EXPECT_NEAR(r.bwd_log_scale, std::log(2.0), 1e-3);
@@ -184,10 +185,12 @@ TEST(Fit, CommRecoversAKnownDistortion) {
   // A model without comm networks, and too few placements: errors.
   NeuralModel no_comm = shipped;
   no_comm.has_comm = false;
-  EXPECT_THROW(fit_comm_model(no_comm, {dir.file("c4.jsonl")}, o, silent_reporter()), Error);
+  EXPECT_THROW(fit_comm_model(no_comm, {load_comm_data(dir.file("c4.jsonl"))}, o,
+                              silent_reporter()),
+               Error);
   write_machine_comm(dir.file("few.jsonl"), shipped, 4, 8, 9);
   try {
-    fit_comm_model(m, {dir.file("few.jsonl")}, o, silent_reporter());
+    fit_comm_model(m, {load_comm_data(dir.file("few.jsonl"))}, o, silent_reporter());
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("at least 10"), std::string::npos) << e.what();

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "embshard/bench/compute.h"
+#include "embshard/cost/cost_data.h"
 #include "embshard/cost/neural/fit.h"
 #include "embshard/kernel/executor.h"
 #include "embshard/util/error.h"
@@ -31,10 +32,14 @@ void run_fit(FitArgs& a) {
   if (a.tune == "on") check_fine_tune_options(a.fine_tune);
   ES_CHECK(a.fit.test_paths.empty() || !a.fit.data_paths.empty(),
            "fit: --test-data needs --data (without it, fit measures pools to judge by itself)");
-  for (const std::string& path : a.comm_paths) {  // before minutes of measuring
+  std::vector<CommData> comm_files;  // read before minutes of measuring
+  for (const std::string& path : a.comm_paths) {
     ES_CHECK(std::filesystem::is_regular_file(path), "fit: --comm-data {}: no such file", path);
+    LoadOptions lo;
+    lo.raw = a.fit.raw;
+    comm_files.push_back(load_comm_data(path, lo));
+    report_problems(path, comm_files.back().problems, stderr_reporter());
   }
-  std::filesystem::create_directories(a.out_dir);
   if (a.fit.data_paths.empty()) {
     a.measure.dir = (std::filesystem::path(a.out_dir) / "fit_data").string();
     std::filesystem::create_directories(a.measure.dir);
@@ -52,7 +57,7 @@ void run_fit(FitArgs& a) {
 #endif
   }
   CommFitResult comm;
-  if (!a.comm_paths.empty()) comm = fit_comm_model(r.model, a.comm_paths, a.fit, stderr_reporter());
+  if (!comm_files.empty()) comm = fit_comm_model(r.model, comm_files, a.fit, stderr_reporter());
   save_neural_model(r.model, a.out_dir);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -69,7 +74,7 @@ void run_fit(FitArgs& a) {
     fmt::print("on those records the plane alone: MAPE {:.2f}%; fine-tuned after it: {:.2f}%\n",
                r.plane.mape_pct, r.after.mape_pct);
   }
-  if (!a.comm_paths.empty()) {
+  if (!comm_files.empty()) {
     fmt::print("communication: log ms' = {:.4f} + {:.4f} log ms (forward), {:.4f} + {:.4f} log ms "
                "(backward) ({} placements fitted); on {} placements it never saw: MAPE {:.2f}% "
                "-> {:.2f}%, median error {:+.1f}% -> {:+.1f}%\n",

@@ -166,19 +166,14 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
   return r;
 }
 
-CommFitResult fit_comm_model(NeuralModel& model, const std::vector<std::string>& paths,
+CommFitResult fit_comm_model(NeuralModel& model, const std::vector<CommData>& files,
                              const FitOptions& o, Reporter& reporter) {
   ES_CHECK(model.has_comm, "fit: --comm-data given, but {} has no communication networks",
            o.model_dir);
-  LoadOptions lo;
-  lo.raw = o.raw;
-  std::vector<CommData> files;
   std::vector<std::pair<int, int>> placements;  // (file, record)
-  for (const std::string& path : paths) {
-    files.push_back(load_comm_data(path, lo));
-    report_problems(path, files.back().problems, reporter);
-    for (size_t r = 0; r < files.back().records.size(); ++r) {
-      placements.emplace_back(static_cast<int>(files.size() - 1), static_cast<int>(r));
+  for (size_t f = 0; f < files.size(); ++f) {
+    for (size_t r = 0; r < files[f].records.size(); ++r) {
+      placements.emplace_back(static_cast<int>(f), static_cast<int>(r));
     }
   }
   std::mt19937_64 rng(o.seed ^ 0xc0ULL);
@@ -189,37 +184,38 @@ CommFitResult fit_comm_model(NeuralModel& model, const std::vector<std::string>&
   ES_CHECK(r.fit_records >= 10 && r.test_records >= 5,
            "fit: {} placements give {} to fit on and {} to judge the fit; need at least 10 and 5",
            placements.size(), r.fit_records, r.test_records);
-  // Every device of every placement: the network's part predicted and measured.
-  const auto predict = [&](const NeuralModel& m, std::span<const std::pair<int, int>> items,
-                           std::vector<double>& fwd, std::vector<double>& bwd,
-                           std::vector<double>& fwd_ms, std::vector<double>& bwd_ms,
-                           std::vector<double>& wait) {
+  // Every device of the given placements: predicted and measured, and the
+  // forward's wait for the last device's start.
+  struct DeviceCosts {
+    std::vector<double> pf, pb, mf, mb, wait;
+  };
+  const auto costs_of = [&](std::span<const std::pair<int, int>> items) {
+    DeviceCosts c;
     for (const auto& [f, i] : items) {
       const CommRecord& rec = files[f].records[i];
       const size_t n = rec.dim_sums.size();
       std::vector<double> pf(n), pb(n);
-      predict_comm_ms(m, rec.dim_sums, rec.delays_ms, pf, pb, files[f].batch_size);
-      for (size_t d = 0; d < n; ++d) {
-        wait.push_back(comm_wait_ms(rec.delays_ms, d));
-        fwd.push_back(pf[d]);
-        bwd.push_back(pb[d]);
-        fwd_ms.push_back(rec.fwd_ms[d]);
-        bwd_ms.push_back(rec.bwd_ms[d]);
-      }
+      predict_comm_ms(model, rec.dim_sums, rec.delays_ms, pf, pb, files[f].batch_size);
+      for (size_t d = 0; d < n; ++d) c.wait.push_back(comm_wait_ms(rec.delays_ms, d));
+      c.pf.insert(c.pf.end(), pf.begin(), pf.end());
+      c.pb.insert(c.pb.end(), pb.begin(), pb.end());
+      c.mf.insert(c.mf.end(), rec.fwd_ms.begin(), rec.fwd_ms.end());
+      c.mb.insert(c.mb.end(), rec.bwd_ms.begin(), rec.bwd_ms.end());
     }
+    return c;
   };
   const std::span<const std::pair<int, int>> fit_items(placements.data(), r.fit_records);
   const std::span<const std::pair<int, int>> test_items(placements.data() + r.fit_records,
                                                         r.test_records);
-  std::vector<double> pf, pb, mf, mb, wait;
-  predict(model, fit_items, pf, pb, mf, mb, wait);
+  const DeviceCosts fit = costs_of(fit_items);
   // log measured on log predicted, the network's part of each direction (a
   // forward measured no longer than its wait says nothing of the network).
   const auto plane = [&](bool forward, CommNet& net, double& log_scale, double& power) {
+    const std::vector<double>& pred = forward ? fit.pf : fit.pb;
+    const std::vector<double>& meas = forward ? fit.mf : fit.mb;
     double n = 0, sx = 0, sxx = 0, sy = 0, sxy = 0;
-    for (size_t k = 0; k < pf.size(); ++k) {
-      const double w = forward ? wait[k] : 0;
-      const double p = (forward ? pf[k] : pb[k]) - w, m = (forward ? mf[k] : mb[k]) - w;
+    for (size_t k = 0; k < pred.size(); ++k) {
+      const double w = forward ? fit.wait[k] : 0, p = pred[k] - w, m = meas[k] - w;
       if (p <= 0 || m <= 0.05 * p) continue;
       const double x = std::log(p), y = std::log(m);
       n += 1, sx += x, sxx += x * x, sy += y, sxy += x * y;
@@ -231,17 +227,16 @@ CommFitResult fit_comm_model(NeuralModel& model, const std::vector<std::string>&
     net.target_mean = log_scale + power * net.target_mean;
     net.target_std = power * net.target_std;
   };
-  const auto judge = [&](const NeuralModel& m) {
-    std::vector<double> f, b, xf, xb, w;
-    predict(m, test_items, f, b, xf, xb, w);
-    f.insert(f.end(), b.begin(), b.end());
-    xf.insert(xf.end(), xb.begin(), xb.end());
-    return accuracy(f, xf);
+  const auto judge = [&] {  // both directions, every device
+    DeviceCosts c = costs_of(test_items);
+    c.pf.insert(c.pf.end(), c.pb.begin(), c.pb.end());
+    c.mf.insert(c.mf.end(), c.mb.begin(), c.mb.end());
+    return accuracy(c.pf, c.mf);
   };
-  r.before = judge(model);
+  r.before = judge();
   plane(true, model.comm_fwd, r.fwd_log_scale, r.fwd_power);
   plane(false, model.comm_bwd, r.bwd_log_scale, r.bwd_power);
-  r.after = judge(model);
+  r.after = judge();
   std::string data;
   for (const CommData& f : files) data += (data.empty() ? "" : ",") + f.path;
   model.info["fitted"]["comm"] = {{"data", data},

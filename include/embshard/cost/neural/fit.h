@@ -67,7 +67,7 @@ struct FitResult {
 FitResult fit_neural_model(const FitOptions& options, Reporter& reporter);
 
 // The communication networks fitted to exchanges measured here (bench comm
-// files, under mpirun): per direction, log ms' = a + b log ms on the
+// files, under mpirun, loaded with load_comm_data): per direction, log ms' = a + b log ms on the
 // network's part of the cost (forward: past the wait for the last device's
 // start), by least squares over a seeded fit_share of the placements; the
 // other placements judge, every device's forward and backward. Folded into
@@ -79,7 +79,7 @@ struct CommFitResult {
   int fit_records = 0, test_records = 0;  // placements
   AccuracyFigures before, after;          // both directions, every device of the test placements
 };
-CommFitResult fit_comm_model(NeuralModel& model, const std::vector<std::string>& paths,
+CommFitResult fit_comm_model(NeuralModel& model, const std::vector<CommData>& files,
                              const FitOptions& options, Reporter& reporter);
 
 // The model's accuracy on the given records of `data` (fit's test records).
