@@ -30,7 +30,7 @@ struct Lines {
 // Splits a file into its header and parsed records; lines that are not a JSON
 // object (a torn last line included) become problems.
 Lines read_lines(const std::string& path) {
-  const std::string text = read_file(path);
+  const std::string text = read_file_gunzip(path);
   Lines out;
   size_t begin = 0;
   int64_t line = 0;

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <zlib.h>
+
 #include "embshard/util/error.h"
 
 namespace embshard {
@@ -54,6 +56,51 @@ std::string read_file(const std::string& path) {
   buffer << in.rdbuf();
   ES_CHECK(!in.bad(), "cannot read '{}'", path);
   return buffer.str();
+}
+
+bool is_gzip(const std::string& bytes) {
+  return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+         static_cast<unsigned char>(bytes[1]) == 0x8b;
+}
+
+std::string read_file_gunzip(const std::string& path) {
+  std::string packed = read_file(path);
+  if (!is_gzip(packed)) return packed;
+  // Far past any record file; a bound so that a corrupted or hostile stream
+  // ends in an error, not in all of memory.
+  constexpr uint64_t kMaxBytes = uint64_t{4} << 30;
+  z_stream z{};
+  // 15 + 16: a gzip wrapper, the largest window.
+  ES_CHECK(inflateInit2(&z, 15 + 16) == Z_OK, "'{}': cannot start gunzip", path);
+  z.next_in = reinterpret_cast<Bytef*>(packed.data());
+  z.avail_in = static_cast<uInt>(packed.size());
+  ES_CHECK(packed.size() == z.avail_in, "'{}': {} bytes of gzip, past zlib's 4 GiB input", path,
+           packed.size());
+  std::string out;
+  char chunk[1 << 16];
+  int rc = Z_OK;
+  while (true) {
+    z.next_out = reinterpret_cast<Bytef*>(chunk);
+    z.avail_out = sizeof(chunk);
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.append(chunk, sizeof(chunk) - z.avail_out);
+    if (rc == Z_STREAM_END) {
+      // gzip allows members one after another (cat a.gz b.gz).
+      if (z.avail_in == 0) break;
+      if (inflateReset(&z) != Z_OK) break;
+      continue;
+    }
+    if (rc != Z_OK || out.size() > kMaxBytes) break;
+    if (z.avail_in == 0 && z.avail_out != 0) break;  // input ends inside a member
+  }
+  const std::string why = z.msg != nullptr ? z.msg : "";
+  inflateEnd(&z);
+  ES_CHECK(out.size() <= kMaxBytes, "'{}': gzip content past {} GiB: not a record file", path,
+           kMaxBytes >> 30);
+  ES_CHECK(rc == Z_STREAM_END, "'{}': {} gzip stream after {} uncompressed bytes{}", path,
+           rc == Z_OK || rc == Z_BUF_ERROR ? "truncated" : "corrupted", out.size(),
+           why.empty() ? "" : ": " + why);
+  return out;
 }
 
 void check_writable(const std::string& path, const std::string& what) {

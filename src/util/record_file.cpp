@@ -65,7 +65,7 @@ void write_all(int fd, const std::string& data, const std::string& path) {
 
 std::vector<json> RecordFile::read_all(const std::string& path, json* header,
                                        uint64_t* dropped_bytes) {
-  ParsedFile parsed = parse_records(path, read_file(path));
+  ParsedFile parsed = parse_records(path, read_file_gunzip(path));
   ES_CHECK(parsed.header.is_object(), "{}: no header line (empty or torn file)", path);
   if (header != nullptr) *header = parsed.header;
   if (dropped_bytes != nullptr) *dropped_bytes = parsed.dropped_bytes;
@@ -77,7 +77,12 @@ RecordFile::RecordFile(std::string path, const json& header,
     : path_(std::move(path)), header_(header) {
   const bool exists = file_exists(path_) && file_size_bytes(path_) > 0;
   if (exists) {
-    ParsedFile parsed = parse_records(path_, read_file(path_));
+    const std::string text = read_file(path_);
+    ES_CHECK(!is_gzip(text),
+             "{}: is gzip-compressed; records are appended to a plain file: give another "
+             "output path (or gunzip it to resume into it)",
+             path_);
+    ParsedFile parsed = parse_records(path_, text);
     if (parsed.header.is_object()) {
       for (const std::string& key : must_match) {
         const json stored = parsed.header.value(key, json());

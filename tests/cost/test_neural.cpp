@@ -16,6 +16,7 @@
 #include "embshard/cost/neural/model.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "support/pt_writer.h"
 #include "test_util.h"
 
 namespace embshard {
@@ -264,6 +265,20 @@ TEST(CostData, BadRecordsAreSkippedAndCounted) {
   EXPECT_THROW(load_compute_data(path, strict), Error);
   EXPECT_EQ(detect_cost_data_kind(path), CostDataKind::kCompute);
   EXPECT_THROW(load_comm_data(path), Error);
+}
+
+TEST(CostData, GzipFilesReadAsThePlainOnes) {
+  ScratchDir dir("cost_data_gzip");
+  testing::write_synth_compute(dir.file("compute.jsonl"), 12, 3);
+  testing::gzip_file(dir.file("compute.jsonl"), dir.file("compute.jsonl.gz"));
+  const ComputeData plain = load_compute_data(dir.file("compute.jsonl"));
+  const ComputeData packed = load_compute_data(dir.file("compute.jsonl.gz"));
+  ASSERT_EQ(packed.records.size(), plain.records.size());
+  for (size_t i = 0; i < plain.records.size(); ++i) {
+    EXPECT_EQ(packed.records[i].ms, plain.records[i].ms);
+    EXPECT_EQ(packed.records[i].tables.size(), plain.records[i].tables.size());
+  }
+  EXPECT_EQ(detect_cost_data_kind(dir.file("compute.jsonl.gz")), CostDataKind::kCompute);
 }
 
 TEST(CostData, AccuracyFigures) {

@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
 #include "embshard/util/error.h"
+#include "embshard/util/file.h"
 #include "embshard/util/record_file.h"
 #include "embshard/util/text_table.h"
 #include "embshard/workload/table.h"
+#include "support/pt_writer.h"
 #include "test_util.h"
 
 namespace embshard {
@@ -74,7 +76,9 @@ TEST(ReuseBins, MatchPublishedBinEdges) {
   EXPECT_EQ(reuse_bin(uint64_t{1} << 40), 16);
   for (int k = 0; k < kReuseBins; ++k) {
     EXPECT_EQ(reuse_bin(reuse_bin_lower(k)), k);
-    if (k < kReuseBins - 1) EXPECT_EQ(reuse_bin(reuse_bin_upper(k)), k);
+    if (k < kReuseBins - 1) {
+      EXPECT_EQ(reuse_bin(reuse_bin_upper(k)), k);
+    }
   }
   EXPECT_EQ(reuse_bin_label(0), "(0, 1]");
   EXPECT_EQ(reuse_bin_label(5), "(16, 32]");
@@ -84,6 +88,69 @@ TEST(ReuseBins, MatchPublishedBinEdges) {
   b[1] = 1;
   EXPECT_DOUBLE_EQ(total_variation(a, b), 1.0);
   EXPECT_DOUBLE_EQ(total_variation(a, a), 0.0);
+}
+
+TEST(RecordFile, ReadsGzipByContent) {
+  ScratchDir dir("records_gzip");
+  const std::string plain = dir.file("r.jsonl");
+  spit(plain, "{\"format\":\"x\"}\n{\"sample\":0}\n{\"sample\":1}\n");
+  testing::gzip_file(plain, dir.file("r.jsonl.gz"));
+  testing::gzip_file(plain, dir.file("no_suffix"));  // by content, not by name
+  for (const std::string name : {"r.jsonl.gz", "no_suffix"}) {
+    json header;
+    const std::vector<json> records = RecordFile::read_all(dir.file(name), &header, nullptr);
+    EXPECT_EQ(header["format"], "x");
+    ASSERT_EQ(records.size(), 2u);
+    EXPECT_EQ(records[1]["sample"], 1);
+  }
+  EXPECT_EQ(read_file_gunzip(plain), slurp(plain));
+  // Members one after another (cat a.gz b.gz) read as one file.
+  spit(dir.file("tail"), "{\"sample\":2}\n");
+  testing::gzip_file(dir.file("tail"), dir.file("tail.gz"));
+  spit(dir.file("two.gz"), slurp(dir.file("r.jsonl.gz")) + slurp(dir.file("tail.gz")));
+  EXPECT_EQ(read_file_gunzip(dir.file("two.gz")), slurp(plain) + "{\"sample\":2}\n");
+}
+
+TEST(RecordFile, BrokenGzipIsAnErrorNamingTheFile) {
+  ScratchDir dir("records_gzip_bad");
+  std::string text = "{\"format\":\"x\"}\n";
+  for (int i = 0; i < 300; ++i) text += fmt::format("{{\"sample\":{},\"ms\":{}}}\n", i, 0.37 * i);
+  spit(dir.file("r.jsonl"), text);
+  testing::gzip_file(dir.file("r.jsonl"), dir.file("r.gz"));
+  const std::string gz = slurp(dir.file("r.gz"));
+  const auto message = [&](const std::string& bytes) {
+    spit(dir.file("bad.gz"), bytes);
+    try {
+      read_file_gunzip(dir.file("bad.gz"));
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(dir.file("bad.gz")), std::string::npos) << e.what();
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "read without an error";
+    return std::string();
+  };
+  EXPECT_NE(message(gz.substr(0, gz.size() / 2)).find("truncated"), std::string::npos);
+  EXPECT_NE(message(gz.substr(0, gz.size() - 4)).find("truncated"), std::string::npos);
+  EXPECT_NE(message(gz.substr(0, 2)).find("truncated"), std::string::npos);
+  std::string flipped = gz;
+  for (size_t i = 20; i < 40; ++i) flipped[i] = static_cast<char>(~flipped[i]);
+  EXPECT_NE(message(flipped).find("corrupted"), std::string::npos);
+  EXPECT_NE(message(gz + "junk after the stream").find("corrupted"), std::string::npos);
+  EXPECT_THROW(RecordFile::read_all(dir.file("bad.gz"), nullptr, nullptr), Error);
+}
+
+TEST(RecordFile, NeverAppendsToAGzipFile) {
+  ScratchDir dir("records_gzip_append");
+  spit(dir.file("r.jsonl"), "{\"format\":\"x\"}\n{\"sample\":0}\n");
+  testing::gzip_file(dir.file("r.jsonl"), dir.file("r.jsonl.gz"));
+  const std::string before = slurp(dir.file("r.jsonl.gz"));
+  try {
+    RecordFile f(dir.file("r.jsonl.gz"), json{{"format", "x"}}, {"format"});
+    FAIL() << "opened a gzip file for appending";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gzip"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(slurp(dir.file("r.jsonl.gz")), before);
 }
 
 TEST(TextTable, AlignsColumns) {

@@ -13,6 +13,14 @@ void write_file_atomic(const std::string& path, const std::string& content);
 // Reads a whole file; throws Error naming the path if it cannot.
 std::string read_file(const std::string& path);
 
+// Reads a whole file, gunzipped when it starts with gzip's magic bytes (by
+// content, not name: the shipped models/data/*.jsonl.gz read as they are).
+// Error names the path for a truncated or corrupted stream.
+std::string read_file_gunzip(const std::string& path);
+
+// Whether `bytes` start with gzip's magic bytes (1f 8b).
+bool is_gzip(const std::string& bytes);
+
 bool file_exists(const std::string& path);
 
 // Checks, before long work, that `path` can be written later: its directory
