@@ -211,5 +211,29 @@ TEST(Fit, TooFewRecordsIsAnError) {
   }
 }
 
+// The command says so when the fitted model judges worse than the one given:
+// here the judging pool runs at the shipped model's own costs.
+TEST(Fit, CommandSaysWhenTheFitReadsWorse) {
+  testing::ScratchDir dir("fit_worse");
+  const std::string model = shipped_models_dir() + "/neural";
+  const NeuralModel shipped = load_neural_model(model);
+  write_file(dir.file("a.jsonl"), shipped, shipped.batch_size * 2, 30, 3);
+  write_file(dir.file("b.jsonl"), shipped, shipped.max_batch_size, 30, 4);
+  testing::write_machine_compute(dir.file("same.jsonl"), shipped.max_batch_size, 20, 5,
+                                 [&](const std::vector<TableFeatures>& t, int64_t b) {
+                                   return predict_compute_ms(shipped, t, b);
+                                 });
+  write_file(dir.file("other.jsonl"), shipped, shipped.max_batch_size, 20, 5);
+  const std::string fit = "fit --model " + model + " --fine-tune off --data " +
+                          dir.file("a.jsonl") + " " + dir.file("b.jsonl") + " --test-data ";
+  const auto worse = testing::run_cli(fit + dir.file("same.jsonl") + " -o " + dir.file("w"));
+  ASSERT_EQ(worse.exit_code, 0) << worse.output;
+  EXPECT_NE(worse.output.find("reads worse than the model as given"), std::string::npos)
+      << worse.output;
+  const auto better = testing::run_cli(fit + dir.file("other.jsonl") + " -o " + dir.file("b"));
+  ASSERT_EQ(better.exit_code, 0) << better.output;
+  EXPECT_EQ(better.output.find("reads worse"), std::string::npos) << better.output;
+}
+
 }  // namespace
 }  // namespace embshard

@@ -82,6 +82,19 @@ void run_fit(FitArgs& a) {
                comm.fit_records, comm.test_records, comm.before.mape_pct, comm.after.mape_pct,
                comm.before.median_error_pct, comm.after.median_error_pct);
   }
+  // The judge is small (dozens of records): a worse figure may be noise, so
+  // the fit is written either way, but the user decides with both in view.
+  const auto worse = [](const char* what, double before, double after) {
+    if (after <= before) return;
+    stderr_reporter().note(fmt::format(
+        "fit: on the {} it never saw the fitted model reads worse than the model as given "
+        "({:.2f}% against {:.2f}% MAPE): the shipped model may already suit this machine, or "
+        "the records fitted do not span what you plan for (profiles, batches); keep whichever "
+        "reads better",
+        what, after, before));
+  };
+  worse("records", r.before.mape_pct, r.after.mape_pct);
+  if (!comm_files.empty()) worse("placements", comm.before.mape_pct, comm.after.mape_pct);
   fmt::print("wrote {} in {:.0f} s\n", a.out_dir, seconds);
 }
 
