@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <thread>
 
@@ -81,6 +82,10 @@ PlanTask bench_task(int tables, int devices, const PlanBenchOptions& o) {
 
 std::vector<PlanBenchRow> run_plan_bench(const PlanBenchOptions& o, Reporter& reporter) {
   ES_CHECK(o.repeats >= 1, "bench plan: --repeats is {}, must be at least 1", o.repeats);
+  ES_CHECK(std::isfinite(o.mem_slack) && o.mem_slack >= 1 && o.mem_slack <= 1000,
+           "bench plan: --mem-slack is {}, must be in 1..1000 (device memory as a multiple of an "
+           "even share: below 1 the tables cannot fit)",
+           o.mem_slack);
   for (const std::string& size : o.sizes) parse_size(size);
   std::vector<PlanBenchRow> rows;
   for (const std::string& model_name : o.cost_models) {

@@ -153,6 +153,12 @@ std::vector<std::string> extrapolations(const ModelSource& s, int64_t batch_size
                       : fmt::format("batch {} is outside the measured {}-{}", batch_size,
                                     s.min_batch, s.max_batch));
   }
+  if (s.comm_min_batch > 0 && (batch_size < s.comm_min_batch || batch_size > s.comm_max_batch)) {
+    out.push_back(fmt::format("batch {}: the all-to-alls were measured at {}", batch_size,
+                              s.comm_min_batch == s.comm_max_batch
+                                  ? fmt::format("{}", s.comm_min_batch)
+                                  : fmt::format("{}-{}", s.comm_min_batch, s.comm_max_batch)));
+  }
   if (s.min_devices > 0 && (num_devices < s.min_devices || num_devices > s.max_devices)) {
     out.push_back(fmt::format("{} devices: the all-to-alls were measured on {}-{}", num_devices,
                               s.min_devices, s.max_devices));
@@ -176,6 +182,10 @@ std::string describe(const ModelSource& s) {
 CostModel open_cost_model(const std::string& name, const CostModelOptions& options,
                           Reporter& reporter) {
   const CostModelOptions o = with_defaults(options);
+  ES_CHECK(name != "neural" || options.model_dir.empty() || std::filesystem::exists(o.model_dir),
+           "--model {}: no such directory (give a directory of `embshard train` or `embshard "
+           "fit`, or leave --model out for the shipped models)",
+           o.model_dir);
   if (name == "neural" && !std::filesystem::exists(o.model_dir)) {
     reporter.note(fmt::format("note: no trained model directory {}; using the analytic cost "
                               "model instead",

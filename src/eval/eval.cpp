@@ -168,6 +168,11 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
                            std::shared_ptr<const CommModel> comm, const std::string& comm_source,
                            const json& comm_probe) {
   ES_CHECK(!o.algos.empty(), "eval: --algos is empty");
+  for (size_t i = 0; i < o.algos.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      ES_CHECK(o.algos[i] != o.algos[j], "eval: --algos names '{}' twice", o.algos[i]);
+    }
+  }
   ES_CHECK(o.devices >= 1, "eval: --devices is {}, must be at least 1", o.devices);
   bool verified = false;
   for (const std::string& spec : o.algos) {  // unknown names fail now
@@ -354,15 +359,21 @@ EvalSummary summarize_eval(const std::vector<json>& records,
 }
 
 json eval_summary_json(const EvalSummary& summary, const std::string& comm_source) {
+  // What was not measured (--predict-only, no task planned, no baseline
+  // run) is null, not a zero that reads like a figure.
+  const bool none = summary.tasks == 0;
+  const auto figure = [](bool known, double value) { return known ? json(value) : json(nullptr); };
   json algos = json::object();
   for (const AlgoSummary& s : summary.algos) {
-    algos[s.name] = {{"mean_measured_ms", s.mean_measured_ms},
+    const bool measured = !none && !summary.predicted_only;
+    algos[s.name] = {{"mean_measured_ms", figure(measured, s.mean_measured_ms)},
                      {"tasks_failed", s.failed},
-                     {"mean_predicted_ms", s.mean_predicted_ms},
-                     {"ratio_to_best_baseline", s.ratio_to_best_baseline},
+                     {"mean_predicted_ms", figure(!none, s.mean_predicted_ms)},
+                     {"ratio_to_best_baseline", figure(s.ratio_to_best_baseline > 0,
+                                                       s.ratio_to_best_baseline)},
                      {"tasks_won", s.tasks_won},
-                     {"mean_gap_to_bound", s.mean_gap_to_bound},
-                     {"prediction_mape_pct", s.prediction_mape_pct}};
+                     {"mean_gap_to_bound", figure(!none, s.mean_gap_to_bound)},
+                     {"prediction_mape_pct", figure(measured, s.prediction_mape_pct)}};
   }
   return {{"tasks", summary.tasks},
           {"communication", comm_source},
@@ -372,12 +383,21 @@ json eval_summary_json(const EvalSummary& summary, const std::string& comm_sourc
 
 std::string eval_report(const EvalSummary& summary, const std::string& comm_source) {
   const int tasks = summary.tasks;
+  if (tasks == 0) {
+    return fmt::format("no task was planned by every algorithm ({} left out: did not fit, or an "
+                       "algorithm found no plan): nothing to compare\n",
+                       summary.left_out);
+  }
+  // No baseline among the algorithms: no ratio to show.
+  const auto ratio = [](const AlgoSummary& s) {
+    return s.ratio_to_best_baseline > 0 ? fmt::format("{:.3f}", s.ratio_to_best_baseline)
+                                        : std::string("-");
+  };
   if (summary.predicted_only) {
     TextTable table({"algorithm", "mean predicted ms", "x best baseline", "tasks won", "no plan",
                      "gap to bound %"});
     for (const AlgoSummary& s : summary.algos) {
-      table.add_row({s.name, fmt::format("{:.3f}", s.mean_predicted_ms),
-                     fmt::format("{:.3f}", s.ratio_to_best_baseline),
+      table.add_row({s.name, fmt::format("{:.3f}", s.mean_predicted_ms), ratio(s),
                      fmt::format("{}/{}", s.tasks_won, tasks), std::to_string(s.failed),
                      fmt::format("{:.1f}", 100 * s.mean_gap_to_bound)});
     }
@@ -389,8 +409,7 @@ std::string eval_report(const EvalSummary& summary, const std::string& comm_sour
                    "tasks won", "no plan", "pred. error %", "gap to bound %"});
   for (const AlgoSummary& s : summary.algos) {
     table.add_row({s.name, fmt::format("{:.3f}", s.mean_measured_ms),
-                   fmt::format("{:.3f}", s.mean_predicted_ms),
-                   fmt::format("{:.3f}", s.ratio_to_best_baseline),
+                   fmt::format("{:.3f}", s.mean_predicted_ms), ratio(s),
                    fmt::format("{}/{}", s.tasks_won, tasks), std::to_string(s.failed),
                    fmt::format("{:.1f}", s.prediction_mape_pct),
                    fmt::format("{:.1f}", 100 * s.mean_gap_to_bound)});

@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -80,12 +83,12 @@ bool same_cut(const std::vector<Piece>& a, const std::vector<Piece>& b) {
 }
 
 // Bytes of B's pieces that their device did not hold in A, added to each
-// receiving device. Each overlap is priced as a shard of its own
-// (MemoryModel: weights plus the row-wise optimizer state the receiver needs);
-// plan files are written with the default memory model. In a sharded A every
-// value sits on exactly one device, so summing overlaps with A's pieces on
-// other devices counts each moved value once; a replicated A holds every
-// value on each of its devices, so a piece moves whole or not at all.
+// receiving device (MemoryModel: the weights, and the row-wise optimizer
+// state once per row that receives any; plan files are written with the
+// default memory model). In a sharded A every value sits on exactly one
+// device, so summing overlaps with A's pieces on other devices counts each
+// moved weight once; a replicated A holds every value on each of its devices,
+// so a piece moves whole or not at all.
 int64_t moved_bytes(const PlanFileTable& ta, const std::vector<Piece>& a,
                     const std::vector<Piece>& b, std::vector<int64_t>& received_bytes) {
   const MemoryModel memory;
@@ -96,13 +99,23 @@ int64_t moved_bytes(const PlanFileTable& ta, const std::vector<Piece>& a,
       const bool held = std::find(ta.ranks.begin(), ta.ranks.end(), pb.device) != ta.ranks.end();
       bytes = held ? 0 : memory.shard_bytes(pb.rows, pb.cols);
     } else {
+      std::vector<std::pair<int64_t, int64_t>> rows_in;  // row ranges that receive weights
       for (const Piece& pa : a) {
         if (pa.device == pb.device) continue;
-        const int64_t rows = std::min(pa.row_offset + pa.rows, pb.row_offset + pb.rows) -
-                             std::max(pa.row_offset, pb.row_offset);
+        const int64_t first = std::max(pa.row_offset, pb.row_offset);
+        const int64_t end = std::min(pa.row_offset + pa.rows, pb.row_offset + pb.rows);
         const int cols = std::min(pa.col_offset + pa.cols, pb.col_offset + pb.cols) -
                          std::max(pa.col_offset, pb.col_offset);
-        if (rows > 0 && cols > 0) bytes += memory.shard_bytes(rows, cols);
+        if (end <= first || cols <= 0) continue;
+        bytes += (end - first) * cols * memory.bytes_per_weight;
+        rows_in.emplace_back(first, end);
+      }
+      std::sort(rows_in.begin(), rows_in.end());
+      int64_t covered_to = std::numeric_limits<int64_t>::min();
+      for (const auto& [first, end] : rows_in) {  // each row's state once
+        const int64_t from = std::max(first, covered_to);
+        if (end > from) bytes += (end - from) * memory.optimizer_bytes_per_row;
+        covered_to = std::max(covered_to, end);
       }
     }
     received_bytes[pb.device] += bytes;

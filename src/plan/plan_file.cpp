@@ -107,6 +107,13 @@ class Reader {
   double number_at(const json& obj, const std::string& where, const std::string& name) const {
     return number(member(obj, where, name), member_path(where, name));
   }
+  // A time, share or count: a number >= 0.
+  double non_negative_at(const json& obj, const std::string& where,
+                         const std::string& name) const {
+    const double v = number_at(obj, where, name);
+    ES_CHECK(v >= 0, "{}: field '{}' is {}, must be >= 0", source_, member_path(where, name), v);
+    return v;
+  }
   std::string string_at(const json& obj, const std::string& where, const std::string& name) const {
     return string(member(obj, where, name), member_path(where, name));
   }
@@ -254,13 +261,13 @@ PlanFileTable read_table(const Reader& r, const std::string& name, const json& j
 PlanFileDevice read_device(const Reader& r, const json& j, const std::string& where) {
   PlanFileDevice d;
   d.memory_bytes = r.integer_at(j, where, "memory_bytes", 0, kInt64Max);
-  d.memory_fraction = r.number_at(j, where, "memory_fraction");
-  d.compute_ms = r.number_at(j, where, "compute_ms");
-  d.fwd_comm_ms = r.number_at(j, where, "fwd_comm_ms");
-  d.bwd_comm_ms = r.number_at(j, where, "bwd_comm_ms");
-  d.total_ms = r.number_at(j, where, "total_ms");
+  d.memory_fraction = r.non_negative_at(j, where, "memory_fraction");
+  d.compute_ms = r.non_negative_at(j, where, "compute_ms");
+  d.fwd_comm_ms = r.non_negative_at(j, where, "fwd_comm_ms");
+  d.bwd_comm_ms = r.non_negative_at(j, where, "bwd_comm_ms");
+  d.total_ms = r.non_negative_at(j, where, "total_ms");
   d.num_shards = static_cast<int>(r.integer_at(j, where, "num_shards", 0, kIntMax));
-  d.dim_sum = r.number_at(j, where, "dim_sum");
+  d.dim_sum = r.non_negative_at(j, where, "dim_sum");
   return d;
 }
 
@@ -268,13 +275,13 @@ PlanFilePrediction read_prediction(const Reader& r, const json& top, int num_dev
   const std::string where = "predicted";
   const json& j = r.member(top, "", where);
   PlanFilePrediction p;
-  p.cost_ms = r.number_at(j, where, "cost_ms");
+  p.cost_ms = r.non_negative_at(j, where, "cost_ms");
   p.critical_device =
       static_cast<int>(r.integer_at(j, where, "critical_device", 0, num_devices - 1));
-  p.imbalance = r.number_at(j, where, "imbalance");
-  p.lower_bound_ms = r.number_at(j, where, "lower_bound_ms");
+  p.imbalance = r.non_negative_at(j, where, "imbalance");
+  p.lower_bound_ms = r.non_negative_at(j, where, "lower_bound_ms");
   p.gap = r.number_at(j, where, "gap");
-  p.search_s = r.number_at(j, where, "search_s");
+  p.search_s = r.non_negative_at(j, where, "search_s");
   const std::string field = member_path(where, "devices");
   const json& devices = r.array(r.member(j, where, "devices"), field);
   ES_CHECK(devices.size() == static_cast<size_t>(num_devices),
@@ -350,6 +357,12 @@ PlanFile read_plan(const Reader& r, const json& j) {
     values += t.rows * t.dim * copies;
   }
   p.predicted = read_prediction(r, j, p.num_devices);
+  for (int d = 0; d < p.num_devices; ++d) {
+    ES_CHECK(p.predicted.devices[d].memory_bytes <= p.device_memory_bytes[d],
+             "{}: field 'predicted.devices[{}].memory_bytes' is {}, past the device's capacity "
+             "device_memory_bytes[{}] = {}",
+             r.source(), d, p.predicted.devices[d].memory_bytes, d, p.device_memory_bytes[d]);
+  }
   return p;
 }
 

@@ -52,6 +52,11 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   }
   CostModelOptions model_options = r.model;
   if (model_options.batch_size == 0) model_options.batch_size = out.task.batch_size;
+  if (r.cost_model == "measured") {  // it runs the workload's shards on the executor
+    model_options.workload_dir = r.workload.dir;
+    model_options.executor = r.executor;
+    model_options.reference_window_s = r.reference_window_s;
+  }
   const CostModel model = open_cost_model(r.cost_model, model_options, reporter);
   reporter.note(fmt::format("plan: {} tables from {}; {} devices; {} against the {} cost model",
                             out.task.num_tables(), r.workload.source, out.task.num_devices(),

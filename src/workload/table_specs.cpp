@@ -23,8 +23,10 @@ json complete_table(json t, const PublishedStats& profile, int64_t batch_size,
   if (!t.contains("pooling_factor")) t["pooling_factor"] = profile.avg_pooling_factor;
   if (!t.contains("row_reuse_histogram")) t["row_reuse_histogram"] = profile.row_reuse;
   if (!t.contains("lookup_reuse_histogram")) t["lookup_reuse_histogram"] = profile.lookup_reuse;
+  // (A pooling factor out of range is left for table_from_json to name.)
   if (!t.contains("unique_rows") && t.contains("rows") && t["rows"].is_number_integer() &&
-      t["pooling_factor"].is_number()) {
+      t["pooling_factor"].is_number() && t["pooling_factor"].get<double>() >= 0 &&
+      t["pooling_factor"].get<double>() <= kMaxPoolingFactor) {
     const double lookups = t["pooling_factor"].get<double>() * static_cast<double>(batch_size);
     t["unique_rows"] = std::min<int64_t>(t["rows"].get<int64_t>(),
                                          std::llround(lookups * profile.unique_ratio));

@@ -76,8 +76,9 @@ TableSpec table_from_json(const json& j, const std::string& context) {
   t.dim = static_cast<int>(dim);
   t.pooling_factor =
       finite_number(field(j, "pooling_factor", where), where + ": field 'pooling_factor'");
-  ES_CHECK(t.pooling_factor >= 0, "{}: field 'pooling_factor' is {}, must be >= 0", where,
-           t.pooling_factor);
+  ES_CHECK(t.pooling_factor >= 0 && t.pooling_factor <= kMaxPoolingFactor,
+           "{}: field 'pooling_factor' is {}, must be in 0..{:g}", where, t.pooling_factor,
+           kMaxPoolingFactor);
   if (auto it = j.find("unique_rows"); it != j.end()) {
     ES_CHECK(it->is_number_integer() && it->get<int64_t>() >= 0 && it->get<int64_t>() <= t.rows,
              "{}: field 'unique_rows' is {}, must be an integer in 0..rows ({})", where,

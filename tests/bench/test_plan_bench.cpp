@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "embshard/bench/plan_bench.h"
 #include "embshard/util/error.h"
 #include "embshard/util/reporter.h"
@@ -39,6 +41,19 @@ TEST(PlanBench, RefusesAMalformedSize) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'30by4'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PlanBench, RefusesAMemorySlackTheTablesCannotFit) {
+  for (double slack : {0.5, 0.0, -1.0, std::nan("")}) {
+    PlanBenchOptions o = small_bench();
+    o.mem_slack = slack;
+    try {
+      run_plan_bench(o, silent_reporter());
+      ADD_FAILURE() << "no error for --mem-slack " << slack;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--mem-slack"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -180,6 +180,26 @@ TEST(Eval, PredictOnlyExecutesNothing) {
   EXPECT_EQ(report.find("measured ms"), std::string::npos) << report;
   EXPECT_NE(eval_svg(summary, 2).find("Mean predicted cost"), std::string::npos);
   EXPECT_TRUE(eval_summary_json(summary, "model")["predicted_only"].get<bool>());
+  // What was not measured is null, not a zero that reads like a figure.
+  const json pj = eval_summary_json(summary, "model")["algorithms"]["neuroshard"];
+  EXPECT_TRUE(pj["mean_measured_ms"].is_null());
+  EXPECT_TRUE(pj["prediction_mape_pct"].is_null());
+  EXPECT_GT(pj["mean_predicted_ms"].get<double>(), 0);
+  const EvalSummary alone = summarize_eval(records, {"neuroshard"});  // no baseline
+  EXPECT_TRUE(eval_summary_json(alone, "model")["algorithms"]["neuroshard"]
+                  ["ratio_to_best_baseline"].is_null());
+  const EvalSummary empty = summarize_eval({}, o.algos);
+  EXPECT_NE(eval_report(empty, "model").find("nothing to compare"), std::string::npos);
+  EXPECT_TRUE(eval_summary_json(empty, "model")["algorithms"]["neuroshard"]["mean_predicted_ms"]
+                  .is_null());
+  EvalOptions twice = o;
+  twice.algos = {"neuroshard", "size_greedy", "neuroshard"};
+  try {
+    run_eval(twice, silent_reporter());
+    ADD_FAILURE() << "an algorithm named twice was run";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'neuroshard' twice"), std::string::npos) << e.what();
+  }
 
   EvalOptions measuring = o;  // the same file, measured: refused, untouched
   measuring.predict_only = false;

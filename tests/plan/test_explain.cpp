@@ -111,6 +111,14 @@ TEST(ModelSourceNotes, SayWhenATaskLeavesWhatWasMeasured) {
   ASSERT_EQ(both.size(), 2u);
   EXPECT_NE(both[0].find("65536"), std::string::npos);
   EXPECT_NE(both[1].find("16 devices"), std::string::npos);
+  // All-to-alls measured at fewer batches than the compute: scaled outside them.
+  s.comm_min_batch = 2048;
+  s.comm_max_batch = 4096;
+  ASSERT_EQ(extrapolations(s, 1024, 4).size(), 1u);
+  EXPECT_NE(extrapolations(s, 1024, 4)[0].find("all-to-alls were measured at 2048-4096"),
+            std::string::npos);
+  EXPECT_TRUE(extrapolations(s, 2048, 4).empty());
+  s.comm_min_batch = s.comm_max_batch = 0;
   s.host_cpu = "another CPU";
   ASSERT_EQ(extrapolations(s, 4096, 4).size(), 1u);
   EXPECT_NE(extrapolations(s, 4096, 4)[0].find("not this machine"), std::string::npos);

@@ -250,6 +250,9 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
        "table 'big' (1000000 rows x dim 128) needs 0.516 GB (516000000 bytes) but is pinned to device 0"},
       {"--devices 2 --mem-per-device 1000000000 --pin nope=0", "table 'nope'"},
       {"--devices 2 --mem-per-device 100000000 --no-split big", "table 'big'"},
+      {"--devices 2 --mem-per-device 0", "--mem-per-device is 0"},
+      {"--devices 2 --mem-per-device 1GB --mem 1GB,1GB", "excludes"},
+      {"--devices 2 --mem-per-device 1GB --svg " + dir_.file("plan.json"), "name the same file"},
   };
   for (const auto& c : cases) {
     const auto r = testing::run_cli(base + c.args);
@@ -257,6 +260,18 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
     EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << "\n" << r.output;
     EXPECT_FALSE(file_exists(dir_.file("plan.json"))) << c.args;
   }
+  // A --model that does not exist is an error, not a quiet switch to another model.
+  const auto no_model = testing::run_cli("plan --tables " + dir_.file("tables.json") +
+                                         " --devices 2 --model " + dir_.file("nowhere"));
+  EXPECT_NE(no_model.exit_code, 0);
+  EXPECT_NE(no_model.output.find("no such directory"), std::string::npos) << no_model.output;
+  // A pooling factor past any real one names the field (not a derived one).
+  write_file_atomic(dir_.file("huge.json"),
+                    R"({"tables": [{"name": "t", "rows": 1000, "dim": 16, "pooling_factor": 1e17}]})");
+  const auto huge = testing::run_cli("plan --tables " + dir_.file("huge.json") + " --devices 2");
+  EXPECT_NE(huge.exit_code, 0);
+  EXPECT_NE(huge.output.find("field 'pooling_factor' is 1e+17"), std::string::npos)
+      << huge.output;
 }
 
 }  // namespace

@@ -139,6 +139,10 @@ TEST(PlanFile, ErrorsNameTheFileFieldAndValue) {
        {"field 'predicted.devices' has 1 devices, expected num_devices = 2"}},
       {[](json& j) { j["predicted"]["devices"][0]["compute_ms"] = nullptr; },
        {"field 'predicted.devices[0].compute_ms' is null, expected a number"}},
+      {[](json& j) { j["predicted"]["devices"][1]["total_ms"] = -3.5; },
+       {"field 'predicted.devices[1].total_ms' is -3.5, must be >= 0"}},
+      {[](json& j) { j["device_memory_bytes"][0] = 1000; },
+       {"field 'predicted.devices[0].memory_bytes' is 9480, past the device's capacity"}},
       {[](json& j) { j["device_memory_bytes"] = 5; },
        {"field 'device_memory_bytes' is 5, expected an array"}},
       {[](json& j) { j["tables"]["a"]["rows"] = json(uint64_t{1} << 63); },
@@ -285,6 +289,23 @@ TEST(PlanDiff, MovedBytesAndKindsOfChange) {
   EXPECT_EQ(out["changed_tables"], json({"a", "b", "c", "d"}));
   EXPECT_EQ(out["tables"][0]["changes"], json({"devices"}));
   EXPECT_EQ(out["moved_bytes"], 6800 + 3600 + 200);
+}
+
+// A piece gathered from several pieces of another device receives each
+// weight once and each row's optimizer state once.
+TEST(PlanDiff, GatheredPiecesCountEachRowsStateOnce) {
+  json ja = json::parse(kSmallPlan);
+  ja["tables"]["b"]["ranks"] = {0, 0};  // both halves on device 0
+  ja["tables"]["b"]["shards"][1]["placement"] = "rank:0/cuda:0";
+  json jb = json::parse(kSmallPlan);
+  jb["tables"]["b"] = json::parse(R"({"sharding_type": "table_wise", "compute_kernel": "fused",
+      "ranks": [1], "shards": [{"shard_offsets": [0, 0], "shard_sizes": [50, 16],
+      "placement": "rank:1/cuda:1"}], "rows": 50, "dim": 16, "memory_bytes": 3400})");
+  const PlanDiff d =
+      diff_plans(parse_plan_file(ja.dump(), "a.json"), parse_plan_file(jb.dump(), "b.json"));
+  const TableComparison& tb = table_of(d, "b");
+  EXPECT_EQ(tb.moved_bytes, 50 * (16 * 4 + 4));  // what device 1 now holds of b
+  EXPECT_EQ(d.devices[1].received_bytes, 50 * (16 * 4 + 4));
 }
 
 TEST(PlanDiff, TableOrderMayDifferButNotTheTables) {

@@ -1,5 +1,8 @@
 // embshard plan: shard a workload's tables across devices and show the plan.
+#include <filesystem>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -24,7 +27,21 @@ struct PlanArgs {
   std::string out, svg, trace;
   std::string sharding_types;
   bool verbose = false;
+  bool mem_per_device_given = false;
 };
+
+// Two outputs named alike would leave only the last one written.
+void check_distinct_outputs(const std::vector<std::pair<const char*, std::string>>& outputs) {
+  namespace fs = std::filesystem;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    for (size_t j = i + 1; j < outputs.size(); ++j) {
+      if (outputs[i].second.empty() || outputs[j].second.empty()) continue;
+      ES_CHECK(fs::weakly_canonical(outputs[i].second) != fs::weakly_canonical(outputs[j].second),
+               "{} and {} name the same file '{}': one would overwrite the other",
+               outputs[i].first, outputs[j].first, outputs[j].second);
+    }
+  }
+}
 
 Workload read_tables(const PlanArgs& a) {
   ES_CHECK(a.workload_dir.empty() || a.tables_file.empty(),
@@ -60,6 +77,9 @@ void run_plan(PlanArgs& a) {
   if (!a.sharding_types.empty()) {
     r.constraints.types = ShardingTypes::parse(a.sharding_types, "--sharding-types");
   }
+  ES_CHECK(!a.mem_per_device_given || r.mem_per_device_bytes > 0,
+           "--mem-per-device is 0: a device needs memory (leave it out for the default)");
+  check_distinct_outputs({{"--out", a.out}, {"--svg", a.svg}, {"--trace", a.trace}});
   if (!a.out.empty()) check_writable(a.out, "--out");
   if (!a.svg.empty()) check_writable(a.svg, "--svg");
   if (!a.trace.empty()) check_writable(a.trace, "--trace");
@@ -106,8 +126,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--profile", a->profile, "Synthetic profile assumed where --tables omits "
                   "pooling factors or histograms")->capture_default_str();
   cmd->add_option("--devices", r.devices, "Number of devices")->required();
-  add_bytes_option(cmd, "--mem-per-device", r.mem_per_device_bytes, "Memory of each device");
-  add_bytes_list_option(cmd, "--mem", r.mem_bytes, "Memory of every device (a list)");
+  CLI::Option* per_device =
+      add_bytes_option(cmd, "--mem-per-device", r.mem_per_device_bytes, "Memory of each device");
+  per_device->excludes(
+      add_bytes_list_option(cmd, "--mem", r.mem_bytes, "Memory of every device (a list)"));
   cmd->add_option("--algo", r.algo, "Planner: " + one_of(planner_names()))->capture_default_str();
   cmd->add_option("--cost-model", r.cost_model, "Cost model: " + one_of(cost_model_names()))
       ->capture_default_str();
@@ -145,7 +167,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--explain", r.explain,
                 "Say why: each table's decision (whole, split, replicated; where) against its "
                 "best single alternative, both predicted as whole plans");
-  cmd->callback([a] { run_plan(*a); });
+  cmd->callback([a, per_device] {
+    a->mem_per_device_given = per_device->count() > 0;
+    run_plan(*a);
+  });
 }
 
 }  // namespace embshard::cli

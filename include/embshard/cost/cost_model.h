@@ -26,6 +26,7 @@ struct ModelSource {
   int64_t min_batch = 0, max_batch = 0;  // the batches measured (0: unknown)
   std::string comm;       // where the communication figures come from
   int min_devices = 0, max_devices = 0;  // device counts the all-to-alls ran on (0: none)
+  int64_t comm_min_batch = 0, comm_max_batch = 0;  // the batches they ran at (0: unknown)
 };
 
 struct CostModel {

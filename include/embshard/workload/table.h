@@ -27,6 +27,11 @@ std::string reuse_bin_label(int bin);
 // Total variation distance between two histograms (each normalised first).
 double total_variation(const ReuseHistogram& a, const ReuseHistogram& b);
 
+// The largest mean pooling factor a table may have: published ones are in
+// the tens to hundreds; past this a spec is a mistake (and the features
+// that carry it saturate).
+constexpr double kMaxPoolingFactor = 1e6;
+
 struct TableSpec {
   std::string name;
   int64_t rows = 0;

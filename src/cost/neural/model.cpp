@@ -160,16 +160,17 @@ std::string neural_name(const std::vector<std::string>& notes) {
   return fmt::format("neural ({})", fmt::join(notes, "; "));
 }
 
-std::string extrapolation_note(int64_t lo, int64_t hi, int64_t batch) {
-  if (lo == hi) return fmt::format("trained at batch {}, scaled to {}", lo, batch);
-  return fmt::format("trained at batches {}-{}, scaled to {}", lo, hi, batch);
+// `what`: "compute" or "comm", whichever networks were scaled.
+std::string extrapolation_note(const char* what, int64_t lo, int64_t hi, int64_t batch) {
+  if (lo == hi) return fmt::format("{} trained at batch {}, scaled to {}", what, lo, batch);
+  return fmt::format("{} trained at batches {}-{}, scaled to {}", what, lo, hi, batch);
 }
 
 }  // namespace
 
 std::vector<std::string> NeuralComputeModel::notes() const {
   if (fit_.scale == 1.0) return {};
-  return {extrapolation_note(model_->batch_size, model_->max_batch_size, batch_size_)};
+  return {extrapolation_note("compute", model_->batch_size, model_->max_batch_size, batch_size_)};
 }
 
 std::string NeuralComputeModel::name() const { return neural_name(notes()); }
@@ -230,7 +231,8 @@ std::vector<std::string> NeuralCommModel::notes() const {
   std::vector<std::string> notes;
   if (fit_.scale != 1.0) {
     notes.push_back(
-        extrapolation_note(model_->comm_batch_size, model_->comm_max_batch_size, batch_size_));
+        extrapolation_note("comm", model_->comm_batch_size, model_->comm_max_batch_size,
+                           batch_size_));
   }
   if (outside_range_ && range_.first > 0) {
     notes.push_back(
@@ -300,6 +302,8 @@ ModelSource neural_source(const NeuralModel& model, const std::optional<Calibrat
                          s.min_devices > 0 ? fmt::format("{}-{}", s.min_devices, s.max_devices)
                                            : std::string("unrecorded numbers of"),
                          model.comm_batch_size, model.comm_max_batch_size);
+    s.comm_min_batch = model.comm_batch_size;
+    s.comm_max_batch = model.comm_max_batch_size;
   } else {
     s.comm = constants ? analytic_comm_source(*constants) : "none";
   }
