@@ -50,6 +50,8 @@ void write_file_atomic(const std::string& path, const std::string& content) {
 }
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  ES_CHECK(!std::filesystem::is_directory(path, ec), "'{}' is a directory, not a file", path);
   std::ifstream in(path, std::ios::binary);
   ES_CHECK(in.good(), "cannot open '{}': {}", path, std::strerror(errno));
   std::ostringstream buffer;

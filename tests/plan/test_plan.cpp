@@ -298,5 +298,16 @@ TEST(PlanCliOptions, SizesTakeUnitsAndBadOutputPathsFailFirst) {
   EXPECT_EQ(bad_out.output.find("predicted cost"), std::string::npos) << bad_out.output;
 }
 
+TEST(PlanCliOptions, AMisspeltCommandIsNamed) {
+  const auto top = testing::run_cli("plna --devices 4");
+  EXPECT_NE(top.exit_code, 0);
+  EXPECT_NE(top.output.find("unknown command 'plna'"), std::string::npos) << top.output;
+  EXPECT_NE(top.output.find("plan, diff"), std::string::npos) << top.output;
+  const auto nested = testing::run_cli("bench plna");
+  EXPECT_NE(nested.exit_code, 0);
+  EXPECT_NE(nested.output.find("unknown command 'plna' of 'bench'"), std::string::npos)
+      << nested.output;
+}
+
 }  // namespace
 }  // namespace embshard

@@ -139,6 +139,17 @@ TEST(RecordFile, BrokenGzipIsAnErrorNamingTheFile) {
   EXPECT_THROW(RecordFile::read_all(dir.file("bad.gz"), nullptr, nullptr), Error);
 }
 
+TEST(ReadFile, ADirectoryIsNamedAsOne) {
+  ScratchDir dir("read_dir");
+  try {
+    read_file(dir.path().string());
+    FAIL() << "read a directory";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory, not a file"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(RecordFile, NeverAppendsToAGzipFile) {
   ScratchDir dir("records_gzip_append");
   spit(dir.file("r.jsonl"), "{\"format\":\"x\"}\n{\"sample\":0}\n");

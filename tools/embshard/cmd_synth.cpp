@@ -58,11 +58,16 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--index-bytes", args->options.index_bytes, "Trace index width: 4 or 8")
       ->capture_default_str();
   cmd->add_option("--huge-tables", args->options.huge_tables,
-                  "Stress: the first N tables get --huge-rows rows (off the published statistics)");
-  cmd->add_option("--huge-rows", args->options.huge_rows, "Stress: rows of the huge tables");
+                  "Stress: the first N tables get --huge-rows rows (off the published statistics)")
+      ->capture_default_str();
+  cmd->add_option("--huge-rows", args->options.huge_rows, "Stress: rows of the huge tables")
+      ->capture_default_str();
   cmd->add_option("--hot-tables", args->options.hot_tables,
-                  "Stress: the next N tables get pooling factor --hot-pooling");
-  cmd->add_option("--hot-pooling", args->options.hot_pooling, "Stress: the hot tables' pooling factor");
+                  "Stress: the next N tables get pooling factor --hot-pooling")
+      ->capture_default_str();
+  cmd->add_option("--hot-pooling", args->options.hot_pooling,
+                  "Stress: the hot tables' pooling factor")
+      ->capture_default_str();
   cmd->add_option("--stats-dir", args->stats_dir,
                   "Directory of the published statistics files (default: the repo's "
                   "data/published)");

@@ -1,9 +1,44 @@
 // embshard: plan how to shard embedding tables across devices.
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.h"
 #include "embshard/util/error.h"
+
+namespace {
+
+// CLI11 says only that a command is required when the word given is none:
+// name the word and the commands it could have been.
+std::string unknown_command(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  const auto all = [](CLI::App*) { return true; };
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.empty() || word[0] == '-') return "";
+    const std::vector<CLI::App*> subs = at->get_subcommands(all);
+    if (subs.empty()) return "";
+    CLI::App* next = nullptr;
+    std::vector<std::string> names;
+    for (CLI::App* sub : subs) {
+      names.push_back(sub->get_name());
+      if (sub->get_name() == word) next = sub;
+    }
+    if (next == nullptr) {
+      return fmt::format("unknown command '{}'{}; the commands are: {}", word,
+                         at == &app ? "" : " of '" + at->get_name() + "'",
+                         fmt::join(names, ", "));
+    }
+    at = next;
+  }
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"embshard: measure, model and plan the sharding of embedding tables"};
@@ -25,6 +60,11 @@ int main(int argc, char** argv) {
   embshard::cli::add_eval_command(app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::RequiredError& e) {
+    const std::string unknown = unknown_command(app, argc, argv);
+    if (unknown.empty()) return app.exit(e);
+    std::fprintf(stderr, "embshard: error: %s\n", unknown.c_str());
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const embshard::Error& e) {
