@@ -135,6 +135,10 @@ void check_comm_options(const CommBenchOptions& o, int num_devices) {
 
 std::vector<double> exchange_references_of(const nlohmann::json& header, const std::string& path,
                                            int num_devices, int64_t batch) {
+  const std::string format = header.value("format", "");
+  ES_CHECK(format == kCommFormat || format == kCollectiveFormat,
+           "{}: format is '{}', expected '{}' or '{}' (a file of `embshard bench comm`)", path,
+           format, kCommFormat, kCollectiveFormat);
   ES_CHECK(header.value("version", 0) >= 2 && header.contains("probe"),
            "{}: a version {} file holds no reference exchange times (re-measure it with this "
            "embshard)",

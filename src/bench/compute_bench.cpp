@@ -163,6 +163,9 @@ ShardTimerOptions shard_timer_options(const ComputeBenchOptions& o) {
 ProbeReference probe_reference_of_file(const std::string& path, const std::string& executor) {
   json header;
   RecordFile::read_all(path, &header, nullptr);
+  ES_CHECK(header.value("format", "") == kComputeFormat,
+           "{}: format is '{}', expected '{}' (a file of `embshard bench compute`)", path,
+           header.value("format", ""), kComputeFormat);
   ES_CHECK(header.value("version", 0) >= 2 && header.contains("probe"),
            "{}: a version {} file holds no probe reference (re-measure it with this embshard)",
            path, header.value("version", 0));
@@ -205,6 +208,7 @@ json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o
 }
 
 int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter) {
+  check_writable(options.out_path, "--out");  // before the reference window, not after
   const Workload workload = load_workload(options.workload_dir);
   check_options(workload, options);
   const std::unique_ptr<Executor> executor = create_executor(options);

@@ -263,6 +263,9 @@ PolicyTrainer::PolicyTrainer(const PolicyTrainOptions& o)
            "train-policy: --iterations {} / --updates {} / --tasks-per-update {} / --episodes {}: "
            "need >= 1, >= 0, >= 1, >= 2",
            o.iterations, o.updates, o.tasks_per_update, o.episodes);
+  ES_CHECK(std::isfinite(o.lr) && o.lr > 0 && std::isfinite(o.cost_lr) && o.cost_lr > 0,
+           "train-policy: --lr {} and --cost-lr {} must be > 0", o.lr,
+           o.cost_lr);
   ES_CHECK(o.reward == "overall" || o.reward == "device_max",
            "train-policy: --reward is '{}', expected overall or device_max", o.reward);
   ES_CHECK(o.kind == PolicyKind::kAutoShard || o.measured_plans >= 1,

@@ -113,6 +113,23 @@ TEST(CommBench, HeaderHoldsTheIdentity) {
   for (const std::string& field : comm_bench_must_match()) EXPECT_TRUE(h3.contains(field)) << field;
 }
 
+// Its references are read back; another command's file is named as such.
+TEST(CommBench, ReferencesComeFromCommFilesOnly) {
+  CommBenchOptions o;
+  o.batch = 512;
+  json h = comm_bench_header(o, 2, {"a", "a"}, {0.1, 0.2});
+  EXPECT_EQ(exchange_references_of(h, "c.jsonl", 2, 512), (std::vector<double>{0.1, 0.2}));
+  h["format"] = "embshard-compute-costs";
+  try {
+    exchange_references_of(h, "c.jsonl", 2, 512);
+    ADD_FAILURE() << "read a compute file's header as a comm file's";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("c.jsonl: format is 'embshard-compute-costs'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // --- integration: the CLI under mpirun -----------------------------------
 
 struct Timed {

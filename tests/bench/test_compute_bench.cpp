@@ -145,6 +145,40 @@ TEST(ComputeBench, ShardThatCannotFitTheCapIsAnError) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("costs.jsonl")));
 }
 
+// Another command's file, as the output or the reference, is named as such;
+// an output in a missing directory fails before the reference window.
+TEST(ComputeBench, ForeignFilesAndMissingDirectoriesFailFirst) {
+  ScratchDir dir("compute_foreign");
+  const std::string workload = make_workload(dir, 3);
+  spit(dir.file("comm.jsonl"),
+       "{\"format\":\"embshard-comm-costs\",\"version\":2,\"probe\":{}}\n");
+  const std::string before = slurp(dir.file("comm.jsonl"));
+  for (bool as_reference : {false, true}) {
+    ComputeBenchOptions o = small_options(workload, dir.file("comm.jsonl"));
+    if (as_reference) {
+      o.out_path = dir.file("costs.jsonl");
+      o.reference_from = dir.file("comm.jsonl");
+    }
+    try {
+      run_compute_bench(o, silent_reporter());
+      ADD_FAILURE() << "measured against a comm file";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("format is 'embshard-comm-costs'"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(slurp(dir.file("comm.jsonl")), before);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("costs.jsonl")));
+  ComputeBenchOptions o = small_options(workload, dir.file("missing/costs.jsonl"));
+  o.reference_window_s = 600;  // would take ten minutes if measured first
+  try {
+    run_compute_bench(o, silent_reporter());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+  }
+}
+
 // kill -9 in the middle of a run loses at most the shard being measured; the
 // same command then completes the run with every sample exactly once.
 TEST(ComputeBench, SurvivesKillNine) {

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <random>
 
@@ -252,6 +253,17 @@ TEST(Calibrate, CliWritesALoadableFile) {
   EXPECT_EQ(c.executor, "cpu (1 thread, thread CPU time)");
   EXPECT_NE(make_analytic_cost_model(c, 512).source.hardware.find("thread CPU time"),
             std::string::npos);
+}
+
+TEST(Calibrate, AnUnwritableCheckCsvFailsBeforeAnythingIsWritten) {
+  ScratchDir dir("calib_csv");
+  testing::spit(dir.file("check.jsonl"), "");  // never read: the csv path fails first
+  const auto r = testing::run_cli("calibrate --quick --out " + dir.file("c.json") +
+                                  " --check " + dir.file("check.jsonl") + " --check-csv " +
+                                  dir.file("missing/x.csv"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--check-csv"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("c.json")));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 
 #include "cost/cost_test_util.h"
@@ -209,6 +210,16 @@ TEST(Fit, TooFewRecordsIsAnError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("at least 10"), std::string::npos) << e.what();
   }
+}
+
+// Options refused before anything is measured leave no output directory.
+TEST(Fit, RefusedOptionsLeaveNoDirectory) {
+  testing::ScratchDir dir("fit_refused");
+  const auto r = testing::run_cli("fit --model " + shipped_models_dir() +
+                                  "/neural --samples 3 --fine-tune off -o " + dir.file("out"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("cannot cover"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out")));
 }
 
 // The command says so when the fitted model judges worse than the one given:

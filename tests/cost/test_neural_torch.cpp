@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <random>
 
 #include "cost_test_util.h"
@@ -135,6 +136,34 @@ TEST_F(NeuralTrain, SavedModelPredictsTheSame) {
   EXPECT_NEAR(scaled->compute_ms(ids), direct.compute_ms(ids) / 8, 1e-9 * direct.compute_ms(ids));
   options.model_dir = "/nonexistent";
   EXPECT_THROW(create_cost_model("neural", options), Error);
+}
+
+// Settings libtorch would reject with a stack trace, or never finish on (a
+// batch of 0), are errors naming the option before any training.
+TEST_F(NeuralTrain, NonsenseSettingsAreErrors) {
+  const struct {
+    std::function<void(TrainOptions&)> edit;
+    const char* option;
+  } cases[] = {
+      {[](TrainOptions& o) { o.batch = 0; }, "--batch 0"},
+      {[](TrainOptions& o) { o.max_epochs = 0; }, "--epochs 0"},
+      {[](TrainOptions& o) { o.patience = -1; }, "--patience -1"},
+      {[](TrainOptions& o) { o.lr = -1; }, "--lr -1"},
+      {[](TrainOptions& o) { o.lr = 0; }, "--lr 0"},
+      {[](TrainOptions& o) { o.hidden = 0; }, "--hidden 0"},
+      {[](TrainOptions& o) { o.embed = -1; }, "--embed -1"},
+      {[](TrainOptions& o) { o.threads = 0; }, "--threads 0"},
+  };
+  for (const auto& c : cases) {
+    TrainOptions o = options();
+    c.edit(o);
+    try {
+      train_neural_model(o);
+      ADD_FAILURE() << c.option << " trained";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.option), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST_F(NeuralTrain, SameSeedSameWeights) {

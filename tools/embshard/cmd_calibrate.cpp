@@ -25,6 +25,8 @@ struct CalibrateArgs {
 };
 
 void run(const CalibrateArgs& args) {
+  // Every output checked before anything is measured or written.
+  if (!args.check_csv.empty()) check_writable(args.check_csv, "--check-csv");
   Calibration c;
   if (args.from.empty()) {
     c = run_calibration(args.options, stderr_reporter());

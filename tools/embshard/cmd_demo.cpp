@@ -42,10 +42,12 @@ void run_demo(DemoArgs& args) {
 
   args.bench.workload_dir = workload_dir;
   args.bench.out_path = (std::filesystem::path(args.dir) / "compute_costs.jsonl").string();
+  // The command that measures the same (and resumes the file with more --samples).
   fmt::print("\n[2/3] bench compute --workload {} --samples {} --max-tables {} --threads {} "
-             "-o {}\n",
+             "--warmup {} --min-rounds {} --max-rounds {} --reference-window-s {} -o {}\n",
              workload_dir, args.bench.samples, args.bench.max_tables, args.bench.threads,
-             args.bench.out_path);
+             args.bench.warmup, args.bench.min_rounds, args.bench.max_rounds,
+             args.bench.reference_window_s, args.bench.out_path);
   std::fflush(stdout);
   // A fresh measurement each time: the workload was just regenerated.
   std::filesystem::remove(args.bench.out_path);

@@ -41,11 +41,21 @@ void run_fit(FitArgs& a) {
     report_problems(path, comm_files.back().problems, stderr_reporter());
   }
   if (a.fit.data_paths.empty()) {
-    a.measure.dir = (std::filesystem::path(a.out_dir) / "fit_data").string();
-    std::filesystem::create_directories(a.measure.dir);
-    FitFiles files = measure_fit_data(a.measure, a.fit.fit_share, stderr_reporter());
-    a.fit.data_paths = std::move(files.fit);
-    a.fit.test_paths = std::move(files.test);
+    namespace fs = std::filesystem;
+    const bool made_out = !fs::exists(a.out_dir);
+    a.measure.dir = (fs::path(a.out_dir) / "fit_data").string();
+    fs::create_directories(a.measure.dir);
+    try {
+      FitFiles files = measure_fit_data(a.measure, a.fit.fit_share, stderr_reporter());
+      a.fit.data_paths = std::move(files.fit);
+      a.fit.test_paths = std::move(files.test);
+    } catch (...) {
+      // Refused before measuring anything (bad options): leave no directory
+      // behind. Measurements made are kept: the same command resumes them.
+      std::error_code ec;
+      if (made_out && fs::is_empty(a.measure.dir, ec)) fs::remove_all(a.out_dir, ec);
+      throw;
+    }
   }
   FitResult r = fit_neural_model(a.fit, stderr_reporter());
   if (a.tune == "on") {
