@@ -59,9 +59,9 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
   if (!complete) {
     scale.compute.reset();
     scale.note = fmt::format(
-        "its compute data record no common reference probe of normalized {} measurements on "
-        "this machine's cpu ({})",
-        executor, cpu);
+        "the model's compute data do not share one reference probe of normalized "
+        "measurements{} on this machine's CPU ({})",
+        executor.empty() ? "" : " (" + executor + ")", cpu);
   }
 
   // Comm: the file at this rank count and batch.

@@ -264,6 +264,10 @@ TEST(Calibrate, AnUnwritableCheckCsvFailsBeforeAnythingIsWritten) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--check-csv"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir.file("c.json")));
+  // No default output: a calibration never lands on the shipped one unasked.
+  const auto no_out = testing::run_cli("calibrate --quick");
+  EXPECT_NE(no_out.exit_code, 0);
+  EXPECT_NE(no_out.output.find("give --out FILE"), std::string::npos) << no_out.output;
 }
 
 }  // namespace

@@ -79,7 +79,7 @@ TEST(ReferenceScale, ComesFromTheModelsTrainingData) {
                               json{other_machine}}) {
     s = model_reference_scale("neural", model_with(dir, {{"compute", entries}}), kCpu, 2, 2048);
     EXPECT_FALSE(s.compute.has_value()) << entries.dump();
-    EXPECT_NE(s.note.find("no common reference probe"), std::string::npos) << s.note;
+    EXPECT_NE(s.note.find("do not share one reference probe"), std::string::npos) << s.note;
   }
   // Raw medians have no scale to share.
   s = model_reference_scale(

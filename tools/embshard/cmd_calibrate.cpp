@@ -11,6 +11,7 @@
 #include "embshard/cost/analytic/calibrate.h"
 #include "embshard/cost/analytic/check.h"
 #include "embshard/util/reporter.h"
+#include "embshard/util/error.h"
 #include "embshard/util/file.h"
 
 namespace embshard::cli {
@@ -26,6 +27,11 @@ struct CalibrateArgs {
 
 void run(const CalibrateArgs& args) {
   // Every output checked before anything is measured or written.
+  const bool writes =
+      args.from.empty() || !args.options.comm_path.empty() || !args.collectives.empty();
+  ES_CHECK(!writes || !args.options.out_path.empty(),
+           "calibrate: give --out FILE for the calibration (to replace the shipped one, name "
+           "models/analytic.json: it is never overwritten by default)");
   if (!args.check_csv.empty()) check_writable(args.check_csv, "--check-csv");
   Calibration c;
   if (args.from.empty()) {
@@ -37,7 +43,7 @@ void run(const CalibrateArgs& args) {
     }
   }
   if (!args.collectives.empty()) fit_collectives_from_files(args.collectives, c, stderr_reporter());
-  if (args.from.empty() || !args.options.comm_path.empty() || !args.collectives.empty()) {
+  if (writes) {
     const auto parent = std::filesystem::path(args.options.out_path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
     save_calibration(c, args.options.out_path);
@@ -67,7 +73,8 @@ void add_calibrate_command(CLI::App& app) {
   CalibrateOptions& o = args->options;
   CLI::App* cmd = app.add_subcommand(
       "calibrate", "Measure this machine's bandwidths and overheads for the analytic cost model");
-  cmd->add_option("-o,--out", o.out_path, "Calibration file to write")->capture_default_str();
+  cmd->add_option("-o,--out", o.out_path,
+                  "Calibration file to write (required when one is made or refitted)");
   cmd->add_option("--threads", o.threads, "Executor threads")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();

@@ -15,7 +15,7 @@ namespace embshard {
 class Reporter;
 
 struct CalibrateOptions {
-  std::string out_path = "models/analytic.json";
+  std::string out_path;  // required when a calibration is written (never the shipped one by default)
   std::string comm_path;  // a `bench comm` file to fit alpha/beta from ("" = defaults)
   int threads = 1;
   bool thread_cpu_time = false;  // ExecutorOptions::thread_cpu_time
