@@ -275,6 +275,10 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
                  {"format", "version", "machine", "tasks", "pool", "devices", "algos", "sharding_types",
                   "cost_model", "model_dir", "threads", "comm", "predict_only", "executor",
                   "comm_passes"});
+  if (out.dropped_bytes() > 0) {
+    reporter.note(fmt::format("eval: dropped a torn last record ({} bytes) from {}",
+                              out.dropped_bytes(), o.out_path));
+  }
   const size_t done = out.records().size();
   Progress progress(reporter, "eval", tasks.size(), done);
   for (size_t i = done; i < tasks.size(); ++i) {

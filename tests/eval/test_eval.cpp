@@ -99,6 +99,17 @@ TEST(Eval, RunsResumesAndSummarises) {
     }
   }
   EXPECT_EQ(run_eval(o, silent_reporter()).size(), 3u);  // resumed: nothing new to do
+  {
+    // A torn last record (a crash mid-write) is dropped, said so, and measured again.
+    const std::string whole = slurp(o.out_path);
+    const size_t last = whole.rfind('\n', whole.size() - 2);
+    spit(o.out_path, whole.substr(0, last + 1) + whole.substr(last + 1, 20));
+    CaptureReporter torn;
+    EXPECT_EQ(run_eval(o, torn).size(), 3u);
+    bool said = false;
+    for (const std::string& n : torn.notes()) said = said || n.find("torn last record") != n.npos;
+    EXPECT_TRUE(said);
+  }
   const EvalSummary summary = summarize_eval(records, o.algos);
   ASSERT_EQ(summary.algos.size(), 3u);
   EXPECT_EQ(summary.tasks, 3);
