@@ -65,4 +65,8 @@ AccuracyFigures accuracy(std::span<const double> predicted, std::span<const doub
   return f;
 }
 
+std::string kendall_tau_text(const AccuracyFigures& f) {
+  return f.count < 3 ? std::string("-") : fmt::format("{:.3f}", f.kendall_tau);
+}
+
 }  // namespace embshard

@@ -42,6 +42,13 @@ TEST(Accuracy, KendallTauOnKnownPermutations) {
   EXPECT_DOUBLE_EQ(kendall_tau_b(x, std::vector<double>{1, 3, 2, 4, 5}), 0.8);
 }
 
+TEST(Accuracy, KendallTauTextNeedsThreePairs) {
+  const std::vector<double> p = {1, 2, 3}, m = {3, 2, 1};
+  EXPECT_EQ(kendall_tau_text(accuracy(std::span(p).first(1), std::span(m).first(1))), "-");
+  EXPECT_EQ(kendall_tau_text(accuracy(std::span(p).first(2), std::span(m).first(2))), "-");
+  EXPECT_EQ(kendall_tau_text(accuracy(p, m)), "-1.000");
+}
+
 TEST(Accuracy, KendallTauBHandlesTies) {
   // One pair tied in x: tau-b = 5 / sqrt(5 * 6) (scipy.stats.kendalltau agrees).
   EXPECT_NEAR(kendall_tau_b(std::vector<double>{1, 2, 2, 3}, std::vector<double>{1, 2, 3, 4}),

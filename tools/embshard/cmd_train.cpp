@@ -31,7 +31,7 @@ void print_figures(const std::vector<Comparison>& comparisons) {
       continue;
     }
     table.add_row({c.title, std::to_string(f.count), fmt::format("{:.2f}", f.mape_pct),
-                   fmt::format("{:.2f}", f.p90_ape_pct), fmt::format("{:.3f}", f.kendall_tau)});
+                   fmt::format("{:.2f}", f.p90_ape_pct), kendall_tau_text(f)});
   }
   fmt::print("{}", table.render());
 }

@@ -61,7 +61,7 @@ void print_figures(const FileValidation& v, const ValidateArgs& args) {
   for (const Comparison& c : v.comparisons) {
     const AccuracyFigures f = accuracy(c.predicted, c.measured);
     table.add_row({c.title, std::to_string(f.count), fmt::format("{:.2f}", f.mape_pct),
-                   fmt::format("{:.2f}", f.p90_ape_pct), fmt::format("{:.3f}", f.kendall_tau),
+                   fmt::format("{:.2f}", f.p90_ape_pct), kendall_tau_text(f),
                    fmt::format("{:+.2f}", f.median_error_pct)});
   }
   fmt::print("model {} on {}{}:\n{}", args.model_dir, args.data_path,

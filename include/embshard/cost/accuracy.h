@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace embshard {
 
@@ -21,6 +22,10 @@ struct AccuracyFigures {
 // is not finite and positive, or a prediction is not finite. tau-b is 0 when
 // either side is constant (no ranking to agree with).
 AccuracyFigures accuracy(std::span<const double> predicted, std::span<const double> measured);
+
+// tau-b for a table ("0.953"), or "-" under 3 pairs, where a rank
+// correlation says nothing (1 pair: 0; 2 pairs: +-1).
+std::string kendall_tau_text(const AccuracyFigures& f);
 
 // Kendall's tau-b, O(n^2) pairs (accuracy data holds thousands, not millions).
 double kendall_tau_b(std::span<const double> x, std::span<const double> y);
