@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +18,51 @@
 #include "embshard/util/error.h"
 
 namespace embshard {
+
+namespace {
+
+// Slots the signal handler reads: a path is published by setting `ready`
+// after it is copied, and unpublished before the slot is freed.
+constexpr int kTempSlots = 64;
+constexpr size_t kTempPathBytes = 4096;
+struct TempSlot {
+  std::atomic<bool> taken{false};
+  std::atomic<bool> ready{false};
+  char path[kTempPathBytes];
+};
+TempSlot temp_slots[kTempSlots];
+
+extern "C" void remove_temp_files_and_reraise(int signal_number) {
+  for (TempSlot& s : temp_slots) {
+    if (s.ready.load(std::memory_order_acquire)) ::unlink(s.path);  // async-signal-safe
+  }
+  std::signal(signal_number, SIG_DFL);
+  std::raise(signal_number);
+}
+
+}  // namespace
+
+TempFileGuard::TempFileGuard(const std::string& path) {
+  if (path.size() >= kTempPathBytes) return;
+  for (int i = 0; i < kTempSlots; ++i) {
+    bool expected = false;
+    if (!temp_slots[i].taken.compare_exchange_strong(expected, true)) continue;
+    std::memcpy(temp_slots[i].path, path.c_str(), path.size() + 1);
+    temp_slots[i].ready.store(true, std::memory_order_release);
+    slot_ = i;
+    return;
+  }
+}
+
+TempFileGuard::~TempFileGuard() {
+  if (slot_ < 0) return;
+  temp_slots[slot_].ready.store(false, std::memory_order_release);
+  temp_slots[slot_].taken.store(false, std::memory_order_release);
+}
+
+void remove_temp_files_on_signals() {
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) std::signal(s, remove_temp_files_and_reraise);
+}
 
 std::string temp_path_for(const std::string& path) {
   return fmt::format("{}.tmp.{}", path, static_cast<long>(getpid()));
@@ -36,6 +83,7 @@ void commit_file(const std::string& from, const std::string& to) {
 
 void write_file_atomic(const std::string& path, const std::string& content) {
   const std::string tmp = temp_path_for(path);
+  const TempFileGuard guard(tmp);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     ES_CHECK(out.good(), "cannot create '{}': {}", tmp, std::strerror(errno));

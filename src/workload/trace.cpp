@@ -83,7 +83,7 @@ void validate_trace(const TableTrace& trace, int64_t rows, const std::string& co
 
 TraceWriter::TraceWriter(std::string path, uint64_t num_tables, uint64_t batch_size,
                          uint32_t index_bytes)
-    : path_(std::move(path)), tmp_path_(temp_path_for(path_)) {
+    : path_(std::move(path)), tmp_path_(temp_path_for(path_)), tmp_guard_(tmp_path_) {
   ES_CHECK(index_bytes == 4 || index_bytes == 8,
            "trace file '{}': index_bytes is {}, must be 4 or 8", path_, index_bytes);
   ES_CHECK(batch_size > 0, "trace file '{}': batch_size must be positive", path_);

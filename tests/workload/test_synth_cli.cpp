@@ -66,5 +66,21 @@ TEST_F(SynthCli, SynthThenInspectJson) {
   EXPECT_LE(j.at("comparison").at("row_reuse_tv").get<double>(), 0.05);
 }
 
+// Ctrl-C or a kill while the trace is written leaves no temporary file (of
+// gigabytes, for a big workload) behind, and the exit status says why.
+TEST_F(SynthCli, SigtermRemovesTheTemporaryTrace) {
+  const std::string out = dir_ + "/killed";
+  const CliResult r = testing::run_shell(
+      "sh -c '" + std::string(EMBSHARD_CLI_PATH) +
+      " synth --profile 2021 --tables 100 --batch 65536 -o " + out +
+      " >/dev/null 2>&1 & p=$!; i=0; while [ $i -lt 200 ] && ! ls " + out +
+      "/*.tmp.* >/dev/null 2>&1; do sleep 0.05; i=$((i+1)); done; kill -TERM $p; wait $p; "
+      "echo status=$?'");
+  EXPECT_NE(r.output.find("status=143"), std::string::npos) << r.output;  // 128 + SIGTERM
+  for (const auto& entry : std::filesystem::directory_iterator(out)) {
+    EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << entry.path();
+  }
+}
+
 }  // namespace
 }  // namespace embshard

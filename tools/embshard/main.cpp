@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "embshard/util/error.h"
+#include "embshard/util/file.h"
 
 namespace {
 
@@ -41,6 +42,9 @@ std::string unknown_command(CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A temporary file being written (a trace of gigabytes) goes with the
+  // process when Ctrl-C or a kill ends it.
+  embshard::remove_temp_files_on_signals();
   CLI::App app{"embshard: measure, model and plan the sharding of embedding tables"};
   app.set_version_flag("--version", EMBSHARD_VERSION);
   app.require_subcommand(1);

@@ -35,4 +35,22 @@ std::string temp_path_for(const std::string& path);
 // Renames `from` onto `to` after fsyncing `from`; throws Error on failure.
 void commit_file(const std::string& from, const std::string& to);
 
+// A temporary file this process is writing, removed if SIGINT, SIGTERM or
+// SIGHUP ends the process (no destructor runs then) once the CLI has called
+// remove_temp_files_on_signals(). Lives as long as the file may exist; up to
+// 64 at once (more are simply not covered).
+class TempFileGuard {
+ public:
+  explicit TempFileGuard(const std::string& path);
+  ~TempFileGuard();
+  TempFileGuard(const TempFileGuard&) = delete;
+  TempFileGuard& operator=(const TempFileGuard&) = delete;
+
+ private:
+  int slot_ = -1;
+};
+// Installs the handlers: each removes the guarded files, then ends the
+// process by the same signal (its exit status says so).
+void remove_temp_files_on_signals();
+
 }  // namespace embshard

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "embshard/util/file.h"
+
 namespace embshard {
 
 constexpr char kTraceMagic[8] = {'E', 'M', 'B', 'T', 'R', 'A', 'C', 'E'};
@@ -70,6 +72,7 @@ class TraceWriter {
   void write_bytes(const void* data, size_t size);
 
   std::string path_, tmp_path_;
+  TempFileGuard tmp_guard_;  // removes tmp_path_ if a signal ends the process
   std::FILE* file_ = nullptr;
   TraceFileInfo info_;
   std::vector<Entry> directory_;
