@@ -39,6 +39,8 @@ TEST_F(SynthCli, BadFlagsFailWithAMessage) {
        "--index-bytes is 2, must be 4 or 8"},
       {"synth --tables 4 --batch 8 -o " + dir_, "--profile is required"},
       {"inspect " + dir_ + "/missing", "no tables.json"},
+      {"synth --profile 2021 --tables 2 --seed -1 -o " + dir_,
+       "--seed: is -1, must be a non-negative"},
   };
   for (const auto& c : cases) {
     const CliResult r = run_cli(c.args);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "options.h"
 #include "embshard/bench/comm.h"
 #include "embshard/util/reporter.h"
 
@@ -40,7 +41,7 @@ void add_bench_comm_command(CLI::App& bench) {
       ->required();
   cmd->add_option("--batch", o.batch, "Global batch; each rank holds batch/N rows")
       ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of the sample draws")->capture_default_str();
+  add_seed_option(cmd, o.seed, "Seed of the sample draws");
   cmd->add_option("--max-delay-ms", o.max_delay_ms, "Straggler delays: uniform 0..D ms")
       ->capture_default_str();
   cmd->add_option("--dims", o.dims, "Dims a table is drawn at")

@@ -40,7 +40,7 @@ void add_bench_compute_command(CLI::App& bench) {
   cmd->add_option("--threads", o.threads, "Threads of the executor (a device)")
       ->capture_default_str();
   add_thread_cpu_time_flag(cmd, o.thread_cpu_time);
-  cmd->add_option("--seed", o.seed, "Seed of the shard draws")->capture_default_str();
+  add_seed_option(cmd, o.seed, "Seed of the shard draws");
   cmd->add_option("--executor", o.executor, "Where shards run: " + one_of(executor_names()))
       ->capture_default_str();
   cmd->add_option("--warmup", o.warmup, "Untimed steps per shard")->capture_default_str();

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "options.h"
 #include "embshard/bench/cost_model_bench.h"
 #include "embshard/cost/compute_model.h"
 
@@ -24,7 +25,7 @@ void add_bench_cost_model_command(CLI::App& bench) {
   cmd->add_option("--tables-per-shard", o->tables_per_shard, "Tables per shard")
       ->capture_default_str();
   cmd->add_option("--seconds", o->seconds, "Seconds per measured path")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of tables and shards")->capture_default_str();
+  add_seed_option(cmd, o->seed, "Seed of tables and shards");
   cmd->callback([o] {
     std::unique_ptr<ComputeModel> reference;
 #ifdef EMBSHARD_WITH_TORCH

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "options.h"
 #include "embshard/bench/kernel_bench.h"
 #include "embshard/util/reporter.h"
 
@@ -20,7 +21,7 @@ void add_bench_kernel_command(CLI::App& bench) {
   cmd->add_option("--threads", options->threads, "Threads for every implementation")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  cmd->add_option("--seed", options->seed, "Seed of the generated cases")->capture_default_str();
+  add_seed_option(cmd, options->seed, "Seed of the generated cases");
   cmd->callback([options, json] {
     KernelBenchOptions o = *options;
     o.warmup_runs = o.quick ? 2 : 3;

@@ -26,7 +26,7 @@ void add_bench_plan_command(CLI::App& bench) {
   cmd->add_option("--policy", o->planner.policy_dir,
                   "dreamshard, autoshard: policy directory (default: the shipped one)");
   cmd->add_option("--repeats", o->repeats, "Runs per size (median reported)")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of the synthetic tables")->capture_default_str();
+  add_seed_option(cmd, o->seed, "Seed of the synthetic tables");
   add_search_options(cmd, o->planner);
   cmd->add_option("--mem-slack", o->mem_slack, "Device memory as a multiple of an even share")
       ->capture_default_str();

@@ -27,7 +27,7 @@ void add_bench_repeat_command(CLI::App& bench) {
       ->required();
   cmd->add_option("--samples", o.samples, "Shards (bench compute's draws 0..N-1)")
       ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of the shard draws")->capture_default_str();
+  add_seed_option(cmd, o.seed, "Seed of the shard draws");
   cmd->add_option("--max-tables", o.max_tables, "Tables per shard: 1..K")->capture_default_str();
   add_bytes_option(cmd, "--mem-cap", o.mem_cap_bytes, "Weight bytes per shard at most")
       ->default_str(std::to_string(o.mem_cap_bytes));

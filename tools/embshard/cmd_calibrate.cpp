@@ -89,7 +89,7 @@ void add_calibrate_command(CLI::App& app) {
                   "data-parallel collectives' latency and bandwidths to")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--quick", o.quick, "Smaller probes, fewer runs (tests; about 2-5 s)");
-  cmd->add_option("--seed", o.seed, "Seed of the probes' indices")->capture_default_str();
+  add_seed_option(cmd, o.seed, "Seed of the probes' indices");
   cmd->add_option("--from", args->from,
                   "Load this calibration instead of measuring (with --comm or --collectives: "
                   "refit them and write --out)")

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "options.h"
 #include "embshard/bench/compute.h"
 #include "embshard/plan/report.h"
 #include "embshard/search/planning.h"
@@ -85,7 +86,7 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--profile", args->synth.profile, "2021 | 2022")->capture_default_str();
   cmd->add_option("--tables", args->synth.num_tables, "Tables")->capture_default_str();
   cmd->add_option("--batch", args->synth.batch_size, "Batch size")->capture_default_str();
-  cmd->add_option("--seed", args->synth.seed, "Seed")->capture_default_str();
+  add_seed_option(cmd, args->synth.seed, "Seed");
   cmd->add_option("--samples", args->bench.samples, "Shards to measure")->capture_default_str();
   cmd->add_option("--threads", args->bench.threads, "Executor threads")->capture_default_str();
   cmd->add_option("--devices", args->devices, "Devices to plan for")->capture_default_str();

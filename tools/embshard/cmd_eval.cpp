@@ -89,7 +89,7 @@ void add_eval_command(CLI::App& app) {
                    "task<i>_<algorithm>.json");
   eval->add_option("--threads", o.threads, "Executor threads per device")->capture_default_str();
   add_thread_cpu_time_flag(eval, o.thread_cpu_time);
-  eval->add_option("--seed", o.planner.seed, "Seed of the random planner")->capture_default_str();
+  add_seed_option(eval, o.planner.seed, "Seed of the random planner");
   eval->add_option("--plan-threads", o.planner.threads,
                    "neuroshard search threads (0: one per hardware thread)")
       ->capture_default_str();

@@ -146,7 +146,7 @@ void add_fit_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", b.threads, "Executor threads")->capture_default_str();
   add_thread_cpu_time_flag(cmd, b.thread_cpu_time);
-  cmd->add_option("--seed", b.seed, "Seed of the shards drawn")->capture_default_str();
+  add_seed_option(cmd, b.seed, "Seed of the shards drawn");
   cmd->add_option("--reference-window-s", b.reference_window_s,
                   "Seconds of reference-probe runs (normalization)")
       ->capture_default_str();

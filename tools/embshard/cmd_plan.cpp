@@ -144,7 +144,7 @@ void add_plan_command(CLI::App& app) {
                       one_of(sharding_type_names()));
   cmd->add_option("--split-dims", r.constraints.split.allowed, "Column widths splits may produce "
                   "(multiples of 4; default: any)")->delimiter(',');
-  cmd->add_option("--seed", p.seed, "Seed (random planner)")->capture_default_str();
+  add_seed_option(cmd, p.seed, "Seed (random planner)");
   cmd->add_option("--policy", p.policy_dir, "dreamshard, autoshard: policy directory from "
                   "`embshard train-policy` (default: the shipped models/policies/NAME)");
   add_search_options(cmd, p);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "options.h"
 #include "embshard/util/error.h"
 #include "embshard/util/reporter.h"
 #include "embshard/workload/synth.h"
@@ -49,8 +50,7 @@ void add_synth_command(CLI::App& app) {
       ->required();
   cmd->add_option("--tables", args->options.num_tables, "Number of tables")->required();
   cmd->add_option("--batch", args->options.batch_size, "Batch size (bags per table)")->required();
-  cmd->add_option("--seed", args->options.seed, "Random seed (same seed, same bytes)")
-      ->capture_default_str();
+  add_seed_option(cmd, args->options.seed, "Random seed (same seed, same bytes)");
   cmd->add_option("-o,--out", args->out_dir, "Output workload directory")->required();
   cmd->add_option("--dims", args->options.dims, "Embedding dimensions to draw from")
       ->delimiter(',')

@@ -49,7 +49,7 @@ void add_tasks_command(CLI::App& app) {
   cmd->add_option("--count", t->options.count, "Tasks")->capture_default_str();
   cmd->add_flag("--oversized", t->options.oversized,
                 "Keep tables larger than a device at their dim (they must be split)");
-  cmd->add_option("--seed", t->options.seed, "Seed")->capture_default_str();
+  add_seed_option(cmd, t->options.seed, "Seed");
   cmd->add_option("-o,--out", t->out, "Task file to write")->required();
   cmd->callback([t] { run_tasks(*t); });
 }

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "options.h"
 #include "embshard/util/error.h"
 #include "embshard/util/text_table.h"
 
@@ -69,8 +70,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--raw", o.raw_ground_truth,
                 "Train on the records' raw medians, not their normalized figures (a dedicated "
                 "device, e.g. a GPU, where raw timings repeat better)");
-  cmd->add_option("--seed", o.seed, "Seed of splits, initialisation and batch order")
-      ->capture_default_str();
+  add_seed_option(cmd, o.seed, "Seed of splits, initialisation and batch order");
   cmd->add_option("--holdout-tables", o.holdout_tables, "Share of pool tables kept out of training")
       ->capture_default_str();
   cmd->add_option("--val-share", o.val_share, "Share of records for validation")

@@ -109,8 +109,7 @@ void add_train_policy_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--hidden", o.hidden, "Hidden layer width")->capture_default_str();
   cmd->add_option("--embed", o.embed, "Table encoding width")->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of draws, initialisation and sampling")
-      ->capture_default_str();
+  add_seed_option(cmd, o.seed, "Seed of draws, initialisation and sampling");
   cmd->callback([args] { run_train_policy(*args); });
 #else
   CLI::App* cmd =

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "options.h"
 #include "embshard/cost/neural/validate.h"
 #include "embshard/eval/ranking.h"
 #include "embshard/util/error.h"
@@ -123,7 +124,7 @@ void add_validate_command(CLI::App& app) {
   cmd->add_option("--placements", r.placements, "Random placements per task")
       ->capture_default_str();
   cmd->add_option("--devices", r.devices, "Devices per task")->capture_default_str();
-  cmd->add_option("--seed", r.seed, "Seed of the tasks and placements")->capture_default_str();
+  add_seed_option(cmd, r.seed, "Seed of the tasks and placements");
   cmd->add_flag("--json", args->json_output,
                 "Print JSON (mape_pct, p90_ape_pct, kendall_tau, count, ...)");
   cmd->add_flag("--raw", args->raw, "Judge against the records' raw medians (a dedicated device)");

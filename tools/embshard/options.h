@@ -21,6 +21,19 @@ inline std::string one_of(const std::vector<std::string>& names) {
 }
 
 // A size in bytes, given as bytes or with a unit ("40GB", "512MiB").
+// --seed: a non-negative number (a negative one would wrap to 2^64 - 1).
+template <typename T>
+CLI::Option* add_seed_option(CLI::App* cmd, T& seed, const std::string& help) {
+  const CLI::Validator non_negative(
+      [](std::string& text) {
+        return text.find('-') == std::string::npos
+                   ? std::string()
+                   : "is " + text + ", must be a non-negative integer";
+      },
+      "");
+  return cmd->add_option("--seed", seed, help)->check(non_negative)->capture_default_str();
+}
+
 // --thread-cpu-time: the CPU executor times steps by the thread's CPU time
 // (ExecutorOptions::thread_cpu_time).
 inline CLI::Option* add_thread_cpu_time_flag(CLI::App* cmd, bool& on) {
