@@ -105,6 +105,26 @@ ComputeRecord parse_compute(const json& r) {
         throw std::invalid_argument(fmt::format("invalid reuse share in bin {}", k));
       }
     }
+    // A piece (bench compute --pieces): a row block starts at row_offset, a
+    // replica serves slice s of n of the batch.
+    if (const auto it = t.find("row_offset"); it != t.end()) {
+      f.row_piece = true;
+      f.source_row_offset = it->get<int64_t>();
+      if (f.source_row_offset < 0) {
+        throw std::invalid_argument(fmt::format("row_offset {} is negative", f.source_row_offset));
+      }
+    }
+    if (const auto it = t.find("batch_slice"); it != t.end()) {
+      const auto slice = it->get<std::vector<int>>();
+      if (slice.size() != 2 || slice[1] < 2 || slice[0] < 0 || slice[0] >= slice[1]) {
+        throw std::invalid_argument(
+            fmt::format("batch_slice {} is not [slice, slices] with 0 <= slice < slices, "
+                        "slices >= 2",
+                        it->dump()));
+      }
+      f.batch_slice = slice[0];
+      f.batch_slices = slice[1];
+    }
     rec.tables.push_back(f);
     rec.pool_ids.push_back(t.value("table", -1));
   }

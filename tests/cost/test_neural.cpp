@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <random>
 
 #include "cost_test_util.h"
@@ -14,8 +16,10 @@
 #include "embshard/cost/analytic/terms.h"
 #include "embshard/cost/neural/features.h"
 #include "embshard/cost/neural/model.h"
+#include "embshard/cost/neural/validate.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/reporter.h"
 #include "support/pt_writer.h"
 #include "test_util.h"
 
@@ -279,6 +283,99 @@ TEST(CostData, GzipFilesReadAsThePlainOnes) {
     EXPECT_EQ(packed.records[i].tables.size(), plain.records[i].tables.size());
   }
   EXPECT_EQ(detect_cost_data_kind(dir.file("compute.jsonl.gz")), CostDataKind::kCompute);
+}
+
+// Rewrites record k (0-based, after the header) of a compute file's lines.
+void edit_records(const std::string& path,
+                  const std::function<void(int, nlohmann::json&)>& edit) {
+  const std::string text = read_file(path);
+  std::string out;
+  int line = 0;
+  for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1, ++line) {
+    if (line == 0) {
+      out += text.substr(at, nl - at) + "\n";
+      continue;
+    }
+    auto r = nlohmann::json::parse(text.substr(at, nl - at));
+    edit(line - 1, r);
+    out += r.dump() + "\n";
+  }
+  write_file_atomic(path, out);
+}
+
+TEST(CostData, PiecesAreReadAndChecked) {
+  ScratchDir dir("cost_data_pieces");
+  const std::string path = dir.file("compute.jsonl");
+  testing::write_synth_compute(path, 40, 5);
+  edit_records(path, [](int k, nlohmann::json& r) {
+    nlohmann::json& t = r["tables"][0];
+    if (k == 0) t["row_offset"] = 100;
+    if (k == 1) t["batch_slice"] = {1, 4};
+    if (k == 2) t["row_offset"] = -1;
+    if (k == 3) t["batch_slice"] = {4, 4};
+    if (k == 4) t["batch_slice"] = "half";
+  });
+  const ComputeData data = load_compute_data(path);
+  ASSERT_EQ(data.records.size(), 37u);
+  ASSERT_EQ(data.problems.size(), 3u);
+  EXPECT_EQ(data.problems[0].line, 4);
+  EXPECT_NE(data.problems[0].reason.find("row_offset -1"), std::string::npos)
+      << data.problems[0].reason;
+  EXPECT_EQ(data.problems[1].line, 5);
+  EXPECT_NE(data.problems[1].reason.find("batch_slice [4,4]"), std::string::npos)
+      << data.problems[1].reason;
+  EXPECT_EQ(data.problems[2].line, 6);
+  const TableFeatures& row = data.records[0].tables[0];
+  EXPECT_TRUE(row.row_piece);
+  EXPECT_EQ(row.source_row_offset, 100);
+  const TableFeatures& slice = data.records[1].tables[0];
+  EXPECT_FALSE(slice.row_piece);
+  EXPECT_EQ(slice.batch_slice, 1);
+  EXPECT_EQ(slice.batch_slices, 4);
+  EXPECT_FALSE(data.records[2].tables[0].row_piece);
+  EXPECT_EQ(data.records[2].tables[0].batch_slices, 1);
+}
+
+TEST(NeuralValidate, FiguresBySharingTypeAndModelSets) {
+  ScratchDir dir("validate_pieces");
+  // A model set (plan --model's kind) reads as the model in its neural/.
+  save_neural_model(random_model(6), dir.file("set/neural"));
+  const NeuralModel model = load_neural_model(dir.file("set"));
+  const std::string plain = dir.file("plain.jsonl"), pieces = dir.file("pieces.jsonl");
+  testing::write_synth_compute(plain, 30, 9);
+  testing::write_synth_compute(pieces, 30, 9);
+  // Records 0-4 hold a row block, 5-9 a replica slice, 10 both; the rest whole tables.
+  edit_records(pieces, [](int k, nlohmann::json& r) {
+    if (k <= 4 || k == 10) r["tables"][0]["row_offset"] = 0;
+    if ((k >= 5 && k <= 9) || k == 10) r["tables"].back()["batch_slice"] = {0, 2};
+  });
+  const FileValidation none = validate_on_file(model, "set", plain, silent_reporter());
+  EXPECT_TRUE(none.by_piece.empty());
+  EXPECT_FALSE(none.figures.contains("by_piece"));
+  const FileValidation v = validate_on_file(model, "set", pieces, silent_reporter());
+  ASSERT_EQ(v.by_piece.size(), 3u);
+  std::vector<int> whole(19);
+  std::iota(whole.begin(), whole.end(), 11);
+  const std::vector<std::pair<std::string, std::vector<int>>> expected = {
+      {"whole_tables", whole},
+      {"row_blocks", {0, 1, 2, 3, 4, 10}},
+      {"replica_slices", {5, 6, 7, 8, 9, 10}}};
+  const Comparison& all = v.comparisons.front();
+  for (size_t g = 0; g < expected.size(); ++g) {
+    const auto& [name, records] = expected[g];
+    const Comparison& c = v.by_piece[g];
+    EXPECT_EQ(c.name, name);
+    ASSERT_EQ(c.measured.size(), records.size()) << name;
+    for (size_t k = 0; k < records.size(); ++k) {
+      EXPECT_EQ(c.measured[k], all.measured[records[k]]) << name;
+      EXPECT_EQ(c.predicted[k], all.predicted[records[k]]) << name;
+    }
+    EXPECT_EQ(v.figures["by_piece"][name]["count"], records.size());
+    EXPECT_DOUBLE_EQ(v.figures["by_piece"][name]["mape_pct"].get<double>(),
+                     accuracy(c.predicted, c.measured).mape_pct);
+  }
+  // The pieces' figures are a breakdown, not more records.
+  EXPECT_EQ(v.figures["count"], 30);
 }
 
 TEST(CostData, AccuracyFigures) {

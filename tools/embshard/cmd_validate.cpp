@@ -59,7 +59,9 @@ json run_ranking(const ValidateArgs& args) {
 
 void print_figures(const FileValidation& v, const ValidateArgs& args) {
   TextTable table({"data", "n", "MAPE %", "p90 APE %", "Kendall tau", "median error %"});
-  for (const Comparison& c : v.comparisons) {
+  std::vector<Comparison> rows = v.comparisons;
+  rows.insert(rows.end(), v.by_piece.begin(), v.by_piece.end());
+  for (const Comparison& c : rows) {
     const AccuracyFigures f = accuracy(c.predicted, c.measured);
     table.add_row({c.title, std::to_string(f.count), fmt::format("{:.2f}", f.mape_pct),
                    fmt::format("{:.2f}", f.p90_ape_pct), kendall_tau_text(f),
@@ -113,7 +115,9 @@ void add_validate_command(CLI::App& app) {
   auto args = std::make_shared<ValidateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "validate", "Accuracy of a cost model on measured data, and its ranking of placements");
-  cmd->add_option("--model", args->model_dir, "Model directory (embshard train --out)")->required();
+  cmd->add_option("--model", args->model_dir,
+                  "Model directory (embshard train --out), or a model set with one in neural/")
+      ->required();
   cmd->add_option("--data", args->data_path, "bench compute or bench comm file");
   RankingOptions& r = args->ranking_options;
   cmd->add_flag("--ranking", args->ranking,

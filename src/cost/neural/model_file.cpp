@@ -222,7 +222,13 @@ void save_neural_model(const NeuralModel& m, const std::string& dir) {
   write_file_atomic((std::filesystem::path(dir) / kManifestFile).string(), manifest.dump(2) + "\n");
 }
 
-NeuralModel load_neural_model(const std::string& dir) {
+NeuralModel load_neural_model(const std::string& given) {
+  // A model set (plan --model's kind: neural/ beside a calibration) reads as its neural/.
+  const std::filesystem::path set(given);
+  const std::string dir = !file_exists((set / kManifestFile).string()) &&
+                                  file_exists((set / "neural" / kManifestFile).string())
+                              ? (set / "neural").string()
+                              : given;
   const std::string path = (std::filesystem::path(dir) / kManifestFile).string();
   ES_CHECK(file_exists(path),
            "{}: model manifest missing (is '{}' a model directory made by "

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "embshard/cost/neural/model.h"
 #include "embshard/util/error.h"
@@ -38,6 +39,25 @@ FileValidation validate_compute(const NeuralModel& model, const std::string& pat
                       return a.ape_pct != b.ape_pct ? a.ape_pct > b.ape_pct : a.line < b.line;
                     });
   v.most_missed.resize(keep);
+  std::vector<int> whole, row_blocks, replica_slices;
+  for (int i : all) {
+    const auto& tables = data.records[i].tables;
+    const bool row = std::ranges::any_of(tables, &TableFeatures::row_piece);
+    const bool slice =
+        std::ranges::any_of(tables, [](const TableFeatures& t) { return t.batch_slices > 1; });
+    if (row) row_blocks.push_back(i);
+    if (slice) replica_slices.push_back(i);
+    if (!row && !slice) whole.push_back(i);
+  }
+  if (whole.size() == all.size()) return v;
+  for (auto& [records, name, title] :
+       {std::tuple{&whole, "whole_tables", "whole tables only"},
+        std::tuple{&row_blocks, "row_blocks", "with row blocks"},
+        std::tuple{&replica_slices, "replica_slices", "with replica slices"}}) {
+    if (records->empty()) continue;
+    v.by_piece.push_back(
+        compute_comparison(model, data, *records, name, std::string("  ") + title));
+  }
   return v;
 }
 
@@ -120,6 +140,9 @@ FileValidation validate_on_file(const NeuralModel& model, const std::string& mod
                         {"predicted_ms", m.predicted_ms},
                         {"ape_pct", m.ape_pct}});
     }
+  }
+  for (const Comparison& c : v.by_piece) {
+    v.figures["by_piece"][c.name] = to_json(accuracy(c.predicted, c.measured));
   }
   if (kind == CostDataKind::kComm) {
     v.figures["fwd"] = to_json(accuracy(v.comparisons[0].predicted, v.comparisons[0].measured));

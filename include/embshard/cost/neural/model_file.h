@@ -67,7 +67,8 @@ constexpr int kManifestVersion = 3;
 // Writes the weight files and then the manifest, each atomically.
 void save_neural_model(const NeuralModel& model, const std::string& dir);
 // Validates everything (format, version, feature names, layer sizes,
-// checksums, finite weights); Error names the file at fault.
+// checksums, finite weights); Error names the file at fault. `dir` may be a
+// model set directory holding the model in neural/.
 NeuralModel load_neural_model(const std::string& dir);
 
 // The weight file format and the manifest pieces that name it, shared with

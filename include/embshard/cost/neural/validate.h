@@ -40,10 +40,15 @@ struct FileValidation {
   std::vector<Comparison> comparisons;  // compute: one; comm: forward, backward
   // compute: the kMissedRecords records of the largest error, largest first
   std::vector<MissedRecord> most_missed;
+  // compute, a file with pieces (bench compute --pieces): the same figures by
+  // sharding type, over the records of whole tables only, those holding a row
+  // block and those holding a replica slice (a record with both is in both);
+  // empty for a file without pieces.
+  std::vector<Comparison> by_piece;
   size_t skipped_bad_records = 0;
   // accuracy() figures: compute's, or both comm directions pooled at the top
   // level and each under "fwd" / "bwd"; plus kind, model, data, skipped and
-  // (compute) "most_missed".
+  // (compute) "most_missed" and "by_piece" (name -> figures).
   nlohmann::json figures;
 };
 // Every record of a `bench compute` or `bench comm` file (told apart by its
