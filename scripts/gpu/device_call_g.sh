@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Device call G (2026-11-26): the GPU model set's missing ground truth, row
+# blocks, replica slices and hot and huge tables, measured on an H100 with the
+# CUDA executor. Runs from the repository root with the project's Debian
+# dependencies carried in build-devdeps/root (the -dev packages' files,
+# unpacked with dpkg -x: nlohmann-json3-dev, libfmt-dev, libcli11-dev,
+# zlib1g-dev, libgtest-dev, libopenmpi-dev and the libraries they need):
+#   1. a CUDA build (embshard, test_tbe_cuda, test_executor_cuda);
+#   2. the CUDA tests;
+#   3. pools as scripts/pretrain.sh makes them (pieces on the training pools'
+#      seeds, hot-and-huge pools, never-seen pools of each), each measured by
+#      `bench compute --executor cuda` until its time is up.
+# Everything lands in $OUT/g.tar.gz, rewritten after each step.
+set -u
+ROOT=$PWD
+T0=$(date +%s)
+L=$ROOT/build-devdeps/root/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$L:$L/pmix2/lib
+R=$ROOT/build-dev/g; D=$R/data; W=/tmp/w; mkdir -p $D $W
+pack() { (cd $R && tar czf $OUT/g.tar.gz .); echo "t=$(( $(date +%s) - T0 ))s $*"; }
+nvidia-smi -L | tee $R/gpu.txt
+cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBSHARD_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DEMBSHARD_WITH_TORCH=OFF \
+  -DCMAKE_PREFIX_PATH="$ROOT/build-devdeps/root/usr;$L/cmake" \
+  -DMPI_SKIP_COMPILER_WRAPPER=ON -DMPI_CXX_SKIP_MPICXX=ON -DMPI_CXX_HEADER_DIR=$L/openmpi/include \
+  -DMPI_CXX_LIB_NAMES=mpi -DMPI_mpi_LIBRARY=$L/libmpi.so.40 \
+  -DZLIB_INCLUDE_DIR=$ROOT/build-devdeps/root/usr/include -DZLIB_LIBRARY=$L/libz.a \
+  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 > $R/cmake.log 2>&1 ||
+  { tail -30 $R/cmake.log; pack "cmake failed"; exit 1; }
+ninja -C build-cuda embshard_cli test_tbe_cuda test_executor_cuda > $R/build.log 2>&1 ||
+  { grep -B2 -A12 -m3 "error" $R/build.log | head -60; pack "build failed"; exit 1; }
+E=$ROOT/build-cuda/embshard
+pack "built"
+( build-cuda/test_tbe_cuda --gtest_brief=1; build-cuda/test_executor_cuda --gtest_brief=1 ) > $R/tests.txt 2>&1
+echo "tests rc=$?" >> $R/tests.txt; tail -3 $R/tests.txt
+HOT="--huge-tables 3 --huge-rows 20000000 --hot-tables 4 --hot-pooling 300"
+# Pools first, all at once on the host's cores (the GPU measures one at a time).
+$E synth --profile 2021 --tables 120 --batch 16384 --seed 201 -o $W/pool_2021_b16384 > /dev/null 2>&1 &
+$E synth --profile 2022 --tables 120 --batch 4096 --seed 204 -o $W/pool_2022_b4096 > /dev/null 2>&1 &
+$E synth --profile 2021 --tables 60 --batch 16384 --seed 3101 $HOT -o $W/hot_2021_b16384 > /dev/null 2>&1 &
+$E synth --profile 2022 --tables 60 --batch 4096 --seed 3102 $HOT -o $W/hot_2022_b4096 > /dev/null 2>&1 &
+$E synth --profile 2022 --tables 40 --batch 16384 --seed 2101 -o $W/unseen_pieces_2022_b16384 > /dev/null 2>&1 &
+$E synth --profile 2021 --tables 40 --batch 16384 --seed 3103 $HOT -o $W/unseen_hot_2021_b16384 > /dev/null 2>&1 &
+wait
+pack "pools made"
+measure() {  # pool out samples seed pieces mem_cap dims seconds
+  timeout $8 $E bench compute --workload $W/$1 --samples $3 -o $D/$2.jsonl --seed $4 --executor cuda \
+    --pieces $5 --max-tables 15 --dims $7 --mem-cap $6 --warmup 2 --min-rounds 8 --max-rounds 16 \
+    --target-ci 0.02 --reference-window-s 2 --show 0 > /dev/null 2> $D/$2.err
+  pack "$2: $(($(wc -l < $D/$2.jsonl) - 1)) records"
+}
+ALL=4,8,16,32,64,128,256
+measure unseen_pieces_2022_b16384 unseen_pieces_2022_b16384 80 2101 1 2GiB $ALL 40
+measure unseen_hot_2021_b16384 unseen_hot_2021_b16384 80 3103 0.5 4GiB 8,16,32 45
+measure pool_2021_b16384 pieces_2021_b16384 150 201 0.5 2GiB $ALL 55
+measure pool_2022_b4096 pieces_2022_b4096 150 204 0.5 512MiB $ALL 40
+measure hot_2021_b16384 hot_2021_b16384 200 3101 0.5 4GiB $ALL 65
+measure hot_2022_b4096 hot_2022_b4096 200 3102 0.5 4GiB $ALL 50
+pack "done"
