@@ -164,9 +164,7 @@ bool launched_with_several_ranks() {
   return false;
 }
 
-std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
-                           std::shared_ptr<const CommModel> comm, const std::string& comm_source,
-                           const json& comm_probe) {
+void check_eval_options(const EvalOptions& o, bool comm_measured) {
   ES_CHECK(!o.algos.empty(), "eval: --algos is empty");
   for (size_t i = 0; i < o.algos.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
@@ -185,7 +183,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
                o.comm_pass_pause_s <= 600,
            "eval: --comm-passes {} / --comm-pass-pause-s {}: need 1..20 and 0..600",
            o.comm_passes, o.comm_pass_pause_s);
-  ES_CHECK(o.comm_passes == 1 || comm != nullptr,
+  ES_CHECK(o.comm_passes == 1 || comm_measured,
            "eval: --comm-passes {} measures the all-to-alls again, which needs mpirun (one "
            "process takes its communication from the cost model)",
            o.comm_passes);
@@ -194,6 +192,15 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   ES_CHECK(!verified || !o.predict_only,
            "eval: --predict-only measures nothing, so it cannot run a verified algorithm ({})",
            kVerifySuffix);
+}
+
+std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
+                           std::shared_ptr<const CommModel> comm, const std::string& comm_source,
+                           const json& comm_probe) {
+  check_eval_options(o, comm != nullptr);
+  const bool verified = std::ranges::any_of(o.algos, [&](const std::string& spec) {
+    return !verified_base(algo_types(spec, o.types).first).empty();
+  });
   if (!o.trace_dir.empty()) {
     std::error_code error;
     std::filesystem::create_directories(o.trace_dir, error);

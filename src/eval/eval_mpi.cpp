@@ -118,6 +118,7 @@ MpiEvalResult run_eval_mpi(const EvalOptions& options, Reporter& reporter) {
   try {
     ES_CHECK(o.devices == n, "eval: --devices is {} but mpirun started {} ranks (one per device)",
              o.devices, n);
+    check_eval_options(o, /*comm_measured=*/true);
     std::string pool_dir;
     load_tasks(o.tasks_path, &pool_dir);
     timing.batch = load_workload(pool_dir).batch_size;

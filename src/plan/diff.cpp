@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embshard/plan/plan.h"
+#include "embshard/plan/report.h"
 #include "embshard/util/error.h"
 #include "embshard/util/text_table.h"
 #include "embshard/util/units.h"
@@ -55,13 +56,7 @@ std::string placement_text(const PlanFileTable& t, const std::vector<Piece>& ps)
   std::string out;
   for (const Piece& p : ps) {
     if (!out.empty()) out += ' ';
-    if (t.replicated()) {
-      out += fmt::format("{}:all", p.device);
-    } else if (p.rows == t.rows) {
-      out += fmt::format("{}:{}", p.device, p.cols);
-    } else {
-      out += fmt::format("{}:{}[{}:{}]", p.device, p.cols, p.row_offset, p.row_offset + p.rows);
-    }
+    out += shard_text(p.device, p.cols, p.row_offset, p.rows, t.rows, t.replicated());
   }
   return out;
 }
@@ -293,8 +288,8 @@ std::string table_rows(const PlanDiff& diff, bool all_tables) {
 }
 
 std::string side_line(const char* label, const PlanDiffSide& s) {
-  return fmt::format("{}: {}: {} with cost model {}, {} devices, batch {}\n", label, s.path,
-                     s.algorithm, s.cost_model, s.num_devices, s.batch_size);
+  return fmt::format("{}: {}: {} with cost model {}, {}, batch {}\n", label, s.path,
+                     s.algorithm, s.cost_model, count_of(s.num_devices, "device"), s.batch_size);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embshard/util/text_table.h"
+#include "embshard/util/units.h"
 
 namespace embshard {
 namespace {
@@ -196,18 +197,23 @@ std::string verification_report(const Verification& v) {
                      100 * (first - chosen) / first);
 }
 
+std::string shard_text(int device, int cols, int64_t row_offset, int64_t rows, int64_t table_rows,
+                       bool replica) {
+  if (replica) return fmt::format("{}:all", device);
+  if (rows == table_rows) return fmt::format("{}:{}", device, cols);
+  return fmt::format("{}:{}[{}:{}]", device, cols, row_offset, row_offset + rows);
+}
+
 namespace {
 
 void add_table_rows(const PlanTask& task, const PlanResult& r, std::string& out) {
-  TextTable table({"table", "sharding", "rows", "dim", "pooling", "memory MB", "shards (device:cols)"});
+  TextTable table(
+      {"table", "sharding", "rows", "dim", "pooling", "memory MB", "shards (device:cols[rows])"});
   std::vector<std::string> where(task.tables.size());
   for (const Shard& s : r.plan.shards) {
     std::string& w = where[s.table];
     if (!w.empty()) w += " ";
-    w += s.replica ? fmt::format("{}:all", s.device)
-                   : (s.rows == task.tables[s.table].rows
-                          ? fmt::format("{}:{}", s.device, s.cols)
-                          : fmt::format("{}:{}x{}", s.device, s.rows, s.cols));
+    w += shard_text(s.device, s.cols, s.row_offset, s.rows, task.tables[s.table].rows, s.replica);
   }
   for (int t = 0; t < task.num_tables(); ++t) {
     const TableSpec& s = task.tables[t];
@@ -252,7 +258,7 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
   }
   out += table.render();
   out += fmt::format(
-      "plan {} with cost model {}: {} tables on {} devices, batch {}\n"
+      "plan {} with cost model {}: {} on {}, batch {}\n"
       "cost model measured on: {}\n"
       "{}\n"
       "predicted cost {:.3f} ms (critical device {}, marked *); imbalance {:.3f} (max / mean "
@@ -262,7 +268,8 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
       "{}"
       "{}\n"
       "search time {:.3f} s{}\n",
-      r.algorithm, r.cost_model, task.num_tables(), task.num_devices(), task.batch_size,
+      r.algorithm, r.cost_model, count_of(task.num_tables(), "table"),
+      count_of(task.num_devices(), "device"), task.batch_size,
       describe(r.model_source),
       r.extrapolated.empty()
           ? std::string("extrapolated: no (this batch and device count were measured)")

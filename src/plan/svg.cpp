@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "embshard/plan/report.h"
+#include "embshard/util/units.h"
 
 namespace embshard {
 namespace {
@@ -57,9 +58,9 @@ std::string plan_svg(const PlanTask& task, const PlanResult& r) {
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
       "font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
       std::max(width, 560), height);
-  s += text(kLeft, 22, fmt::format("{}: {} tables on {} devices, predicted {:.3f} ms, gap to "
-                                   "bound {:.1f}%",
-                                   r.algorithm, task.num_tables(), n, r.predicted.cost_ms,
+  s += text(kLeft, 22, fmt::format("{}: {} on {}, predicted {:.3f} ms, gap to bound {:.1f}%",
+                                   r.algorithm, count_of(task.num_tables(), "table"),
+                                   count_of(n, "device"), r.predicted.cost_ms,
                                    100 * r.gap()),
             "start", 14);
   s += text(10, height - 8, "cost model: " + r.cost_model + "; " + sharding_type_summary(task, r.plan),

@@ -58,8 +58,9 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
     model_options.reference_window_s = r.reference_window_s;
   }
   const CostModel model = open_cost_model(r.cost_model, model_options, reporter);
-  reporter.note(fmt::format("plan: {} tables from {}; {} devices; {} against the {} cost model",
-                            out.task.num_tables(), r.workload.source, out.task.num_devices(),
+  reporter.note(fmt::format("plan: {} from {}; {}; {} against the {} cost model",
+                            count_of(out.task.num_tables(), "table"), r.workload.source,
+                            count_of(out.task.num_devices(), "device"),
                             r.algo, model.name));
   if (r.verify == 0) {
     out.result = make_plan(*planner, out.task, model);

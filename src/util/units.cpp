@@ -57,4 +57,8 @@ std::string format_bytes(double bytes) {
   return fmt::format("{:.{}f} {}", value, decimals, kNames[unit]);
 }
 
+std::string count_of(int64_t n, const std::string& noun) {
+  return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
+}
+
 }  // namespace embshard

@@ -288,6 +288,13 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("--devices is 3 but mpirun started 2 ranks"), std::string::npos)
       << bad.output;
+  // An unknown algorithm: refused by rank 0 before any exchange, every rank leaves.
+  const auto unknown = testing::run_mpi_cli(2, "eval --tasks " + dir.file("t.json") +
+                                                   " --algos neuroshard,nope --out " +
+                                                   dir.file("unknown.jsonl"));
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.output.find("nope"), std::string::npos) << unknown.output;
+  EXPECT_FALSE(file_exists(dir.file("unknown.jsonl")));
   EXPECT_FALSE(std::filesystem::exists(dir.file("bad.jsonl")));
 }
 

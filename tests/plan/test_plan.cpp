@@ -166,6 +166,14 @@ TEST(PlanJson, HasTorchRecShapeAndPredictions) {
   EXPECT_NE(report.find("critical device"), std::string::npos);
   EXPECT_NE(report.find("input MB"), std::string::npos);
   EXPECT_NE(report.find("time imbalance: max/mean"), std::string::npos);
+  for (const Shard& s : r.plan.shards) {  // the verbose table, spelt as `diff` spells shards
+    const std::string text = shard_text(s.device, s.cols, s.row_offset, s.rows,
+                                        task.tables[s.table].rows, s.replica);
+    EXPECT_NE(report.find(text), std::string::npos) << text;
+  }
+  EXPECT_EQ(shard_text(1, 64, 626707, 626706, 1253413, false), "1:64[626707:1253413]");
+  EXPECT_EQ(shard_text(2, 16, 0, 500, 500, false), "2:16");
+  EXPECT_EQ(shard_text(3, 8, 0, 500, 500, true), "3:all");
   double input = 0, output = 0;
   for (const auto& d : p["devices"]) {
     input += d["input_bytes"].get<double>();
@@ -234,6 +242,13 @@ TEST_F(PlanCli, PlansATableSpecFile) {
   EXPECT_EQ(j["explanation"].size(), 3u);
   EXPECT_TRUE(j["cost_model_source"]["extrapolated"].is_array());
   EXPECT_TRUE(file_exists(dir_.file("plan.svg")));
+  EXPECT_NE(r.output.find("3 tables on 2 devices"), std::string::npos) << r.output;
+  // One device: counted in the singular.
+  const auto one = testing::run_cli("plan --tables " + dir_.file("tables.json") +
+                                    " --devices 1 --mem-per-device 4GB --cost-model analytic");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.output.find("3 tables on 1 device,"), std::string::npos) << one.output;
+  EXPECT_EQ(one.output.find("1 devices"), std::string::npos) << one.output;
 }
 
 TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {

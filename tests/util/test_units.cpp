@@ -45,5 +45,11 @@ TEST(Units, FormatsDecimalUnitsThatParseBack) {
   }
 }
 
+TEST(Units, CountsTakeTheirNounsPluralPastOne) {
+  EXPECT_EQ(count_of(1, "device"), "1 device");
+  EXPECT_EQ(count_of(4, "device"), "4 devices");
+  EXPECT_EQ(count_of(0, "table"), "0 tables");
+}
+
 }  // namespace
 }  // namespace embshard

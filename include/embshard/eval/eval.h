@@ -110,6 +110,11 @@ inline const std::string kVerifySuffix = "+verify";
 // summaries name it.
 constexpr const char* kModelCommSource = "cost model (one process: no all-to-all measured)";
 
+// Error naming the option when `options` cannot run (unknown or repeated
+// algorithms, bad counts); run_eval checks them first, and mpirun's rank 0
+// before any exchange is timed. `comm_measured`: under mpirun.
+void check_eval_options(const EvalOptions& options, bool comm_measured);
+
 // Runs (resuming) and returns every record of the output file. Compute is
 // measured on the executor; communication comes from `comm` (the cost model
 // under test when null), named `comm_source` in the header, which a resumed

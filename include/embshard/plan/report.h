@@ -34,6 +34,12 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& result);
 nlohmann::json prediction_json(const PlanTask& task, const PlanPrediction& prediction);
 std::string verification_report(const Verification& verification);
 
+// One shard as the terminal tables (plan --verbose, diff) show it: "2:64"
+// (device:cols, every row), "1:64[0:626707]" (rows [0, 626707)), "0:all" (a
+// replica).
+std::string shard_text(int device, int cols, int64_t row_offset, int64_t rows, int64_t table_rows,
+                       bool replica);
+
 // How unevenly a quantity (device totals, memory) is spread: what TorchRec's
 // planner prints as its imbalance statistics.
 struct Imbalance {

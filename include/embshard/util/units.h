@@ -16,4 +16,7 @@ int64_t parse_bytes(const std::string& text, const std::string& what);
 // back), three significant digits.
 std::string format_bytes(double bytes);
 
+// "1 device", "4 devices": a count and its noun, plural past one (`noun` + "s").
+std::string count_of(int64_t n, const std::string& noun);
+
 }  // namespace embshard
