@@ -122,9 +122,13 @@ json write_accuracy_report(const std::string& dir, const std::string& heading,
       md += fmt::format("| {} | 0 | - | - | - | - |\n", c.title);
       continue;
     }
-    write_file_atomic((std::filesystem::path(dir) / (c.name + ".svg")).string(), scatter_svg(c));
-    md += fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.3f} | [{}.svg]({}.svg) |\n", c.title,
-                      f.count, f.mape_pct, f.p90_ape_pct, f.kendall_tau, c.name, c.name);
+    std::string plot = "-";
+    if (c.plot) {
+      write_file_atomic((std::filesystem::path(dir) / (c.name + ".svg")).string(), scatter_svg(c));
+      plot = fmt::format("[{}.svg]({}.svg)", c.name, c.name);
+    }
+    md += fmt::format("| {} | {} | {:.2f} | {:.2f} | {:.3f} | {} |\n", c.title, f.count,
+                      f.mape_pct, f.p90_ape_pct, f.kendall_tau, plot);
   }
   if (!notes.empty()) {
     md += "\n";

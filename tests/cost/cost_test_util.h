@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "embshard/util/file.h"
 #include "embshard/util/record_file.h"
 #include "embshard/workload/table.h"
 #include "embshard/cost/compute_model.h"
@@ -159,6 +160,24 @@ inline void write_synth_comm(const std::string& path, int devices, int samples, 
     }
     append_comm_record(out, s, dims, delays, fwd, bwd);
   }
+}
+
+// Rewrites record k (0-based, after the header) of a compute or comm file.
+inline void edit_records(const std::string& path,
+                         const std::function<void(int, nlohmann::json&)>& edit) {
+  const std::string text = read_file(path);
+  std::string out;
+  int line = 0;
+  for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1, ++line) {
+    if (line == 0) {
+      out += text.substr(at, nl - at) + "\n";
+      continue;
+    }
+    auto r = nlohmann::json::parse(text.substr(at, nl - at));
+    edit(line - 1, r);
+    out += r.dump() + "\n";
+  }
+  write_file_atomic(path, out);
 }
 
 }  // namespace embshard::testing

@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <functional>
 #include <fstream>
 #include <limits>
 #include <numeric>
@@ -285,29 +284,11 @@ TEST(CostData, GzipFilesReadAsThePlainOnes) {
   EXPECT_EQ(detect_cost_data_kind(dir.file("compute.jsonl.gz")), CostDataKind::kCompute);
 }
 
-// Rewrites record k (0-based, after the header) of a compute file's lines.
-void edit_records(const std::string& path,
-                  const std::function<void(int, nlohmann::json&)>& edit) {
-  const std::string text = read_file(path);
-  std::string out;
-  int line = 0;
-  for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1, ++line) {
-    if (line == 0) {
-      out += text.substr(at, nl - at) + "\n";
-      continue;
-    }
-    auto r = nlohmann::json::parse(text.substr(at, nl - at));
-    edit(line - 1, r);
-    out += r.dump() + "\n";
-  }
-  write_file_atomic(path, out);
-}
-
 TEST(CostData, PiecesAreReadAndChecked) {
   ScratchDir dir("cost_data_pieces");
   const std::string path = dir.file("compute.jsonl");
   testing::write_synth_compute(path, 40, 5);
-  edit_records(path, [](int k, nlohmann::json& r) {
+  testing::edit_records(path, [](int k, nlohmann::json& r) {
     nlohmann::json& t = r["tables"][0];
     if (k == 0) t["row_offset"] = 100;
     if (k == 1) t["batch_slice"] = {1, 4};
@@ -345,7 +326,7 @@ TEST(NeuralValidate, FiguresBySharingTypeAndModelSets) {
   testing::write_synth_compute(plain, 30, 9);
   testing::write_synth_compute(pieces, 30, 9);
   // Records 0-4 hold a row block, 5-9 a replica slice, 10 both; the rest whole tables.
-  edit_records(pieces, [](int k, nlohmann::json& r) {
+  testing::edit_records(pieces, [](int k, nlohmann::json& r) {
     if (k <= 4 || k == 10) r["tables"][0]["row_offset"] = 0;
     if ((k >= 5 && k <= 9) || k == 10) r["tables"].back()["batch_slice"] = {0, 2};
   });

@@ -202,16 +202,39 @@ TEST_F(NeuralTrain, WeightAverageLearnsIsDeterministicAndIsRecorded) {
 TEST_F(NeuralTrain, TrainAndValidateCommands) {
   ScratchDir out("neural_cli");
   const std::string model = out.file("model");
+  // A second never-seen file with pieces: its figures broken down by sharding type.
+  const std::string pieces = out.file("pieces.jsonl");
+  write_file_atomic(pieces, read_file(dir_->file("unseen.jsonl")));
+  testing::edit_records(pieces, [](int k, nlohmann::json& r) {
+    if (k % 3 == 0) r["tables"][0]["row_offset"] = 0;
+    if (k % 3 == 1) r["tables"][0]["batch_slice"] = {1, 2};
+  });
   auto r = testing::run_cli(fmt::format(
-      "train --compute {} --comm {} --comm {} --unseen-compute {} --out {} --epochs 20 --seed 2",
+      "train --compute {} --comm {} --comm {} --unseen-compute {} --unseen-compute {} --out {} "
+      "--epochs 20 --seed 2",
       dir_->file("compute.jsonl"), dir_->file("comm2.jsonl"), dir_->file("comm4.jsonl"),
-      dir_->file("unseen.jsonl"), model));
+      dir_->file("unseen.jsonl"), pieces, model));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("MAPE"), std::string::npos) << r.output;
   for (const char* f : {"manifest.json", "report.md", "report.json", "compute_test.svg",
-                        "comm_fwd_test.svg", "compute_unseen_file.svg"}) {
+                        "comm_fwd_test.svg", "compute_unseen_file.svg",
+                        "compute_unseen_file_2.svg"}) {
     EXPECT_TRUE(file_exists(model + "/" + f)) << f;
   }
+  const std::string report = read_file(model + "/report.md");
+  for (const char* row : {"- of which, whole tables only", "- of which, with row blocks",
+                          "- of which, with replica slices"}) {
+    EXPECT_NE(report.find(row), std::string::npos) << row << "\n" << report;
+  }
+  // A breakdown row has no plot of its own.
+  EXPECT_FALSE(file_exists(model + "/compute_unseen_file_2_row_blocks.svg"));
+  const auto manifest = nlohmann::json::parse(read_file(model + "/manifest.json"));
+  const auto& accuracy = manifest.at("accuracy");
+  EXPECT_FALSE(accuracy.contains("compute_unseen_file_whole_tables"));  // the file without pieces
+  const int rows = accuracy.at("compute_unseen_file_2_row_blocks").at("count");
+  const int slices = accuracy.at("compute_unseen_file_2_replica_slices").at("count");
+  const int whole = accuracy.at("compute_unseen_file_2_whole_tables").at("count");
+  EXPECT_EQ(rows + slices + whole, accuracy.at("compute_unseen_file_2").at("count").get<int>());
   // A torn last record in the validation data: reported and skipped.
   const std::string data = out.file("more.jsonl");
   testing::write_synth_compute(data, 30, 8);

@@ -57,11 +57,16 @@ json run_ranking(const ValidateArgs& args) {
           {"mean_regret_pct", 100 * r.mean_regret}};
 }
 
-void print_figures(const FileValidation& v, const ValidateArgs& args) {
-  TextTable table({"data", "n", "MAPE %", "p90 APE %", "Kendall tau", "median error %"});
+// The file's comparisons, then its breakdown by sharding type.
+std::vector<Comparison> rows_of(const FileValidation& v) {
   std::vector<Comparison> rows = v.comparisons;
   rows.insert(rows.end(), v.by_piece.begin(), v.by_piece.end());
-  for (const Comparison& c : rows) {
+  return rows;
+}
+
+void print_figures(const FileValidation& v, const ValidateArgs& args) {
+  TextTable table({"data", "n", "MAPE %", "p90 APE %", "Kendall tau", "median error %"});
+  for (const Comparison& c : rows_of(v)) {
     const AccuracyFigures f = accuracy(c.predicted, c.measured);
     table.add_row({c.title, std::to_string(f.count), fmt::format("{:.2f}", f.mape_pct),
                    fmt::format("{:.2f}", f.p90_ape_pct), kendall_tau_text(f),
@@ -94,7 +99,7 @@ void run_validate(const ValidateArgs& args) {
     if (!args.plot_dir.empty()) {
       write_accuracy_report(args.plot_dir,
                             "Validation of " + args.model_dir + " on " + args.data_path,
-                            v.comparisons, {});
+                            rows_of(v), {});
     }
   }
   if (args.ranking) {

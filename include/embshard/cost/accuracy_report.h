@@ -18,6 +18,7 @@ struct Comparison {
   std::string name;   // "compute_test", "comm_fwd_test", ...
   std::string title;  // for the plot and the report
   std::vector<double> predicted, measured;
+  bool plot = true;  // false: a breakdown of another comparison's records, a row without a plot
 };
 
 // A predicted-vs-measured scatter plot: log-log axes, the y = x line,

@@ -39,25 +39,7 @@ FileValidation validate_compute(const NeuralModel& model, const std::string& pat
                       return a.ape_pct != b.ape_pct ? a.ape_pct > b.ape_pct : a.line < b.line;
                     });
   v.most_missed.resize(keep);
-  std::vector<int> whole, row_blocks, replica_slices;
-  for (int i : all) {
-    const auto& tables = data.records[i].tables;
-    const bool row = std::ranges::any_of(tables, &TableFeatures::row_piece);
-    const bool slice =
-        std::ranges::any_of(tables, [](const TableFeatures& t) { return t.batch_slices > 1; });
-    if (row) row_blocks.push_back(i);
-    if (slice) replica_slices.push_back(i);
-    if (!row && !slice) whole.push_back(i);
-  }
-  if (whole.size() == all.size()) return v;
-  for (auto& [records, name, title] :
-       {std::tuple{&whole, "whole_tables", "whole tables only"},
-        std::tuple{&row_blocks, "row_blocks", "with row blocks"},
-        std::tuple{&replica_slices, "replica_slices", "with replica slices"}}) {
-    if (records->empty()) continue;
-    v.by_piece.push_back(
-        compute_comparison(model, data, *records, name, std::string("  ") + title));
-  }
+  v.by_piece = piece_comparisons(model, data, all, "", "  ");
   return v;
 }
 
@@ -94,6 +76,32 @@ Comparison compute_comparison(const NeuralModel& model, const ComputeData& data,
     c.measured.push_back(data.records[i].ms);
   }
   return c;
+}
+
+std::vector<Comparison> piece_comparisons(const NeuralModel& model, const ComputeData& data,
+                                          const std::vector<int>& records,
+                                          const std::string& name, const std::string& title) {
+  std::vector<int> whole, row_blocks, replica_slices;
+  for (int i : records) {
+    const auto& tables = data.records[i].tables;
+    const bool row = std::ranges::any_of(tables, &TableFeatures::row_piece);
+    const bool slice =
+        std::ranges::any_of(tables, [](const TableFeatures& t) { return t.batch_slices > 1; });
+    if (row) row_blocks.push_back(i);
+    if (slice) replica_slices.push_back(i);
+    if (!row && !slice) whole.push_back(i);
+  }
+  std::vector<Comparison> out;
+  if (whole.size() == records.size()) return out;
+  for (const auto& [group, kind, words] :
+       {std::tuple{&whole, "whole_tables", "whole tables only"},
+        std::tuple{&row_blocks, "row_blocks", "with row blocks"},
+        std::tuple{&replica_slices, "replica_slices", "with replica slices"}}) {
+    if (group->empty()) continue;
+    out.push_back(compute_comparison(model, data, *group, name + kind, title + words));
+    out.back().plot = false;
+  }
+  return out;
 }
 
 void comm_comparisons(const NeuralModel& model, const std::vector<CommData>& files,
