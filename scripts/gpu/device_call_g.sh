@@ -2,9 +2,7 @@
 # Device call G (2026-11-26): the GPU model set's missing ground truth, row
 # blocks, replica slices and hot and huge tables, measured on an H100 with the
 # CUDA executor. Runs from the repository root with the project's Debian
-# dependencies carried in build-devdeps/root (the -dev packages' files,
-# unpacked with dpkg -x: nlohmann-json3-dev, libfmt-dev, libcli11-dev,
-# zlib1g-dev, libgtest-dev, libopenmpi-dev and the libraries they need):
+# dependencies carried in build-devdeps/root (scripts/gpu/devdeps.sh):
 #   1. a CUDA build (embshard, test_tbe_cuda, test_executor_cuda);
 #   2. the CUDA tests;
 #   3. pools as scripts/pretrain.sh makes them (pieces on the training pools'
