@@ -9,7 +9,7 @@
 #   EXECUTOR=cuda RAW=1 COMM_DEVICES= BATCHES="4096 16384 65536" UNSEEN_BATCHES=16384 \
 #     PIECE_BATCHES="4096 16384" UNSEEN_PIECES=2022:16384 HOT_POOLS="2021:16384 2022:4096" \
 #     HOT_MEM_CAP=4GiB HOLDOUT_TABLES=0 MEM_CAP=2GiB REFERENCE_WINDOW_S=3 scripts/pretrain.sh OUT
-#   (models/h100's kinds of data and its training setting: docs/kernel.md)
+#   (the kinds of data models/h100 holds, and its training setting: docs/kernel.md)
 #   then a model set: mkdir SET; cp -r OUT/model SET/neural; cp models/h100/comm.json SET/
 #   (edit its constants for your interconnect) and plan with --model SET.
 # Every step resumes: rerun the same command after an interruption.

@@ -8,7 +8,9 @@
 #   3. pools as scripts/pretrain.sh makes them (pieces on the training pools'
 #      seeds, hot-and-huge pools, never-seen pools of each), each measured by
 #      `bench compute --executor cuda` until its time is up.
-# Everything lands in $OUT/g.tar.gz, rewritten after each step.
+# Everything lands in $OUT/g.tar.gz, rewritten after each step. (As run on
+# 2026-11-26 the tests ran joined by ';', and unseen_hot_2022_b4096 was made
+# and measured by the third, resuming call; the lines here do the same in one.)
 set -u
 ROOT=$PWD
 T0=$(date +%s)
@@ -29,7 +31,7 @@ ninja -C build-cuda embshard_cli test_tbe_cuda test_executor_cuda > $R/build.log
   { grep -B2 -A12 -m3 "error" $R/build.log | head -60; pack "build failed"; exit 1; }
 E=$ROOT/build-cuda/embshard
 pack "built"
-( build-cuda/test_tbe_cuda --gtest_brief=1; build-cuda/test_executor_cuda --gtest_brief=1 ) > $R/tests.txt 2>&1
+( build-cuda/test_tbe_cuda --gtest_brief=1 && build-cuda/test_executor_cuda --gtest_brief=1 ) > $R/tests.txt 2>&1
 echo "tests rc=$?" >> $R/tests.txt; tail -3 $R/tests.txt
 HOT="--huge-tables 3 --huge-rows 20000000 --hot-tables 4 --hot-pooling 300"
 # Pools first, all at once on the host's cores (the GPU measures one at a time).
@@ -39,6 +41,7 @@ $E synth --profile 2021 --tables 60 --batch 16384 --seed 3101 $HOT -o $W/hot_202
 $E synth --profile 2022 --tables 60 --batch 4096 --seed 3102 $HOT -o $W/hot_2022_b4096 > /dev/null 2>&1 &
 $E synth --profile 2022 --tables 40 --batch 16384 --seed 2101 -o $W/unseen_pieces_2022_b16384 > /dev/null 2>&1 &
 $E synth --profile 2021 --tables 40 --batch 16384 --seed 3103 $HOT -o $W/unseen_hot_2021_b16384 > /dev/null 2>&1 &
+$E synth --profile 2022 --tables 40 --batch 4096 --seed 3104 $HOT -o $W/unseen_hot_2022_b4096 > /dev/null 2>&1 &
 wait
 pack "pools made"
 measure() {  # pool out samples seed pieces mem_cap dims seconds
@@ -54,4 +57,5 @@ measure pool_2021_b16384 pieces_2021_b16384 150 201 0.5 2GiB $ALL 55
 measure pool_2022_b4096 pieces_2022_b4096 150 204 0.5 512MiB $ALL 40
 measure hot_2021_b16384 hot_2021_b16384 200 3101 0.5 4GiB $ALL 65
 measure hot_2022_b4096 hot_2022_b4096 200 3102 0.5 4GiB $ALL 50
+measure unseen_hot_2022_b4096 unseen_hot_2022_b4096 80 3104 0.5 4GiB 8,16,32 60
 pack "done"

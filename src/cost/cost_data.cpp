@@ -108,22 +108,24 @@ ComputeRecord parse_compute(const json& r) {
     // A piece (bench compute --pieces): a row block starts at row_offset, a
     // replica serves slice s of n of the batch.
     if (const auto it = t.find("row_offset"); it != t.end()) {
+      if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+        throw std::invalid_argument(
+            fmt::format("row_offset is {}, not a non-negative integer", it->dump()));
+      }
       f.row_piece = true;
       f.source_row_offset = it->get<int64_t>();
-      if (f.source_row_offset < 0) {
-        throw std::invalid_argument(fmt::format("row_offset {} is negative", f.source_row_offset));
-      }
     }
     if (const auto it = t.find("batch_slice"); it != t.end()) {
-      const auto slice = it->get<std::vector<int>>();
-      if (slice.size() != 2 || slice[1] < 2 || slice[0] < 0 || slice[0] >= slice[1]) {
-        throw std::invalid_argument(
-            fmt::format("batch_slice {} is not [slice, slices] with 0 <= slice < slices, "
-                        "slices >= 2",
-                        it->dump()));
+      const json& s = *it;
+      if (!s.is_array() || s.size() != 2 || !s[0].is_number_integer() ||
+          !s[1].is_number_integer() || s[1].get<int64_t>() < 2 || s[0].get<int64_t>() < 0 ||
+          s[0].get<int64_t>() >= s[1].get<int64_t>() || s[1].get<int64_t>() > 1 << 20) {
+        throw std::invalid_argument(fmt::format(
+            "batch_slice is {}, not [slice, slices] with 0 <= slice < slices, slices >= 2",
+            s.dump()));
       }
-      f.batch_slice = slice[0];
-      f.batch_slices = slice[1];
+      f.batch_slice = s[0].get<int>();
+      f.batch_slices = s[1].get<int>();
     }
     rec.tables.push_back(f);
     rec.pool_ids.push_back(t.value("table", -1));

@@ -164,7 +164,7 @@ bool launched_with_several_ranks() {
   return false;
 }
 
-void check_eval_options(const EvalOptions& o, bool comm_measured) {
+bool check_eval_options(const EvalOptions& o, bool comm_measured) {
   ES_CHECK(!o.algos.empty(), "eval: --algos is empty");
   for (size_t i = 0; i < o.algos.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
@@ -192,15 +192,13 @@ void check_eval_options(const EvalOptions& o, bool comm_measured) {
   ES_CHECK(!verified || !o.predict_only,
            "eval: --predict-only measures nothing, so it cannot run a verified algorithm ({})",
            kVerifySuffix);
+  return verified;
 }
 
 std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
                            std::shared_ptr<const CommModel> comm, const std::string& comm_source,
                            const json& comm_probe) {
-  check_eval_options(o, comm != nullptr);
-  const bool verified = std::ranges::any_of(o.algos, [&](const std::string& spec) {
-    return !verified_base(algo_types(spec, o.types).first).empty();
-  });
+  const bool verified = check_eval_options(o, comm != nullptr);
   if (!o.trace_dir.empty()) {
     std::error_code error;
     std::filesystem::create_directories(o.trace_dir, error);

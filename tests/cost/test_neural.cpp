@@ -287,7 +287,7 @@ TEST(CostData, GzipFilesReadAsThePlainOnes) {
 TEST(CostData, PiecesAreReadAndChecked) {
   ScratchDir dir("cost_data_pieces");
   const std::string path = dir.file("compute.jsonl");
-  testing::write_synth_compute(path, 40, 5);
+  testing::write_synth_compute(path, 80, 5);
   testing::edit_records(path, [](int k, nlohmann::json& r) {
     nlohmann::json& t = r["tables"][0];
     if (k == 0) t["row_offset"] = 100;
@@ -295,17 +295,21 @@ TEST(CostData, PiecesAreReadAndChecked) {
     if (k == 2) t["row_offset"] = -1;
     if (k == 3) t["batch_slice"] = {4, 4};
     if (k == 4) t["batch_slice"] = "half";
+    if (k == 5) t["row_offset"] = 1.5;
+    if (k == 6) t["batch_slice"] = {0.5, 2};
+    if (k == 7) t["row_offset"] = "x";
   });
   const ComputeData data = load_compute_data(path);
-  ASSERT_EQ(data.records.size(), 37u);
-  ASSERT_EQ(data.problems.size(), 3u);
-  EXPECT_EQ(data.problems[0].line, 4);
-  EXPECT_NE(data.problems[0].reason.find("row_offset -1"), std::string::npos)
-      << data.problems[0].reason;
-  EXPECT_EQ(data.problems[1].line, 5);
-  EXPECT_NE(data.problems[1].reason.find("batch_slice [4,4]"), std::string::npos)
-      << data.problems[1].reason;
-  EXPECT_EQ(data.problems[2].line, 6);
+  ASSERT_EQ(data.records.size(), 74u);
+  ASSERT_EQ(data.problems.size(), 6u);
+  // Lines 4-9 (records 2-7): each names its field and value.
+  const char* expected[] = {"row_offset is -1", "batch_slice is [4,4]", "batch_slice is \"half\"",
+                            "row_offset is 1.5", "batch_slice is [0.5,2]", "row_offset is \"x\""};
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(data.problems[i].line, static_cast<int64_t>(i + 4));
+    EXPECT_NE(data.problems[i].reason.find(expected[i]), std::string::npos)
+        << data.problems[i].reason;
+  }
   const TableFeatures& row = data.records[0].tables[0];
   EXPECT_TRUE(row.row_piece);
   EXPECT_EQ(row.source_row_offset, 100);
@@ -317,7 +321,7 @@ TEST(CostData, PiecesAreReadAndChecked) {
   EXPECT_EQ(data.records[2].tables[0].batch_slices, 1);
 }
 
-TEST(NeuralValidate, FiguresBySharingTypeAndModelSets) {
+TEST(NeuralValidate, FiguresByShardingTypeAndModelSets) {
   ScratchDir dir("validate_pieces");
   // A model set (plan --model's kind) reads as the model in its neural/.
   save_neural_model(random_model(6), dir.file("set/neural"));
@@ -345,7 +349,8 @@ TEST(NeuralValidate, FiguresBySharingTypeAndModelSets) {
   for (size_t g = 0; g < expected.size(); ++g) {
     const auto& [name, records] = expected[g];
     const Comparison& c = v.by_piece[g];
-    EXPECT_EQ(c.name, name);
+    EXPECT_EQ(c.name, "compute_" + name);
+    EXPECT_FALSE(c.plot);
     ASSERT_EQ(c.measured.size(), records.size()) << name;
     for (size_t k = 0; k < records.size(); ++k) {
       EXPECT_EQ(c.measured[k], all.measured[records[k]]) << name;

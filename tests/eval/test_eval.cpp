@@ -288,12 +288,16 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("--devices is 3 but mpirun started 2 ranks"), std::string::npos)
       << bad.output;
-  // An unknown algorithm: refused by rank 0 before any exchange, every rank leaves.
+  // An unknown algorithm: refused by rank 0 before any exchange is timed (the
+  // run above timed its reference exchange first), and every rank leaves.
+  EXPECT_NE(r.output.find("timing the reference exchange now"), std::string::npos) << r.output;
   const auto unknown = testing::run_mpi_cli(2, "eval --tasks " + dir.file("t.json") +
-                                                   " --algos neuroshard,nope --out " +
-                                                   dir.file("unknown.jsonl"));
+                                                   " --algos neuroshard,nope --cost-model analytic "
+                                                   "--out " + dir.file("unknown.jsonl"));
   EXPECT_NE(unknown.exit_code, 0);
-  EXPECT_NE(unknown.output.find("nope"), std::string::npos) << unknown.output;
+  EXPECT_NE(unknown.output.find("unknown planner 'nope'"), std::string::npos) << unknown.output;
+  EXPECT_EQ(unknown.output.find("timing the reference exchange"), std::string::npos)
+      << unknown.output;
   EXPECT_FALSE(file_exists(dir.file("unknown.jsonl")));
   EXPECT_FALSE(std::filesystem::exists(dir.file("bad.jsonl")));
 }

@@ -28,8 +28,9 @@ struct TableFeatures {
   int source_table = -1;
   // A piece of that table: its first row (a row shard's rows [offset, offset +
   // rows)), and for a replica the slice of the batch it serves (slice of
-  // slices). Only the measured model reads them: it executes the piece's own
-  // lookups, bucketized from the trace.
+  // slices). The learned and analytic models do not read them (a piece's
+  // features are its own); the measured model executes the piece's own
+  // lookups, bucketized from the trace, and `validate` groups records by them.
   int64_t source_row_offset = 0;
   bool row_piece = false;  // rows [source_row_offset, + rows) of the source, not all of it
   int batch_slice = 0, batch_slices = 1;

@@ -112,8 +112,9 @@ constexpr const char* kModelCommSource = "cost model (one process: no all-to-all
 
 // Error naming the option when `options` cannot run (unknown or repeated
 // algorithms, bad counts); run_eval checks them first, and mpirun's rank 0
-// before any exchange is timed. `comm_measured`: under mpirun.
-void check_eval_options(const EvalOptions& options, bool comm_measured);
+// before any exchange is timed. `comm_measured`: under mpirun. Returns
+// whether a verified algorithm (name+verify) is among them.
+bool check_eval_options(const EvalOptions& options, bool comm_measured);
 
 // Runs (resuming) and returns every record of the output file. Compute is
 // measured on the executor; communication comes from `comm` (the cost model

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "embshard/cost/cost_model.h"
 #include "embshard/cost/neural/features.h"
 #include "embshard/cost/neural/model_file.h"
 #include "embshard/util/error.h"
@@ -224,11 +225,7 @@ void save_neural_model(const NeuralModel& m, const std::string& dir) {
 
 NeuralModel load_neural_model(const std::string& given) {
   // A model set (plan --model's kind: neural/ beside a calibration) reads as its neural/.
-  const std::filesystem::path set(given);
-  const std::string dir = !file_exists((set / kManifestFile).string()) &&
-                                  file_exists((set / "neural" / kManifestFile).string())
-                              ? (set / "neural").string()
-                              : given;
+  const std::string dir = given.empty() ? given : neural_model_dir(given);
   const std::string path = (std::filesystem::path(dir) / kManifestFile).string();
   ES_CHECK(file_exists(path),
            "{}: model manifest missing (is '{}' a model directory made by "

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <tuple>
 
 #include "embshard/cost/neural/model.h"
 #include "embshard/util/error.h"
@@ -39,7 +38,7 @@ FileValidation validate_compute(const NeuralModel& model, const std::string& pat
                       return a.ape_pct != b.ape_pct ? a.ape_pct > b.ape_pct : a.line < b.line;
                     });
   v.most_missed.resize(keep);
-  v.by_piece = piece_comparisons(model, data, all, "", "  ");
+  v.by_piece = piece_comparisons(data, all, c);
   return v;
 }
 
@@ -78,28 +77,28 @@ Comparison compute_comparison(const NeuralModel& model, const ComputeData& data,
   return c;
 }
 
-std::vector<Comparison> piece_comparisons(const NeuralModel& model, const ComputeData& data,
-                                          const std::vector<int>& records,
-                                          const std::string& name, const std::string& title) {
-  std::vector<int> whole, row_blocks, replica_slices;
-  for (int i : records) {
-    const auto& tables = data.records[i].tables;
+std::vector<Comparison> piece_comparisons(const ComputeData& data, const std::vector<int>& records,
+                                          const Comparison& all) {
+  Comparison whole{all.name + "_whole_tables", "- of which, whole tables only", {}, {}, false};
+  Comparison rows{all.name + "_row_blocks", "- of which, with row blocks", {}, {}, false};
+  Comparison slices{all.name + "_replica_slices", "- of which, with replica slices", {}, {},
+                    false};
+  for (size_t k = 0; k < records.size(); ++k) {
+    const auto& tables = data.records[records[k]].tables;
     const bool row = std::ranges::any_of(tables, &TableFeatures::row_piece);
     const bool slice =
         std::ranges::any_of(tables, [](const TableFeatures& t) { return t.batch_slices > 1; });
-    if (row) row_blocks.push_back(i);
-    if (slice) replica_slices.push_back(i);
-    if (!row && !slice) whole.push_back(i);
+    for (Comparison* c : {row ? &rows : nullptr, slice ? &slices : nullptr,
+                          row || slice ? nullptr : &whole}) {
+      if (c == nullptr) continue;
+      c->predicted.push_back(all.predicted[k]);
+      c->measured.push_back(all.measured[k]);
+    }
   }
   std::vector<Comparison> out;
-  if (whole.size() == records.size()) return out;
-  for (const auto& [group, kind, words] :
-       {std::tuple{&whole, "whole_tables", "whole tables only"},
-        std::tuple{&row_blocks, "row_blocks", "with row blocks"},
-        std::tuple{&replica_slices, "replica_slices", "with replica slices"}}) {
-    if (group->empty()) continue;
-    out.push_back(compute_comparison(model, data, *group, name + kind, title + words));
-    out.back().plot = false;
+  if (whole.measured.size() == records.size()) return out;
+  for (Comparison* c : {&whole, &rows, &slices}) {
+    if (!c->measured.empty()) out.push_back(std::move(*c));
   }
   return out;
 }
@@ -149,8 +148,9 @@ FileValidation validate_on_file(const NeuralModel& model, const std::string& mod
                         {"ape_pct", m.ape_pct}});
     }
   }
-  for (const Comparison& c : v.by_piece) {
-    v.figures["by_piece"][c.name] = to_json(accuracy(c.predicted, c.measured));
+  for (const Comparison& c : v.by_piece) {  // "compute_row_blocks" -> "row_blocks"
+    const std::string key = c.name.substr(v.comparisons.front().name.size() + 1);
+    v.figures["by_piece"][key] = to_json(accuracy(c.predicted, c.measured));
   }
   if (kind == CostDataKind::kComm) {
     v.figures["fwd"] = to_json(accuracy(v.comparisons[0].predicted, v.comparisons[0].measured));

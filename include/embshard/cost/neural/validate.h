@@ -21,15 +21,14 @@ class Reporter;
 Comparison compute_comparison(const NeuralModel& model, const ComputeData& data,
                               const std::vector<int>& records, std::string name,
                               std::string title);
-// The same records by sharding type, where any of them holds a piece (bench
-// compute --pieces): those of whole tables only, those holding a row block,
-// those holding a replica slice (a record with both is in both), each
-// comparison named `name` + "whole_tables" / "row_blocks" / "replica_slices",
-// titled `title` + "whole tables only" / "with row blocks" / "with replica
-// slices", without a plot (a breakdown). Empty when no record holds a piece.
-std::vector<Comparison> piece_comparisons(const NeuralModel& model, const ComputeData& data,
-                                          const std::vector<int>& records,
-                                          const std::string& name, const std::string& title);
+// `all`, the comparison of `records` of `data` (in that order), by sharding
+// type where any record holds a piece (bench compute --pieces): the records
+// of whole tables only, those holding a row block, those holding a replica
+// slice (a record with both is in both), named `all.name` + "_whole_tables" /
+// "_row_blocks" / "_replica_slices", titled "- of which, whole tables only"
+// and so on, without plots (a breakdown). Empty when no record holds a piece.
+std::vector<Comparison> piece_comparisons(const ComputeData& data, const std::vector<int>& records,
+                                          const Comparison& all);
 // Comm predictions of every device of the given (file, record) items, one
 // comparison per direction ("comm_fwd" + suffix, "comm_bwd" + suffix).
 void comm_comparisons(const NeuralModel& model, const std::vector<CommData>& files,
