@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh
 (cd build && ctest --output-on-failure -j2)
 
-# Reader tests (trace file, tables.json, .pt files, record files, plan files) under ASan+UBSan.
-sanitized_tests=(test_trace test_record_file test_pt_reader test_stats test_plan_diff)
+# Reader tests (trace file, tables.json, .pt files, record files, plan files, cost data and
+# model files) under ASan+UBSan.
+sanitized_tests=(test_trace test_record_file test_pt_reader test_stats test_plan_diff test_neural)
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DEMBSHARD_SANITIZE=ON \
   -DEMBSHARD_WITH_TORCH=OFF -DEMBSHARD_NATIVE=OFF >/dev/null
 present=()
