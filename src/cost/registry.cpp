@@ -23,8 +23,12 @@ namespace {
 CostModelOptions with_defaults(const CostModelOptions& options) {
   CostModelOptions o = options;
   o.model_dir = neural_model_dir(options.model_dir);
-  const std::filesystem::path set(options.model_dir);
-  if (!options.model_dir.empty() && o.model_dir != options.model_dir && o.calibration.empty() &&
+  // The set: the directory given, or the one holding it when the given one is
+  // a set's neural/ (its comm.json belongs to it just the same).
+  std::filesystem::path given = std::filesystem::path(options.model_dir).lexically_normal();
+  if (given.filename().empty()) given = given.parent_path();
+  const std::filesystem::path set = o.model_dir != options.model_dir ? given : given.parent_path();
+  if (!options.model_dir.empty() && o.calibration.empty() &&
       std::filesystem::exists(set / "comm.json")) {
     o.calibration = (set / "comm.json").string();
   }
@@ -159,7 +163,8 @@ std::vector<std::string> extrapolations(const ModelSource& s, int64_t batch_size
                                   ? fmt::format("{}", s.comm_min_batch)
                                   : fmt::format("{}-{}", s.comm_min_batch, s.comm_max_batch)));
   }
-  if (s.min_devices > 0 && (num_devices < s.min_devices || num_devices > s.max_devices)) {
+  if (s.min_devices > 0 && num_devices > 1 &&  // one device exchanges nothing
+      (num_devices < s.min_devices || num_devices > s.max_devices)) {
     out.push_back(fmt::format("{} devices: the all-to-alls were measured on {}-{}", num_devices,
                               s.min_devices, s.max_devices));
   }

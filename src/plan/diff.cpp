@@ -272,6 +272,8 @@ std::string device_table(const PlanDiff& diff) {
 std::string table_rows(const PlanDiff& diff, bool all_tables) {
   TextTable table({"table", "rows", "dim", "type A", "type B", "placement A", "placement B",
                    "changed", "moves"});
+  table.align_left(5);
+  table.align_left(6);
   auto add = [&](const TableComparison& t) {
     table.add_row({t.name, std::to_string(t.rows), std::to_string(t.dim), t.type_a,
                    t.type_b == t.type_a ? "=" : t.type_b, t.placement_a,

@@ -51,9 +51,10 @@ void check_feasible(const PlanTask& task) {
                  ? " (row_wise is not among the allowed sharding types)"
                  : "");
   }
-  ES_CHECK(total_need <= total_have,
-           "the tables need {} in all but the {} devices hold {} together", gb(total_need),
-           task.num_devices(), gb(total_have));
+  const int n = task.num_devices();
+  ES_CHECK(total_need <= total_have, "the tables need {} in all but {}", gb(total_need),
+           n == 1 ? fmt::format("the one device holds {}", gb(total_have))
+                  : fmt::format("the {} devices hold {} together", n, gb(total_have)));
 }
 
 }  // namespace

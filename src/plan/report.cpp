@@ -209,6 +209,7 @@ namespace {
 void add_table_rows(const PlanTask& task, const PlanResult& r, std::string& out) {
   TextTable table(
       {"table", "sharding", "rows", "dim", "pooling", "memory MB", "shards (device:cols[rows])"});
+  table.align_left(6);
   std::vector<std::string> where(task.tables.size());
   for (const Shard& s : r.plan.shards) {
     std::string& w = where[s.table];

@@ -29,7 +29,8 @@ std::string TextTable::render() const {
     for (size_t i = 0; i < widths.size(); ++i) {
       const std::string cell = i < row.size() ? row[i] : "";
       const std::string pad(widths[i] - cell.size(), ' ');
-      const bool right = !header && i > 0 && looks_numeric(cell);
+      const bool right = !header && i > 0 && looks_numeric(cell) &&
+                         std::find(left_.begin(), left_.end(), i) == left_.end();
       out += (i > 0 ? "  " : "") + (right ? pad + cell : cell + pad);
     }
     while (!out.empty() && out.back() == ' ') out.pop_back();

@@ -40,7 +40,7 @@ Workload load_table_specs(const std::string& path, const std::string& profile,
                             int64_t batch_size) {
   json j;
   try {
-    j = json::parse(read_file(path));
+    j = json::parse(read_file_gunzip(path));  // plain or gzip'd, told by content
   } catch (const json::exception& e) {
     ES_THROW("{}: not valid JSON: {}", path, e.what());
   }

@@ -102,6 +102,11 @@ json table_to_json(const TableSpec& t) {
 
 Workload load_workload(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / kTablesFile).string();
+  ES_CHECK(std::filesystem::exists(dir), "workload '{}': no such directory", dir);
+  ES_CHECK(std::filesystem::is_directory(dir),
+           "workload '{}': a file, not a workload directory (`embshard synth` or `import` makes "
+           "one; a table spec file is read with --tables FILE)",
+           dir);
   ES_CHECK(file_exists(path), "workload '{}': no {} (is it a workload directory?)", dir,
            kTablesFile);
   json j;

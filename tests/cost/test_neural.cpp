@@ -406,6 +406,52 @@ TEST(Registry, UnknownNameListsValidNames) {
   EXPECT_EQ(create_cost_model("neural", {}).name.empty(), false);
 }
 
+TEST(NeuralValidate, JudgesOnTheModelsGroundTruthAndNamesAnotherMachine) {
+  ScratchDir dir("validate_raw");
+  NeuralModel m = random_model(8);
+  m.info["data"] = {{"ground_truth", ground_truth_label(false)},
+                    {"compute", {{{"executor", "cuda (GPU X)"}, {"machine", {{"cpu", "host"}}}}}}};
+  save_neural_model(m, dir.file("model"));
+  const std::string data = dir.file("data.jsonl");
+  testing::write_synth_compute(data, 20, 4);
+  const std::string text = read_file(data);
+  auto header = nlohmann::json::parse(text.substr(0, text.find('\n')));
+  header["executor"] = "cpu (1 thread)";
+  write_file_atomic(data, header.dump() + text.substr(text.find('\n')));
+  // A model of raw medians is judged on raw medians without --raw, and says so.
+  const auto r = testing::run_cli("validate --model " + dir.file("model") + " --data " + data +
+                                  " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--raw implied"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"ground_truth\": \"raw medians\""), std::string::npos) << r.output;
+  // Measured on another executor than the model's data: a note names both.
+  EXPECT_NE(r.output.find("'cuda (GPU X) on host'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("'cpu (1 thread) on synthetic': the figures compare two machines"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(Registry, AModelSetsCommConstantsComeWithItsNeuralDirectoryToo) {
+  ScratchDir dir("registry_set");
+  NeuralModel m = random_model(7);
+  m.has_comm = false;  // one GPU: no all-to-all networks
+  save_neural_model(m, dir.file("set/neural"));
+  write_file_atomic(dir.file("set/comm.json"),
+                    R"({"format": "embshard-comm-constants", "version": 1, "latency_us": 15,
+                        "gbps": 350, "source": "test constants"})");
+  for (const std::string& given : {dir.file("set"), dir.file("set/neural"),
+                                   dir.file("set/neural/")}) {
+    CostModelOptions o;
+    o.model_dir = given;
+    const CostModel model = create_cost_model("neural", o);
+    EXPECT_NE(model.name.find("350 GB/s"), std::string::npos) << given << ": " << model.name;
+  }
+  CostModelOptions analytic;
+  analytic.model_dir = dir.file("set");
+  const std::string message = testing::error_of([&] { create_cost_model("analytic", analytic); });
+  EXPECT_NE(message.find("not an analytic calibration"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace embshard
 

@@ -249,6 +249,18 @@ TEST_F(PlanCli, PlansATableSpecFile) {
   ASSERT_EQ(one.exit_code, 0) << one.output;
   EXPECT_NE(one.output.find("3 tables on 1 device,"), std::string::npos) << one.output;
   EXPECT_EQ(one.output.find("1 devices"), std::string::npos) << one.output;
+  // A gzip'd spec file reads as the plain one; the spec file given as a workload says what to do.
+  ASSERT_EQ(testing::run_shell("gzip -c " + dir_.file("tables.json") + " > " +
+                               dir_.file("tables.json.gz")).exit_code, 0);
+  const auto packed = testing::run_cli("plan --tables " + dir_.file("tables.json.gz") +
+                                       " --devices 2 --mem-per-device 4GB --cost-model analytic");
+  ASSERT_EQ(packed.exit_code, 0) << packed.output;
+  EXPECT_NE(packed.output.find("3 tables on 2 devices"), std::string::npos) << packed.output;
+  const auto as_workload = testing::run_cli("plan " + dir_.file("tables.json") + " --devices 2");
+  EXPECT_NE(as_workload.exit_code, 0);
+  EXPECT_NE(as_workload.output.find("a table spec file is read with --tables FILE"),
+            std::string::npos)
+      << as_workload.output;
 }
 
 TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {

@@ -162,6 +162,15 @@ TEST(TextTable, AlignsColumns) {
             "----------------\n"
             "a            1.5\n"
             "long name  12.25\n");
+  TextTable lists({"table", "shards"});
+  lists.align_left(1);
+  lists.add_row({"a", "2:16"});
+  lists.add_row({"b", "1:16[0:500] 0:16[500:1000]"});
+  EXPECT_EQ(lists.render(),
+            "table  shards\n"
+            "---------------------------------\n"
+            "a      2:16\n"
+            "b      1:16[0:500] 0:16[500:1000]\n");
 }
 
 }  // namespace

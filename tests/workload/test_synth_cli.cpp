@@ -38,7 +38,7 @@ TEST_F(SynthCli, BadFlagsFailWithAMessage) {
       {"synth --profile 2021 --tables 4 --batch 8 --index-bytes 2 -o " + dir_,
        "--index-bytes is 2, must be 4 or 8"},
       {"synth --tables 4 --batch 8 -o " + dir_, "--profile is required"},
-      {"inspect " + dir_ + "/missing", "no tables.json"},
+      {"inspect " + dir_ + "/missing", "no such directory"},
       {"synth --profile 2021 --tables 2 --seed -1 -o " + dir_,
        "--seed: is -1, must be a non-negative"},
   };

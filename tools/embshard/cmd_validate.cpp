@@ -8,6 +8,8 @@
 
 #include "commands.h"
 #include "options.h"
+#include "embshard/cost/cost_data.h"
+#include "embshard/cost/neural/model_file.h"
 #include "embshard/cost/neural/validate.h"
 #include "embshard/eval/ranking.h"
 #include "embshard/util/error.h"
@@ -93,9 +95,18 @@ void run_validate(const ValidateArgs& args) {
   json out = json::object();
   FileValidation v;
   if (!args.data_path.empty()) {
-    v = validate_on_file(load_neural_model(args.model_dir), args.model_dir, args.data_path,
-                         stderr_reporter(), args.raw);
+    const NeuralModel model = load_neural_model(args.model_dir);
+    // Judged on the ground truth the model learned: a model trained on raw
+    // medians (train --raw, a GPU's) against the records' raw medians.
+    const json& data = model.info.value("data", json::object());
+    const bool raw = args.raw || data.value("ground_truth", "") == ground_truth_label(false);
+    if (raw && !args.raw) {
+      stderr_reporter().note("validate: against the records' raw medians, as the model was "
+                             "trained (--raw implied)");
+    }
+    v = validate_on_file(model, args.model_dir, args.data_path, stderr_reporter(), raw);
     out = v.figures;
+    out["ground_truth"] = ground_truth_label(!raw);
     if (!args.plot_dir.empty()) {
       write_accuracy_report(args.plot_dir,
                             "Validation of " + args.model_dir + " on " + args.data_path,
@@ -136,7 +147,9 @@ void add_validate_command(CLI::App& app) {
   add_seed_option(cmd, r.seed, "Seed of the tasks and placements");
   cmd->add_flag("--json", args->json_output,
                 "Print JSON (mape_pct, p90_ape_pct, kendall_tau, count, ...)");
-  cmd->add_flag("--raw", args->raw, "Judge against the records' raw medians (a dedicated device)");
+  cmd->add_flag("--raw", args->raw,
+                "Judge against the records' raw medians (a dedicated device; implied for a model "
+                "trained on them)");
   cmd->add_option("--plot-dir", args->plot_dir, "Also write report.md/json and SVG plots here");
   cmd->callback([args] { run_validate(*args); });
 }

@@ -179,6 +179,11 @@ Calibration load_calibration(const std::string& path) {
   const std::string text = read_file(path);
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   ES_CHECK(!j.is_discarded(), "{}: not valid JSON", path);
+  ES_CHECK(j.value("format", "") != "embshard-comm-constants",
+           "{}: a model set's all-to-all constants, not an analytic calibration: the analytic "
+           "compute model needs `embshard calibrate`'s file (--calibration FILE); the set's own "
+           "models are --cost-model neural",
+           path);
   return calibration_from_json(j, path);
 }
 

@@ -9,11 +9,22 @@
 
 #include "embshard/cost/neural/model.h"
 #include "embshard/util/error.h"
+#include "embshard/util/reporter.h"
 
 namespace embshard {
 namespace {
 
 using nlohmann::json;
+
+// "cuda (NVIDIA H100 80GB HBM3) on Intel(R) Xeon(R) Processor": where a
+// compute file (its header, or a model's data entry) was measured; "" when
+// it does not say.
+std::string measured_on(const json& header) {
+  const json& executor = header.value("executor", json());
+  const json& cpu = header.value("machine", json::object()).value("cpu", json());
+  if (!executor.is_string() || !cpu.is_string()) return "";
+  return executor.get<std::string>() + " on " + cpu.get<std::string>();
+}
 
 FileValidation validate_compute(const NeuralModel& model, const std::string& path,
                                 Reporter& reporter, bool raw) {
@@ -21,6 +32,14 @@ FileValidation validate_compute(const NeuralModel& model, const std::string& pat
   lo.raw = raw;
   const ComputeData data = load_compute_data(path, lo);
   report_problems(path, data.problems, reporter);
+  const json& files = model.info.value("data", json::object()).value("compute", json::array());
+  const std::string trained = files.empty() ? "" : measured_on(files.front());
+  const std::string measured = measured_on(data.header);
+  if (!trained.empty() && !measured.empty() && trained != measured) {
+    reporter.note(fmt::format("validate: the model learned from measurements on '{}', {} was "
+                              "measured on '{}': the figures compare two machines",
+                              trained, path, measured));
+  }
   FileValidation v;
   v.kind = CostDataKind::kCompute;
   v.skipped_bad_records = data.problems.size();
