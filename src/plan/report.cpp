@@ -272,9 +272,11 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
       r.algorithm, r.cost_model, count_of(task.num_tables(), "table"),
       count_of(task.num_devices(), "device"), task.batch_size,
       describe(r.model_source),
-      r.extrapolated.empty()
+      !r.extrapolated.empty() ? fmt::format("extrapolated: {}", fmt::join(r.extrapolated, "; "))
+      : r.model_source.min_devices > 0 || task.num_devices() == 1
           ? std::string("extrapolated: no (this batch and device count were measured)")
-          : fmt::format("extrapolated: {}", fmt::join(r.extrapolated, "; ")),
+          : std::string("extrapolated: no batch outside the measured ones (the communication "
+                        "model records no device counts to check against)"),
       r.predicted.cost_ms, r.predicted.critical_device, r.predicted.imbalance, r.bound.total_ms(),
       r.bound.piece_ms, r.bound.comm_ms, r.bound.work_ms, r.bound.mean_comm_ms, 100.0 * r.gap(),
       r.gap() < 0 ? " (negative: the cost model breaks the bound's assumptions here: it is not "

@@ -256,6 +256,16 @@ TEST_F(PlanCli, PlansATableSpecFile) {
                                        " --devices 2 --mem-per-device 4GB --cost-model analytic");
   ASSERT_EQ(packed.exit_code, 0) << packed.output;
   EXPECT_NE(packed.output.find("3 tables on 2 devices"), std::string::npos) << packed.output;
+  // At the calibration's batch the analytic all-to-all records no device counts: the
+  // report does not claim they were measured (on another CPU it lists that instead).
+  auto spec = nlohmann::json::parse(read_file(dir_.file("tables.json")));
+  spec["batch_size"] = 2048;
+  write_file_atomic(dir_.file("t2048.json"), spec.dump());
+  const auto at2048 = testing::run_cli("plan --tables " + dir_.file("t2048.json") +
+                                       " --devices 2 --mem-per-device 4GB --cost-model analytic");
+  ASSERT_EQ(at2048.exit_code, 0) << at2048.output;
+  EXPECT_EQ(at2048.output.find("device count were measured"), std::string::npos) << at2048.output;
+  EXPECT_NE(at2048.output.find("extrapolated: "), std::string::npos) << at2048.output;
   const auto as_workload = testing::run_cli("plan " + dir_.file("tables.json") + " --devices 2");
   EXPECT_NE(as_workload.exit_code, 0);
   EXPECT_NE(as_workload.output.find("a table spec file is read with --tables FILE"),
