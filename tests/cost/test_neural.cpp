@@ -435,6 +435,11 @@ TEST(NeuralValidate, JudgesOnTheModelsGroundTruthAndNamesAnotherMachine) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("--raw implied"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("\"ground_truth\": \"raw medians\""), std::string::npos) << r.output;
+  // Without --model: the shipped models, on their own data.
+  const auto shipped = testing::run_cli(std::string("validate --data ") + EMBSHARD_MODELS_DIR +
+                                        "/data/unseen_pieces_2021_b2048.jsonl.gz");
+  ASSERT_EQ(shipped.exit_code, 0) << shipped.output;
+  EXPECT_NE(shipped.output.find("models/neural on"), std::string::npos) << shipped.output;
 }
 
 TEST(Registry, AModelSetsCommConstantsComeWithItsNeuralDirectoryToo) {

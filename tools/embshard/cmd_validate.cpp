@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "options.h"
 #include "embshard/cost/cost_data.h"
+#include "embshard/cost/cost_model.h"
 #include "embshard/cost/neural/model_file.h"
 #include "embshard/cost/neural/validate.h"
 #include "embshard/eval/ranking.h"
@@ -132,8 +133,8 @@ void add_validate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "validate", "Accuracy of a cost model on measured data, and its ranking of placements");
   cmd->add_option("--model", args->model_dir,
-                  "Model directory (embshard train --out), or a model set with one in neural/")
-      ->required();
+                  "Model directory (embshard train --out), or a model set with one in neural/ "
+                  "(default: the shipped models)");
   cmd->add_option("--data", args->data_path, "bench compute or bench comm file");
   RankingOptions& r = args->ranking_options;
   cmd->add_flag("--ranking", args->ranking,
@@ -151,7 +152,10 @@ void add_validate_command(CLI::App& app) {
                 "Judge against the records' raw medians (a dedicated device; implied for a model "
                 "trained on them)");
   cmd->add_option("--plot-dir", args->plot_dir, "Also write report.md/json and SVG plots here");
-  cmd->callback([args] { run_validate(*args); });
+  cmd->callback([args] {
+    if (args->model_dir.empty()) args->model_dir = neural_model_dir("");  // the shipped models
+    run_validate(*args);
+  });
 }
 
 }  // namespace embshard::cli
