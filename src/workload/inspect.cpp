@@ -75,8 +75,9 @@ std::string top_bins(const ReuseHistogram& lookups) {
                    [&](int a, int b) { return lookups[a] > lookups[b]; });
   std::string out;
   for (int i = 0; i < 3 && lookups[order[i]] > 0; ++i) {
-    out += fmt::format("{:<18}", fmt::format("{} {:.0f}%", reuse_bin_label(order[i]),
-                                             100 * lookups[order[i]]));
+    // 18 columns an entry, and a space after even the widest ("(16384, 32768] 23%").
+    out += fmt::format("{:<17} ", fmt::format("{} {:.0f}%", reuse_bin_label(order[i]),
+                                              100 * lookups[order[i]]));
   }
   return out;
 }

@@ -66,6 +66,15 @@ TEST_F(SynthCli, SynthThenInspectJson) {
   EXPECT_EQ(j.at("tables").size(), 30u);
   EXPECT_LE(j.at("comparison").at("lookup_reuse_tv").get<double>(), 0.05);
   EXPECT_LE(j.at("comparison").at("row_reuse_tv").get<double>(), 0.05);
+  // The text: every top reuse bin stands apart from the next, the widest included (a
+  // small hot table of this pool puts 23% of its lookups in "(16384, 32768]").
+  const std::string hot = dir_ + "/hot";
+  ASSERT_EQ(run_cli("synth --profile 2021 --tables 20 --batch 2048 --seed 11 --hot-tables 2 "
+                    "--hot-pooling 300 -o " + hot).exit_code, 0);
+  const CliResult text = run_cli("inspect " + hot + " 2>/dev/null");
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("(16384, 32768] "), std::string::npos) << text.output;
+  EXPECT_EQ(text.output.find("%("), std::string::npos) << text.output;
 }
 
 // Ctrl-C or a kill while the trace is written leaves no temporary file (of
