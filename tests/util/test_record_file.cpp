@@ -154,23 +154,25 @@ TEST(RecordFile, NeverAppendsToAGzipFile) {
 }
 
 TEST(TextTable, AlignsColumns) {
-  TextTable t({"name", "ms"});
-  t.add_row({"a", "1.5"});
-  t.add_row({"long name", "12.25"});
-  EXPECT_EQ(t.render(),
-            "name       ms\n"
-            "----------------\n"
-            "a            1.5\n"
-            "long name  12.25\n");
-  TextTable lists({"table", "shards"});
-  lists.align_left(1);
-  lists.add_row({"a", "2:16"});
-  lists.add_row({"b", "1:16[0:500] 0:16[500:1000]"});
-  EXPECT_EQ(lists.render(),
-            "table  shards\n"
-            "---------------------------------\n"
-            "a      2:16\n"
-            "b      1:16[0:500] 0:16[500:1000]\n");
+  // Numbers right-aligned; a column marked left-aligned keeps digit-led lists at its left.
+  const struct {
+    std::vector<std::string> header, row1, row2;
+    bool second_left;
+    std::string expected;
+  } cases[] = {
+      {{"name", "ms"}, {"a", "1.5"}, {"long name", "12.25"}, false,
+       "name       ms\n----------------\na            1.5\nlong name  12.25\n"},
+      {{"table", "shards"}, {"a", "2:16"}, {"b", "1:16[0:500] 0:16[500:1000]"}, true,
+       "table  shards\n---------------------------------\na      2:16\n"
+       "b      1:16[0:500] 0:16[500:1000]\n"},
+  };
+  for (const auto& c : cases) {
+    TextTable t(c.header);
+    if (c.second_left) t.align_left(1);
+    t.add_row(c.row1);
+    t.add_row(c.row2);
+    EXPECT_EQ(t.render(), c.expected);
+  }
 }
 
 }  // namespace
