@@ -159,10 +159,26 @@ void check_writable(const std::string& path, const std::string& what) {
   std::error_code ec;
   ES_CHECK(!fs::is_directory(p, ec), "{}: '{}' is a directory, not a file", what, path);
   const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
-  ES_CHECK(fs::is_directory(dir, ec), "{}: cannot write '{}': directory '{}' does not exist",
-           what, path, dir.string());
+  ES_CHECK(fs::is_directory(dir, ec), "{}: cannot write '{}': {}", what, path,
+           fs::exists(dir, ec) ? fmt::format("'{}' is a file, not a directory", dir.string())
+                               : fmt::format("directory '{}' does not exist", dir.string()));
   ES_CHECK(::access(dir.c_str(), W_OK) == 0, "{}: cannot write '{}': directory '{}' is not "
            "writable", what, path, dir.string());
+}
+
+void check_distinct_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  namespace fs = std::filesystem;
+  // Absolute first: weakly_canonical leaves a path none of whose parts
+  // exist relative, so "a.json" and "./a.json" would differ.
+  const auto resolved = [](const std::string& p) { return fs::weakly_canonical(fs::absolute(p)); };
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    for (size_t j = i + 1; j < outputs.size(); ++j) {
+      if (outputs[i].second.empty() || outputs[j].second.empty()) continue;
+      ES_CHECK(resolved(outputs[i].second) != resolved(outputs[j].second),
+               "{} '{}' and {} '{}' name the same file: one would overwrite the other",
+               outputs[i].first, outputs[i].second, outputs[j].first, outputs[j].second);
+    }
+  }
 }
 
 bool file_exists(const std::string& path) {

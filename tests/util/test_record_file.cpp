@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <utility>
+
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
 #include "embshard/util/record_file.h"
@@ -138,6 +141,24 @@ TEST(ReadFile, ADirectoryIsNamedAsOne) {
   ScratchDir dir("read_dir");
   EXPECT_NE(testing::error_of([&] { read_file(dir.path().string()); })
                 .find("is a directory, not a file"),
+            std::string::npos);
+}
+
+TEST(Outputs, OneFileHoweverSpeltIsRefusedAndAFileIsNoDirectory) {
+  ScratchDir dir("outputs");
+  const std::string here = std::filesystem::current_path().filename().string();
+  for (const auto& [a, b] : {std::pair<std::string, std::string>{"a.json", "./a.json"},
+                             {"a.json", "../" + here + "/a.json"},
+                             {dir.file("x/../a.json"), dir.file("a.json")}}) {
+    EXPECT_NE(testing::error_of([&] { check_distinct_outputs({{"--out", a}, {"--svg", b}}); })
+                  .find("name the same file"),
+              std::string::npos)
+        << a << " " << b;
+  }
+  EXPECT_NO_THROW(check_distinct_outputs({{"--out", "a.json"}, {"--svg", "a.svg"}, {"--trace", ""}}));
+  spit(dir.file("afile"), "x");
+  EXPECT_NE(testing::error_of([&] { check_writable(dir.file("afile/x.json"), "--out"); })
+                .find("is a file, not a directory"),
             std::string::npos);
 }
 

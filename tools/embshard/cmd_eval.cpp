@@ -28,6 +28,7 @@ void run_eval_command(EvalArgs& a, bool devices_given) {
   if (!a.sharding_types.empty()) {
     a.options.types = ShardingTypes::parse(a.sharding_types, "--sharding-types");
   }
+  check_distinct_outputs({{"--out", a.options.out_path}, {"--svg", a.svg}});
   Reporter& reporter = stderr_reporter();
   std::vector<nlohmann::json> records;
   std::string comm_source = kModelCommSource;

@@ -30,19 +30,6 @@ struct PlanArgs {
   bool mem_per_device_given = false;
 };
 
-// Two outputs named alike would leave only the last one written.
-void check_distinct_outputs(const std::vector<std::pair<const char*, std::string>>& outputs) {
-  namespace fs = std::filesystem;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    for (size_t j = i + 1; j < outputs.size(); ++j) {
-      if (outputs[i].second.empty() || outputs[j].second.empty()) continue;
-      ES_CHECK(fs::weakly_canonical(outputs[i].second) != fs::weakly_canonical(outputs[j].second),
-               "{} and {} name the same file '{}': one would overwrite the other",
-               outputs[i].first, outputs[j].first, outputs[j].second);
-    }
-  }
-}
-
 Workload read_tables(const PlanArgs& a) {
   ES_CHECK(a.workload_dir.empty() || a.tables_file.empty(),
            "give a workload directory or --tables, not both");

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace embshard {
 
@@ -27,6 +29,11 @@ bool file_exists(const std::string& path);
 // exists and is writable, and the path is not a directory. Error names
 // `what` (the option) and the path.
 void check_writable(const std::string& path, const std::string& what);
+
+// Checks that no two of a command's outputs (option, path; empty: not given)
+// name one file, however spelt ("a.json", "./a.json", "../dir/a.json"):
+// otherwise the last one written would be all that is left.
+void check_distinct_outputs(const std::vector<std::pair<std::string, std::string>>& outputs);
 uint64_t file_size_bytes(const std::string& path);
 
 // A temporary path next to `path` ("<path>.tmp.<pid>"), for write-then-rename.
