@@ -211,16 +211,18 @@ void add_table_rows(const PlanTask& task, const PlanResult& r, std::string& out)
       {"table", "sharding", "rows", "dim", "pooling", "memory MB", "shards (device:cols[rows])"});
   table.align_left(6);
   std::vector<std::string> where(task.tables.size());
+  std::vector<int64_t> memory(task.tables.size(), 0);  // under the plan, as the JSON's
   for (const Shard& s : r.plan.shards) {
     std::string& w = where[s.table];
     if (!w.empty()) w += " ";
     w += shard_text(s.device, s.cols, s.row_offset, s.rows, task.tables[s.table].rows, s.replica);
+    memory[s.table] += task.memory.shard_bytes(s.rows, s.cols);
   }
   for (int t = 0; t < task.num_tables(); ++t) {
     const TableSpec& s = task.tables[t];
     table.add_row({s.name, sharding_type(task, r.plan, t), std::to_string(s.rows),
                    std::to_string(s.dim), fmt::format("{:.2f}", s.pooling_factor),
-                   fmt::format("{:.1f}", task.table_bytes(t) / 1e6), where[t]});
+                   fmt::format("{:.1f}", memory[t] / 1e6), where[t]});
   }
   out += table.render() + "\n";
 }

@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "embshard/util/error.h"
@@ -20,6 +23,16 @@ using json = nlohmann::json;
 json complete_table(json t, const PublishedStats& profile, int64_t batch_size,
                     const std::string& where) {
   ES_CHECK(t.is_object(), "{}: expected a table object, got {}", where, t.dump());
+  // A misspelt field would otherwise take the profile's average unnoticed.
+  static const std::set<std::string> known = {"name",          "rows",
+                                              "dim",           "pooling_factor",
+                                              "unique_rows",   "row_reuse_histogram",
+                                              "lookup_reuse_histogram"};
+  for (const auto& [key, value] : t.items()) {
+    ES_CHECK(known.contains(key), "{}: unknown field '{}' (a table has name, rows, dim and "
+             "optionally pooling_factor, unique_rows, row_reuse_histogram, "
+             "lookup_reuse_histogram)", where, key);
+  }
   if (!t.contains("pooling_factor")) t["pooling_factor"] = profile.avg_pooling_factor;
   if (!t.contains("row_reuse_histogram")) t["row_reuse_histogram"] = profile.row_reuse;
   if (!t.contains("lookup_reuse_histogram")) t["lookup_reuse_histogram"] = profile.lookup_reuse;
@@ -48,16 +61,34 @@ Workload load_table_specs(const std::string& path, const std::string& profile,
            "{}: expected an object with a 'tables' array", path);
   Workload out;
   out.source = path;
-  out.batch_size = batch_size > 0 ? batch_size : j.value("batch_size", int64_t{4096});
-  ES_CHECK(out.batch_size > 0, "{}: batch_size is {}, must be positive", path, out.batch_size);
-  const std::string name = j.value("profile", profile);
-  const PublishedStats stats = load_published_profile(name);
+  if (batch_size > 0) {
+    out.batch_size = batch_size;
+  } else {
+    // The costs of every table depend on it: no silent default.
+    ES_CHECK(j.contains("batch_size"),
+             "{}: no field 'batch_size' (the global batch the tables are looked up with, e.g. "
+             "\"batch_size\": 4096)", path);
+    const json& b = j["batch_size"];
+    ES_CHECK(b.is_number_integer() && b.get<int64_t>() > 0,
+             "{}: field 'batch_size' is {}, must be a positive integer", path, b.dump());
+    out.batch_size = b.get<int64_t>();
+  }
+  const json name = j.contains("profile") ? j["profile"] : json(profile);
+  const auto& profiles = published_profiles();
+  ES_CHECK(name.is_string() && std::ranges::find(profiles, name.get<std::string>()) != profiles.end(),
+           "{}: field 'profile' is {} (valid profiles: {})", path, name.dump(),
+           fmt::join(profiles, ", "));
+  const PublishedStats stats = load_published_profile(name.get<std::string>());
   const json& tables = j["tables"];
   ES_CHECK(!tables.empty(), "{}: 'tables' is empty", path);
+  std::map<std::string, size_t> index_of;
   for (size_t i = 0; i < tables.size(); ++i) {
     const std::string where = fmt::format("{}: tables[{}]", path, i);
     out.tables.push_back(
         table_from_json(complete_table(tables[i], stats, out.batch_size, where), where));
+    const auto [it, fresh] = index_of.emplace(out.tables.back().name, i);
+    ES_CHECK(fresh, "{}: field 'name' is '{}', as tables[{}]'s: every table needs its own name",
+             where, it->first, it->second);
   }
   return out;
 }

@@ -171,6 +171,16 @@ TEST(PlanJson, HasTorchRecShapeAndPredictions) {
                                         task.tables[s.table].rows, s.replica);
     EXPECT_NE(report.find(text), std::string::npos) << text;
   }
+  int split = 0;  // the verbose table's memory is the JSON's: every piece with its row state
+  for (const auto& [name, t] : j["tables"].items()) {
+    split += t["ranks"].size() > 1;
+    const size_t row = report.find("\n" + name + " ");
+    ASSERT_NE(row, std::string::npos) << name;
+    const std::string line = report.substr(row + 1, report.find('\n', row + 1) - row - 1);
+    const std::string mb = fmt::format(" {:.1f} ", t["memory_bytes"].get<double>() / 1e6);
+    EXPECT_NE(line.find(mb), std::string::npos) << line << " lacks" << mb;
+  }
+  EXPECT_GT(split, 0) << "no table split: the memory check above would not tell";
   EXPECT_EQ(shard_text(1, 64, 626707, 626706, 1253413, false), "1:64[626707:1253413]");
   EXPECT_EQ(shard_text(2, 16, 0, 500, 500, false), "2:16");
   EXPECT_EQ(shard_text(3, 8, 0, 500, 500, true), "3:all");
@@ -304,11 +314,33 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
   EXPECT_NE(no_model.output.find("no such directory"), std::string::npos) << no_model.output;
   // A pooling factor past any real one names the field (not a derived one).
   write_file_atomic(dir_.file("huge.json"),
-                    R"({"tables": [{"name": "t", "rows": 1000, "dim": 16, "pooling_factor": 1e17}]})");
+                    R"({"batch_size": 4096, "tables": [{"name": "t", "rows": 1000, "dim": 16, "pooling_factor": 1e17}]})");
   const auto huge = testing::run_cli("plan --tables " + dir_.file("huge.json") + " --devices 2");
   EXPECT_NE(huge.exit_code, 0);
   EXPECT_NE(huge.output.find("field 'pooling_factor' is 1e+17"), std::string::npos)
       << huge.output;
+  // A misspelt field, no batch size, an unknown profile, a name twice: each
+  // named with the file, never planned at the profile's averages.
+  const std::string t = R"({"name": "t", "rows": 1000, "dim": 16})";
+  const struct {
+    std::string spec, message;
+  } specs[] = {
+      {R"({"batch_size": 64, "tables": [{"name": "t", "rows": 1000, "dim": 16, "pooling": 3}]})",
+       "tables[0]: unknown field 'pooling'"},
+      {R"({"tables": [)" + t + "]}", "no field 'batch_size'"},
+      {R"({"batch_size": 64.5, "tables": [)" + t + "]}", "field 'batch_size' is 64.5"},
+      {R"({"batch_size": 64, "profile": "2020", "tables": [)" + t + "]}",
+       "field 'profile' is \"2020\" (valid profiles: 2021, 2022)"},
+      {R"({"batch_size": 64, "tables": [)" + t + "," + t + "]}",
+       "tables[1]: field 'name' is 't', as tables[0]'s"},
+  };
+  for (const auto& c : specs) {
+    write_file_atomic(dir_.file("spec.json"), c.spec);
+    const auto r = testing::run_cli("plan --tables " + dir_.file("spec.json") + " --devices 2");
+    EXPECT_NE(r.exit_code, 0) << c.spec;
+    EXPECT_NE(r.output.find(dir_.file("spec.json") + ": "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.spec << "\n" << r.output;
+  }
 }
 
 }  // namespace
