@@ -55,11 +55,40 @@ class RowSplitDictForm(unittest.TestCase):
     def test_a_row_split_that_loses_rows_is_rejected(self):
         bad = row_split_plan()
         bad["tables"]["rw"]["shards"][2]["shard_sizes"] = [1, 16]
-        with self.assertRaisesRegex(et.PlanError, "table 'rw': shards cover 144 of 160"):
+        with self.assertRaisesRegex(et.PlanError, "'tables.rw.shards': the shards cover 144 of 160"):
             et.check_plan(bad)
         bad = row_split_plan()
         bad["tables"]["rw"]["shards"][2]["shard_offsets"] = [9, 0]
-        with self.assertRaisesRegex(et.PlanError, "outside the table"):
+        with self.assertRaisesRegex(et.PlanError, "'tables.rw.shards.2.' is rows 9..11 x cols 0..16, "
+                                                  "outside table 'rw' .10 rows x dim 16."):
+            et.check_plan(bad)
+
+    def test_overlapping_pieces_are_rejected(self):
+        # Rows 3..7 on device 1 meet rows 0..4 on device 0; the areas still add
+        # up to the table's (row 7 is in no shard).
+        bad = row_split_plan()
+        bad["tables"]["rw"]["shards"][1]["shard_offsets"] = [3, 0]
+        with self.assertRaisesRegex(et.PlanError, r"field 'tables.rw.shards': shards\[0\] and "
+                                                  r"shards\[1\] overlap"):
+            et.check_plan(bad)
+        # A grid piece moved onto its neighbour's columns.
+        bad = row_split_plan()
+        bad["tables"]["grid"]["shards"][3]["shard_offsets"] = [3, 2]
+        with self.assertRaisesRegex(et.PlanError, r"field 'tables.grid.shards': shards\[1\] and "
+                                                  r"shards\[3\] overlap"):
+            et.check_plan(bad)
+
+    def test_row_pieces_on_devices_outside_the_plan_are_rejected(self):
+        bad = row_split_plan()
+        bad["tables"]["twrw"]["shards"][0]["placement"] = "rank:3/cuda:3"
+        with self.assertRaisesRegex(et.PlanError, "field 'tables.twrw.shards.0..placement' is "
+                                                  "\"rank:3/cuda:3\": rank 3 is outside 0..2 .3 devices."):
+            et.check_plan(bad)
+
+    def test_a_replica_on_each_device_once(self):
+        bad = row_split_plan()
+        bad["tables"]["dp"]["ranks"] = [0, 2, 0]
+        with self.assertRaisesRegex(et.PlanError, "field 'tables.dp.ranks' lists device 0 twice"):
             et.check_plan(bad)
 
 
