@@ -3,6 +3,8 @@
 // capacity. Hand-written SVG: no plotting library, readable at any size.
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -24,10 +26,36 @@ std::string rect(double x, double y, double w, double h, const char* fill, const
                      x, y, w, std::max(0.0, h), fill, tip);
 }
 
+std::string escaped(const std::string& s) {  // table names are the user's
+  std::string out;
+  for (char c : s) {
+    out += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
+  }
+  return out;
+}
+
 std::string text(double x, double y, const std::string& s, const char* anchor = "middle",
                  int size = 12) {
   return fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" text-anchor=\"{}\">{}</text>\n",
-                     x, y, size, anchor, s);
+                     x, y, size, anchor, escaped(s));
+}
+
+// Generous widths of sans-serif text, so that what is sized by them fits.
+double text_width(const std::string& s, int size) { return 0.6 * size * s.size(); }
+
+// `s` in lines of at most `chars` characters, broken at spaces.
+std::vector<std::string> wrapped(const std::string& s, size_t chars) {
+  std::vector<std::string> lines{""};
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t end = s.find(' ', start);
+    if (end == std::string::npos) end = s.size();
+    const std::string word = s.substr(start, end - start);
+    if (!lines.back().empty() && lines.back().size() + 1 + word.size() > chars) lines.emplace_back();
+    lines.back() += (lines.back().empty() ? "" : " ") + word;
+    start = end + 1;
+  }
+  return lines;
 }
 
 std::string legend(double x, double y) {
@@ -49,22 +77,34 @@ std::string plan_svg(const PlanTask& task, const PlanResult& r) {
   const int n = task.num_devices();
   const double bar = std::clamp(600.0 / n, 6.0, 48.0);
   const double step = bar * 1.4;
-  const int width = kLeft + static_cast<int>(step * n) + 40;
-  const int height = kTop + kPlotHeight + kGap + kMemHeight + 60;
+  const std::string title =
+      fmt::format("{}: {} on {}, predicted {:.3f} ms, gap to bound {:.1f}%", r.algorithm,
+                  count_of(task.num_tables(), "table"), count_of(n, "device"),
+                  r.predicted.cost_ms, 100 * r.gap());
+  const int width = std::max({kLeft + static_cast<int>(step * n) + 40, 560,
+                              kLeft + static_cast<int>(text_width(title, 14)) + 10});
+  // The caption under the plot, wrapped to the picture's width.
+  std::vector<std::string> caption;
+  const auto chars = static_cast<size_t>((width - 20) / text_width("x", 10));
+  for (const std::string& part :
+       {"cost model: " + r.cost_model, sharding_type_summary(task, r.plan)}) {
+    for (std::string& line : wrapped(part, chars)) caption.push_back(std::move(line));
+  }
+  constexpr int kCaptionLine = 13;
+  const int height = kTop + kPlotHeight + kGap + kMemHeight + 47 +
+                     kCaptionLine * static_cast<int>(caption.size());
   double max_ms = std::max(r.bound.total_ms(), r.predicted.cost_ms);
   if (max_ms <= 0) max_ms = 1;
   const double scale = kPlotHeight / (max_ms * 1.05);
   std::string s = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
       "font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-      std::max(width, 560), height);
-  s += text(kLeft, 22, fmt::format("{}: {} on {}, predicted {:.3f} ms, gap to bound {:.1f}%",
-                                   r.algorithm, count_of(task.num_tables(), "table"),
-                                   count_of(n, "device"), r.predicted.cost_ms,
-                                   100 * r.gap()),
-            "start", 14);
-  s += text(10, height - 8, "cost model: " + r.cost_model + "; " + sharding_type_summary(task, r.plan),
-            "start", 10);
+      width, height);
+  s += text(kLeft, 22, title, "start", 14);
+  for (size_t i = 0; i < caption.size(); ++i) {
+    s += text(10, height - 8 - kCaptionLine * static_cast<double>(caption.size() - 1 - i),
+              caption[i], "start", 10);
+  }
   s += legend(kLeft, 44);
   const double base = kTop + kPlotHeight;
   s += text(kLeft - 8, kTop + 4, fmt::format("{:.2f} ms", max_ms * 1.05), "end", 11);

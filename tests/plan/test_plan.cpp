@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -202,6 +203,35 @@ TEST(PlanJson, HasTorchRecShapeAndPredictions) {
   EXPECT_NEAR(input, lookups * task.batch_size * 8.0, 1e-6 * input);
   EXPECT_NEAR(output, cols * task.batch_size * 4.0, 1e-6 * output);
   EXPECT_NEAR(p["imbalance_ms"]["max_over_mean"].get<double>(), p["imbalance"].get<double>(), 1e-9);
+}
+
+// Every label inside the picture (at about 0.55 em a character, DejaVu Sans'
+// average), and text escaped (a model directory's name is the user's).
+TEST(PlanSvg, TextStaysInsideThePictureAndIsEscaped) {
+  const PlanTask task = testing::random_task(12, 4, 1.3, 2);
+  testing::ToyCostModel model;
+  auto planner = create_planner("neuroshard", {});
+  PlanResult r = make_plan(*planner, task, model);
+  r.cost_model = "neural a<b&c (compute trained at batches 1024-8192 on 2 cores, AMD EPYC; "
+                 "communication at 2-8 devices, analytic outside) " + std::string(80, 'x');
+  r.algorithm = "neuroshard+verify with a long name " + std::string(40, 'y');
+  const std::string svg = plan_svg(task, r);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(svg, m, std::regex("<svg [^>]*width=\"([0-9]+)\"")));
+  const double width = std::stod(m[1]);
+  const std::regex label(
+      "<text x=\"([0-9.]+)\" y=\"[0-9.]+\" font-size=\"([0-9]+)\" text-anchor=\"(\\w+)\">([^<]*)</text>");
+  int labels = 0;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), label); it != std::sregex_iterator();
+       ++it, ++labels) {
+    const double x = std::stod((*it)[1]), w = 0.55 * std::stod((*it)[2]) * (*it)[4].length();
+    const std::string anchor = (*it)[3];
+    const double right = anchor == "start" ? x + w : anchor == "middle" ? x + w / 2 : x;
+    EXPECT_LE(right, width) << (*it)[0];
+  }
+  EXPECT_GT(labels, 10);
+  EXPECT_NE(svg.find("neural a&lt;b&amp;c ("), std::string::npos);
+  EXPECT_EQ(std::count(svg.begin(), svg.end(), '<'), std::count(svg.begin(), svg.end(), '>'));
 }
 
 TEST(Imbalance, MeasuresOfAnUnevenSpread) {
