@@ -100,6 +100,10 @@ std::vector<EvalTask> load_tasks(const std::string& path, std::string* pool_dir)
                i, k, task.tables[k], pool, w.tables.size());
       ES_CHECK(task.dims[k] >= 1 && task.dims[k] <= 1024, "{}: tasks[{}].dims[{}] = {}", path, i,
                k, task.dims[k]);
+      const auto first = std::find(task.tables.begin(), task.tables.end(), task.tables[k]);
+      ES_CHECK(first - task.tables.begin() == static_cast<ptrdiff_t>(k),
+               "{}: tasks[{}].tables[{}] = {}, as tables[{}]: a task holds a table once", path, i,
+               k, task.tables[k], first - task.tables.begin());
     }
     tasks.push_back(std::move(task));
   }

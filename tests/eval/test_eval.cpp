@@ -55,6 +55,12 @@ TEST(Eval, TasksRoundTripAndRejectBadIds) {
     EXPECT_NE(std::string(e.what()).find("tasks[1].tables[0] = 99"), std::string::npos)
         << e.what();
   }
+  j["tasks"][1]["tables"][0] = j["tasks"][1]["tables"][1];  // a table twice
+  spit(path, j.dump());
+  EXPECT_NE(testing::error_of([&] { load_tasks(path, nullptr); })
+                .find("tasks[1].tables[1] = " + j["tasks"][1]["tables"][1].dump() +
+                      ", as tables[0]: a task holds a table once"),
+            std::string::npos);
 }
 
 TEST(Eval, RunsResumesAndSummarises) {
