@@ -14,6 +14,7 @@
 
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/record_file.h"
 #include "embshard/util/reporter.h"
 
 namespace embshard {
@@ -45,6 +46,7 @@ Lines read_lines(const std::string& path) {
     json value = json::parse(body, nullptr, false);
     const bool ok = complete && !value.is_discarded() && value.is_object();
     if (line == 1) {
+      if (!ok) check_not_a_json_document(path, text, "measurements");
       ES_CHECK(ok, "{}: line 1 (the header) is not a complete JSON object", path);
       out.header = std::move(value);
     } else if (!ok) {

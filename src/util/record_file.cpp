@@ -22,6 +22,10 @@ struct ParsedFile {
 };
 
 ParsedFile parse_records(const std::string& path, const std::string& text) {
+  if (const size_t end = text.find('\n');
+      end != std::string::npos && !json::accept(std::string_view(text).substr(0, end))) {
+    check_not_a_json_document(path, text, "records");
+  }
   ParsedFile parsed;
   size_t begin = 0;
   int line_number = 0;
@@ -62,6 +66,18 @@ void write_all(int fd, const std::string& data, const std::string& path) {
 }
 
 }  // namespace
+
+void check_not_a_json_document(const std::string& path, const std::string& text,
+                               const std::string& expected) {
+  const json whole = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (whole.is_discarded()) return;
+  const std::string format =
+      whole.is_object() && whole.contains("format") && whole["format"].is_string()
+          ? fmt::format(" (format '{}')", whole["format"].get<std::string>())
+          : "";
+  ES_THROW("{}: a JSON document{}, not a file of {} (one JSON object per line)", path, format,
+           expected);
+}
 
 std::vector<json> RecordFile::read_all(const std::string& path, json* header,
                                        uint64_t* dropped_bytes) {

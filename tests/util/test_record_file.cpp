@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "embshard/cost/cost_data.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
 #include "embshard/util/record_file.h"
@@ -159,6 +160,26 @@ TEST(Outputs, OneFileHoweverSpeltIsRefusedAndAFileIsNoDirectory) {
   spit(dir.file("afile"), "x");
   EXPECT_NE(testing::error_of([&] { check_writable(dir.file("afile/x.json"), "--out"); })
                 .find("is a file, not a directory"),
+            std::string::npos);
+}
+
+// A plan or a tables.json given where records are read is named as what it
+// is, not as a corrupted file.
+TEST(RecordFile, AWholeJsonDocumentIsNamedAsOne) {
+  ScratchDir dir("records_document");
+  spit(dir.file("plan.json"), json{{"format", "embshard-plan"}, {"tables", {{"a", 1}}}}.dump(1));
+  const std::string expected = ": a JSON document (format 'embshard-plan'), not a file of ";
+  EXPECT_NE(testing::error_of([&] {
+              RecordFile::read_all(dir.file("plan.json"), nullptr, nullptr);
+            }).find(dir.file("plan.json") + expected + "records"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] { load_compute_data(dir.file("plan.json")); })
+                .find(dir.file("plan.json") + expected + "measurements"),
+            std::string::npos);
+  spit(dir.file("torn.jsonl"), "{\"format\": \n{\"sample\": 0}\n");  // not a document
+  EXPECT_NE(testing::error_of([&] {
+              RecordFile::read_all(dir.file("torn.jsonl"), nullptr, nullptr);
+            }).find("line 1 is not a valid JSON record"),
             std::string::npos);
 }
 

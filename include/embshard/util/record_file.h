@@ -16,6 +16,12 @@
 
 namespace embshard {
 
+// Throws Error when `text`, whose first line is not a JSON record, is one
+// whole JSON document (a plan, a tables.json) rather than JSON lines: the
+// message names `path` and the document's "format", not a corruption.
+void check_not_a_json_document(const std::string& path, const std::string& text,
+                               const std::string& expected);
+
 class RecordFile {
  public:
   // Creates `path` with `header` or reopens it. When reopening, every key of
