@@ -11,10 +11,12 @@
 
 #include <fmt/format.h>
 
+#include "embshard/plan/plan.h"
 #include "embshard/search/planning.h"
 #include "embshard/util/error.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/text_table.h"
+#include "embshard/workload/table.h"
 #include "embshard/workload/table_specs.h"
 
 namespace embshard {
@@ -53,12 +55,15 @@ class CountingCompute : public ComputeModel {
 };
 
 std::pair<int, int> parse_size(const std::string& size) {
-  int tables = 0, devices = 0;
+  long long tables = 0, devices = 0;  // wide, so that a huge count is named, not wrapped
   char tail = 0;
-  ES_CHECK(std::sscanf(size.c_str(), "%dx%d%c", &tables, &devices, &tail) == 2 && tables > 0 &&
-               devices > 0,
+  ES_CHECK(std::sscanf(size.c_str(), "%lldx%lld%c", &tables, &devices, &tail) == 2 &&
+               tables > 0 && devices > 0,
            "bench plan: --sizes entry '{}': expected TABLESxDEVICES, e.g. 100x8", size);
-  return {tables, devices};
+  ES_CHECK(tables <= kMaxTables && devices <= kMaxDevices,
+           "bench plan: --sizes entry '{}': at most {} tables and {} devices", size, kMaxTables,
+           kMaxDevices);
+  return {static_cast<int>(tables), static_cast<int>(devices)};
 }
 
 PlanTask bench_task(int tables, int devices, const PlanBenchOptions& o) {
@@ -87,6 +92,12 @@ std::vector<PlanBenchRow> run_plan_bench(const PlanBenchOptions& o, Reporter& re
            "even share: below 1 the tables cannot fit)",
            o.mem_slack);
   for (const std::string& size : o.sizes) parse_size(size);
+  for (const std::string& name : o.cost_models) {
+    ES_CHECK(name != "measured",
+             "bench plan: --cost-models measured executes a workload's traces, and bench plan's "
+             "tables are synthetic specs without one: time it with `plan WORKLOAD "
+             "--cost-model measured`");
+  }
   std::vector<PlanBenchRow> rows;
   for (const std::string& model_name : o.cost_models) {
     for (const std::string& size : o.sizes) {

@@ -232,6 +232,9 @@ PlanTask make_task(std::vector<TableSpec> tables, int64_t batch_size,
     ES_CHECK(pin.device >= 0 && pin.device < task.num_devices(),
              "--pin {}={}: device {} does not exist (devices 0..{})", pin.table, pin.device,
              pin.device, task.num_devices() - 1);
+    ES_CHECK(task.pinned_device[t] < 0 || task.pinned_device[t] == pin.device,
+             "--pin {}={}: table '{}' is already pinned to device {}", pin.table, pin.device,
+             pin.table, task.pinned_device[t]);
     task.pinned_device[t] = pin.device;
   }
   for (const std::string& name : constraints.no_split) task.no_split[find(name, "--no-split")] = 1;

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "embshard/util/error.h"
+#include "embshard/workload/table.h"
 #include "synth_random.h"
 #include "synth_internal.h"
 
@@ -256,7 +257,8 @@ void validate_synth_options(const SynthOptions& o) {
   const auto& profiles = published_profiles();
   ES_CHECK(std::find(profiles.begin(), profiles.end(), o.profile) != profiles.end(),
            "synth: unknown profile '{}' (valid profiles: {})", o.profile, fmt::join(profiles, ", "));
-  ES_CHECK(o.num_tables > 0, "synth: --tables is {}, must be positive", o.num_tables);
+  ES_CHECK(o.num_tables > 0 && o.num_tables <= kMaxTables, "synth: --tables is {}, must be in 1..{}",
+           o.num_tables, kMaxTables);
   ES_CHECK(o.batch_size > 0, "synth: --batch is {}, must be positive", o.batch_size);
   ES_CHECK(!o.dims.empty(), "synth: --dims is empty, give at least one dimension");
   for (int dim : o.dims) {

@@ -43,6 +43,15 @@ TEST(PlanBench, RefusesAMalformedSize) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'30by4'"), std::string::npos) << e.what();
   }
+  o.sizes = {"99999999999x4"};  // named, not wrapped into an allocation that fails
+  EXPECT_NE(testing::error_of([&] { run_plan_bench(o, silent_reporter()); })
+                .find("'99999999999x4': at most 1000000 tables"),
+            std::string::npos);
+  o.sizes = {"30x4"};
+  o.cost_models = {"measured"};  // no traces to execute
+  EXPECT_NE(testing::error_of([&] { run_plan_bench(o, silent_reporter()); })
+                .find("--cost-models measured executes a workload's traces"),
+            std::string::npos);
 }
 
 TEST(PlanBench, RefusesAMemorySlackTheTablesCannotFit) {

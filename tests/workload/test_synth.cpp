@@ -144,7 +144,8 @@ void expect_invalid(const SynthOptions& o, const std::string& needle) {
 
 TEST(Synth, OptionChecks) {
   expect_invalid(options("2020", 1), "unknown profile '2020' (valid profiles: 2021, 2022)");
-  expect_invalid(options("2021", 1, 0), "--tables is 0, must be positive");
+  expect_invalid(options("2021", 1, 0), "--tables is 0, must be in 1..1000000");
+  expect_invalid(options("2021", 1, 99'999'999'999), "--tables is 99999999999, must be in 1..");
   expect_invalid(options("2021", 1, 10, -5), "--batch is -5, must be positive");
   SynthOptions o = options("2021", 1);
   o.dims = {16, 2048};

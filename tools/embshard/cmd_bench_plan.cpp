@@ -5,7 +5,6 @@
 
 #include "commands.h"
 #include "embshard/bench/plan_bench.h"
-#include "embshard/cost/cost_model.h"
 #include "embshard/util/reporter.h"
 #include "options.h"
 
@@ -17,8 +16,8 @@ void add_bench_plan_command(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand("plan", "Time the planner's search at several task sizes");
   cmd->add_option("--sizes", o->sizes, "TABLESxDEVICES list")->delimiter(',')->capture_default_str();
   cmd->add_option("--cost-models", o->cost_models,
-                  "Cost models: " + one_of(cost_model_names()) +
-                      " (neural without models falls back to analytic)")
+                  "Cost models: analytic | neural (neural without models falls back to analytic; "
+                  "measured needs a workload's traces: plan WORKLOAD --cost-model measured)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--model", o->model_dir, "Neural model directory (default: the shipped one)");

@@ -31,6 +31,9 @@ double total_variation(const ReuseHistogram& a, const ReuseHistogram& b);
 // the tens to hundreds; past this a spec is a mistake (and the features
 // that carry it saturate).
 constexpr double kMaxPoolingFactor = 1e6;
+// Tables of one generated workload (synth, bench plan's specs): past it memory
+// runs out before anything useful is made.
+constexpr int64_t kMaxTables = 1'000'000;
 
 struct TableSpec {
   std::string name;
