@@ -331,10 +331,14 @@ nlohmann::json iteration_trace(const PlanTask& task, const PlanPrediction& p,
                                                          : "")}}}});
     const double delay = c.compute_ms + c.bwd_comm_ms - fastest;
     const double wait = std::min(c.fwd_comm_ms, std::max(0.0, max_delay - delay));
+    // In the models' order: the wait follows the backward all-to-all, whose
+    // time counts in the delay, so every forward transfer starts together,
+    // when the last device is done.
+    const double done = c.compute_ms + c.bwd_comm_ms;
     slice(d, "fused embedding compute (fwd + bwd + update)", "compute", 0, c.compute_ms);
-    slice(d, "wait for the last device", "wait", c.compute_ms, wait);
-    slice(d, "forward all-to-all", "comm", c.compute_ms + wait, c.fwd_comm_ms - wait);
-    slice(d, "backward all-to-all", "comm", c.compute_ms + c.fwd_comm_ms, c.bwd_comm_ms);
+    slice(d, "backward all-to-all", "comm", c.compute_ms, c.bwd_comm_ms);
+    slice(d, "wait for the last device", "wait", done, wait);
+    slice(d, "forward all-to-all", "comm", done + wait, c.fwd_comm_ms - wait);
   }
   return {{"traceEvents", events},
           {"displayTimeUnit", "ms"},

@@ -407,14 +407,23 @@ TEST(Verification, TraceHasATrackPerDeviceAndEndsAtTheCost) {
   const PlanResult r = run("neuroshard", task);
   const nlohmann::json trace = iteration_trace(task, r.predicted, "predicted");
   std::set<int> tracks;
-  double end_ms = 0;
+  double end_ms = 0, last_done_ms = 0;
+  std::vector<double> transfer_starts_ms;
   for (const auto& e : trace["traceEvents"]) {
     if (e["ph"] != "X") continue;
     tracks.insert(e["tid"].get<int>());
     EXPECT_GT(e["dur"].get<double>(), 0);
-    end_ms = std::max(end_ms, (e["ts"].get<double>() + e["dur"].get<double>()) / 1e3);
+    const double start_ms = e["ts"].get<double>() / 1e3;
+    end_ms = std::max(end_ms, start_ms + e["dur"].get<double>() / 1e3);
+    if (e["name"] == "backward all-to-all") {
+      last_done_ms = std::max(last_done_ms, start_ms + e["dur"].get<double>() / 1e3);
+    }
+    if (e["name"] == "forward all-to-all") transfer_starts_ms.push_back(start_ms);
   }
   EXPECT_EQ(tracks.size(), 3u);
+  // Who waits for whom: every forward transfer starts when the last device is done.
+  ASSERT_EQ(transfer_starts_ms.size(), 3u);
+  for (double t : transfer_starts_ms) EXPECT_NEAR(t, last_done_ms, 1e-9 * last_done_ms);
   EXPECT_NEAR(end_ms, r.predicted.cost_ms, 1e-9 * r.predicted.cost_ms);
 }
 
