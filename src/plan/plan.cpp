@@ -44,7 +44,8 @@ void check_feasible(const PlanTask& task) {
              s.name, s.rows, s.dim, gb(task.table_bytes(t)),
              by_rows ? fmt::format("row piece ({} devices' share of its rows)",
                                    task.num_devices())
-             : cols == s.dim ? std::string("form (it may not be split)")
+             : cols == s.dim ? std::string(task.no_split[t] ? "form (--no-split keeps it whole)"
+                                           : "form (the allowed sharding types keep it whole)")
                              : fmt::format("column piece ({} columns)", cols),
              gb(piece), gb(largest),
              task.splittable(t) && !task.types.any_row_split()

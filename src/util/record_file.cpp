@@ -103,10 +103,11 @@ RecordFile::RecordFile(std::string path, const json& header,
       for (const std::string& key : must_match) {
         const json stored = parsed.header.value(key, json());
         const json wanted = header.value(key, json());
+        const auto shown = [](const json& v) { return v.is_null() ? std::string("not set") : v.dump(); };
         ES_CHECK(stored == wanted,
                  "{}: cannot resume: header field '{}' is {} in the file but {} in this run "
                  "(use another --out file, or the same options)",
-                 path_, key, stored.dump(), wanted.dump());
+                 path_, key, shown(stored), shown(wanted));
       }
       header_ = parsed.header;
       records_ = std::move(parsed.records);
