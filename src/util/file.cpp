@@ -86,7 +86,12 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   const TempFileGuard guard(tmp);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    ES_CHECK(out.good(), "cannot create '{}': {}", tmp, std::strerror(errno));
+    if (!out.good()) {
+      const int err = errno;
+      check_writable(path, "");  // names a missing directory, a file in the way
+      ES_THROW("cannot write '{}': {} (creating its temporary file '{}')", path,
+               std::strerror(err), tmp);
+    }
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
     out.flush();
     if (!out.good()) {
@@ -156,14 +161,15 @@ std::string read_file_gunzip(const std::string& path) {
 void check_writable(const std::string& path, const std::string& what) {
   namespace fs = std::filesystem;
   const fs::path p(path);
+  const std::string prefix = what.empty() ? "" : what + ": ";
   std::error_code ec;
-  ES_CHECK(!fs::is_directory(p, ec), "{}: '{}' is a directory, not a file", what, path);
+  ES_CHECK(!fs::is_directory(p, ec), "{}'{}' is a directory, not a file", prefix, path);
   const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
-  ES_CHECK(fs::is_directory(dir, ec), "{}: cannot write '{}': {}", what, path,
+  ES_CHECK(fs::is_directory(dir, ec), "{}cannot write '{}': {}", prefix, path,
            fs::exists(dir, ec) ? fmt::format("'{}' is a file, not a directory", dir.string())
                                : fmt::format("directory '{}' does not exist", dir.string()));
-  ES_CHECK(::access(dir.c_str(), W_OK) == 0, "{}: cannot write '{}': directory '{}' is not "
-           "writable", what, path, dir.string());
+  ES_CHECK(::access(dir.c_str(), W_OK) == 0, "{}cannot write '{}': directory '{}' is not "
+           "writable", prefix, path, dir.string());
 }
 
 void check_distinct_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {

@@ -161,6 +161,13 @@ TEST(Outputs, OneFileHoweverSpeltIsRefusedAndAFileIsNoDirectory) {
   EXPECT_NE(testing::error_of([&] { check_writable(dir.file("afile/x.json"), "--out"); })
                 .find("is a file, not a directory"),
             std::string::npos);
+  // The path the user gave, not the temporary file beside it.
+  const std::string missing =
+      testing::error_of([&] { write_file_atomic(dir.file("nodir/x.json"), "{}"); });
+  EXPECT_EQ(missing.rfind("cannot write '" + dir.file("nodir/x.json") +
+                              "': directory '" + dir.file("nodir") + "' does not exist", 0),
+            0u)
+      << missing;
 }
 
 // A plan or a tables.json given where records are read is named as what it

@@ -27,7 +27,7 @@ bool file_exists(const std::string& path);
 
 // Checks, before long work, that `path` can be written later: its directory
 // exists and is writable, and the path is not a directory. Error names
-// `what` (the option) and the path.
+// `what` (the option; empty: none) and the path.
 void check_writable(const std::string& path, const std::string& what);
 
 // Checks that no two of a command's outputs (option, path; empty: not given)
