@@ -32,7 +32,7 @@ TEST_F(SynthCli, BadFlagsFailWithAMessage) {
     std::string args, message;
   } cases[] = {
       {"synth --profile 2020 --tables 4 --batch 8 -o " + dir_, "valid profiles: 2021, 2022"},
-      {"synth --profile 2021 --tables 0 --batch 8 -o " + dir_, "--tables is 0, must be positive"},
+      {"synth --profile 2021 --tables 0 --batch 8 -o " + dir_, "--tables is 0, must be in 1..1000000"},
       {"synth --profile 2021 --tables 4 --batch 8 --dims 16,4096 -o " + dir_,
        "--dims value 4096 is out of range 1..1024"},
       {"synth --profile 2021 --tables 4 --batch 8 --index-bytes 2 -o " + dir_,
