@@ -211,17 +211,26 @@ def _check_table(where, name, t, world):
                         f"{rows * dim} values (table '{name}': {rows} rows x dim {dim})")
 
 
-def _placement(p, device_type):
-    # embshard writes "rank:N/cuda:N"; a CPU run wants "rank:N/cpu".
-    rank = p.split("/")[0]
-    if device_type == "cuda":
-        return p
-    return f"{rank}/{device_type}"
+def _placement(p, device_type, local_world_size):
+    # embshard writes "rank:N/cuda:N"; a CPU run wants "rank:N/cpu", and on
+    # hosts of L GPUs rank N is GPU N mod L of its host.
+    rank = int(PLACEMENT.fullmatch(p).group(1))
+    if device_type != "cuda":
+        return f"rank:{rank}/{device_type}"
+    return f"rank:{rank}/cuda:{rank % local_world_size if local_world_size else rank}"
 
 
-def to_parameter_sharding_dicts(plan, device_type="cuda"):
+def to_parameter_sharding_dicts(plan, device_type="cuda", local_world_size=None):
     """{table name: {"sharding_type", "compute_kernel", "ranks", "shards"}} where
-    shards is a list of {"shard_offsets", "shard_sizes", "placement"} or None."""
+    shards is a list of {"shard_offsets", "shard_sizes", "placement"} or None.
+
+    `local_world_size`: GPUs per host, when the ranks span hosts (TorchRec's
+    placement names the host's own GPU: rank 9 on hosts of 8 is cuda:1);
+    None: one host."""
+    if local_world_size is not None and (isinstance(local_world_size, bool)
+                                         or not isinstance(local_world_size, int)
+                                         or local_world_size < 1):
+        raise ValueError(f"local_world_size is {local_world_size!r}, expected a positive integer")
     check_plan(plan)
     out = {}
     for name in plan.get("table_order", sorted(plan["tables"])):
@@ -232,7 +241,7 @@ def to_parameter_sharding_dicts(plan, device_type="cuda"):
                 {
                     "shard_offsets": list(s["shard_offsets"]),
                     "shard_sizes": list(s["shard_sizes"]),
-                    "placement": _placement(s["placement"], device_type),
+                    "placement": _placement(s["placement"], device_type, local_world_size),
                 }
                 for s in t["shards"]
             ]
@@ -245,13 +254,13 @@ def to_parameter_sharding_dicts(plan, device_type="cuda"):
     return out
 
 
-def to_parameter_shardings(plan, device_type="cuda"):
+def to_parameter_shardings(plan, device_type="cuda", local_world_size=None):
     """{table name: torchrec ParameterSharding}. Needs TorchRec."""
     from torch.distributed._shard.sharding_spec import EnumerableShardingSpec, ShardMetadata
     from torchrec.distributed.types import ParameterSharding
 
     result = {}
-    for name, d in to_parameter_sharding_dicts(plan, device_type).items():
+    for name, d in to_parameter_sharding_dicts(plan, device_type, local_world_size).items():
         spec = None
         if d["shards"] is not None:
             spec = EnumerableShardingSpec([
@@ -265,11 +274,12 @@ def to_parameter_shardings(plan, device_type="cuda"):
     return result
 
 
-def to_torchrec_plan(plan, module_path="sparse_arch.embedding_bag_collection", device_type="cuda"):
+def to_torchrec_plan(plan, module_path="sparse_arch.embedding_bag_collection", device_type="cuda",
+                     local_world_size=None):
     """A torchrec ShardingPlan with every table under `module_path`. Needs TorchRec."""
     from torchrec.distributed.types import EmbeddingModuleShardingPlan, ShardingPlan
 
-    shardings = to_parameter_shardings(plan, device_type)
+    shardings = to_parameter_shardings(plan, device_type, local_world_size)
     return ShardingPlan({module_path: EmbeddingModuleShardingPlan(shardings)})
 
 

@@ -83,6 +83,16 @@ class DictForm(unittest.TestCase):
         d = et.to_parameter_sharding_dicts(sample_plan(), device_type="cpu")
         self.assertEqual(d["b"]["shards"][0]["placement"], "rank:1/cpu")
 
+    def test_ranks_on_several_hosts_name_their_hosts_gpu(self):
+        d = et.to_parameter_sharding_dicts(sample_plan(), local_world_size=1)
+        self.assertEqual(d["a"]["shards"][1]["placement"], "rank:1/cuda:0")
+        self.assertEqual(d["a"]["ranks"], [0, 1])  # global ranks stay global
+        one_host = et.to_parameter_sharding_dicts(sample_plan(), local_world_size=2)
+        self.assertEqual(one_host["a"]["shards"][1]["placement"], "rank:1/cuda:1")
+        for bad in (0, -8, 2.0, True, "8"):
+            with self.assertRaisesRegex(ValueError, "local_world_size"):
+                et.to_parameter_sharding_dicts(sample_plan(), local_world_size=bad)
+
     def test_round_trip_through_a_file(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "plan.json")
