@@ -326,6 +326,7 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
       {"--devices 2 --mem 100000000,2000000000 --pin big=0",
        "table 'big' (1000000 rows x dim 128) needs 0.516 GB (516000000 bytes) but is pinned to device 0"},
       {"--devices 2 --mem-per-device 1000000000 --pin nope=0", "table 'nope'"},
+      {"--devices 2 --policy " + dir_.file("p"), "--algo neuroshard plans without a policy"},
       {"--devices 2 --mem-per-device 1GB --pin big=0 --pin big=1",
        "--pin big=1: table 'big' is already pinned to device 0"},
       {"--devices 2 --mem-per-device 100000000 --no-split big", "table 'big'"},
