@@ -92,6 +92,7 @@ std::vector<PlanBenchRow> run_plan_bench(const PlanBenchOptions& o, Reporter& re
            "even share: below 1 the tables cannot fit)",
            o.mem_slack);
   for (const std::string& size : o.sizes) parse_size(size);
+  check_policy_use(o.algo, o.planner);
   for (const std::string& name : o.cost_models) {
     ES_CHECK(name != "measured",
              "bench plan: --cost-models measured executes a workload's traces, and bench plan's "

@@ -9,26 +9,12 @@
 #include "embshard/cost/accuracy_report.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/units.h"
 
 namespace embshard {
 namespace {
 
 using nlohmann::json;
-
-std::string escape_xml(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<')
-      out += "&lt;";
-    else if (c == '>')
-      out += "&gt;";
-    else if (c == '&')
-      out += "&amp;";
-    else
-      out += c;
-  }
-  return out;
-}
 
 // Log-axis range covering [lo, hi] on whole decades (at least one decade).
 std::pair<double, double> decade_range(double lo, double hi) {
@@ -66,7 +52,7 @@ std::string scatter_svg(const Comparison& c) {
       "fill=\"white\"/>\n",
       W, H);
   s += fmt::format("<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">{}</text>\n",
-                   W / 2, escape_xml(c.title));
+                   W / 2, xml_escaped(c.title));
   s += fmt::format(
       "<text x=\"{}\" y=\"40\" text-anchor=\"middle\">MAPE {:.2f}%, p90 {:.2f}%, "
       "tau {:.3f}, n = {}</text>\n",

@@ -24,6 +24,7 @@
 #include "embshard/util/reporter.h"
 #include "embshard/util/record_file.h"
 #include "embshard/util/text_table.h"
+#include "embshard/util/units.h"
 #include "embshard/workload/trace_shard.h"
 
 namespace embshard {
@@ -452,7 +453,7 @@ std::string eval_svg(const EvalSummary& result, int devices) {
     svg += fmt::format(
         "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n<rect x=\"{}\" y=\"{}\" "
         "width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>\n",
-        kLeft - 8, y + kBar * 0.65, s.name, kLeft, y, bar(s) * scale, kBar,
+        kLeft - 8, y + kBar * 0.65, xml_escaped(s.name), kLeft, y, bar(s) * scale, kBar,
         ours ? "#d62728" : "#1f77b4");
     if (!predicted) {
       svg += fmt::format(

@@ -44,8 +44,12 @@ void check_feasible(const PlanTask& task) {
              s.name, s.rows, s.dim, gb(task.table_bytes(t)),
              by_rows ? fmt::format("row piece ({} devices' share of its rows)",
                                    task.num_devices())
-             : cols == s.dim ? std::string(task.no_split[t] ? "form (--no-split keeps it whole)"
-                                           : "form (the allowed sharding types keep it whole)")
+             : cols == s.dim ? std::string(
+                                   task.no_split[t] ? "form (--no-split keeps it whole)"
+                                   : !task.types.allows(ShardingType::kColumnWise) &&
+                                           !task.types.any_row_split()
+                                       ? "form (the allowed sharding types keep it whole)"
+                                       : "form (no allowed split makes it smaller here)")
                              : fmt::format("column piece ({} columns)", cols),
              gb(piece), gb(largest),
              task.splittable(t) && !task.types.any_row_split()
@@ -241,6 +245,12 @@ PlanTask make_task(std::vector<TableSpec> tables, int64_t batch_size,
   for (const std::string& name : constraints.no_split) task.no_split[find(name, "--no-split")] = 1;
   check_feasible(task);
   return task;
+}
+
+std::vector<int64_t> table_memory_bytes(const PlanTask& task, const Plan& plan) {
+  std::vector<int64_t> bytes(task.tables.size(), 0);
+  for (const Shard& s : plan.shards) bytes[s.table] += task.memory.shard_bytes(s.rows, s.cols);
+  return bytes;
 }
 
 std::vector<int64_t> device_memory_bytes(const PlanTask& task, const Plan& plan) {

@@ -20,7 +20,7 @@ namespace {
 std::string placement(int device) { return fmt::format("rank:{}/cuda:{}", device, device); }
 
 nlohmann::json table_json(const PlanTask& task, const Plan& plan, int t,
-                          const std::vector<const Shard*>& shards) {
+                          const std::vector<const Shard*>& shards, int64_t memory_bytes) {
   const std::string type = sharding_type(task, plan, t);
   nlohmann::json j;
   j["sharding_type"] = type;
@@ -28,10 +28,8 @@ nlohmann::json table_json(const PlanTask& task, const Plan& plan, int t,
   j["compute_kernel"] = type == "data_parallel" ? "dense" : "fused";
   std::vector<int> ranks;
   nlohmann::json list = nlohmann::json::array();
-  int64_t memory = 0;
   for (const Shard* s : shards) {
     ranks.push_back(s->device);
-    memory += task.memory.shard_bytes(s->rows, s->cols);
     list.push_back({{"shard_offsets", {s->row_offset, s->col_offset}},
                     {"shard_sizes", {s->rows, s->cols}},
                     {"placement", placement(s->device)}});
@@ -40,7 +38,7 @@ nlohmann::json table_json(const PlanTask& task, const Plan& plan, int t,
   j["shards"] = type == "data_parallel" ? nlohmann::json(nullptr) : list;
   j["rows"] = task.tables[t].rows;
   j["dim"] = task.tables[t].dim;
-  j["memory_bytes"] = memory;
+  j["memory_bytes"] = memory_bytes;
   return j;
 }
 
@@ -57,8 +55,9 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
   j["device_memory_bytes"] = task.device_mem_bytes;
   std::vector<std::vector<const Shard*>> by_table(task.tables.size());
   for (const Shard& s : r.plan.shards) by_table[s.table].push_back(&s);
+  const std::vector<int64_t> memory = table_memory_bytes(task, r.plan);
   for (int t = 0; t < task.num_tables(); ++t) {
-    j["tables"][task.tables[t].name] = table_json(task, r.plan, t, by_table[t]);
+    j["tables"][task.tables[t].name] = table_json(task, r.plan, t, by_table[t], memory[t]);
   }
   // JSON objects are unordered (and written sorted): the task's order too.
   j["table_order"] = nlohmann::json::array();
@@ -211,13 +210,12 @@ void add_table_rows(const PlanTask& task, const PlanResult& r, std::string& out)
       {"table", "sharding", "rows", "dim", "pooling", "memory MB", "shards (device:cols[rows])"});
   table.align_left(6);
   std::vector<std::string> where(task.tables.size());
-  std::vector<int64_t> memory(task.tables.size(), 0);  // under the plan, as the JSON's
   for (const Shard& s : r.plan.shards) {
     std::string& w = where[s.table];
     if (!w.empty()) w += " ";
     w += shard_text(s.device, s.cols, s.row_offset, s.rows, task.tables[s.table].rows, s.replica);
-    memory[s.table] += task.memory.shard_bytes(s.rows, s.cols);
   }
+  const std::vector<int64_t> memory = table_memory_bytes(task, r.plan);  // as the JSON's
   for (int t = 0; t < task.num_tables(); ++t) {
     const TableSpec& s = task.tables[t];
     table.add_row({s.name, sharding_type(task, r.plan, t), std::to_string(s.rows),

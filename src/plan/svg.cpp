@@ -26,18 +26,10 @@ std::string rect(double x, double y, double w, double h, const char* fill, const
                      x, y, w, std::max(0.0, h), fill, tip);
 }
 
-std::string escaped(const std::string& s) {  // table names are the user's
-  std::string out;
-  for (char c : s) {
-    out += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
-  }
-  return out;
-}
-
 std::string text(double x, double y, const std::string& s, const char* anchor = "middle",
                  int size = 12) {
   return fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" text-anchor=\"{}\">{}</text>\n",
-                     x, y, size, anchor, escaped(s));
+                     x, y, size, anchor, xml_escaped(s));  // a model path is the user's
 }
 
 // Generous widths of sans-serif text, so that what is sized by them fits.

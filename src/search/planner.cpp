@@ -1,6 +1,7 @@
 // The planner registry, the lower bound, and make_plan (validate + predict).
 #include "embshard/search/planner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fmt/ranges.h>
 
@@ -27,6 +28,13 @@ std::unique_ptr<Planner> create_planner(const std::string& name, const PlannerOp
   if (name == "dreamshard") return make_policy_planner(PolicyKind::kDreamShard, options);
   if (name == "autoshard") return make_policy_planner(PolicyKind::kAutoShard, options);
   ES_THROW("unknown planner '{}'; valid planners: {}", name, fmt::join(planner_names(), ", "));
+}
+
+void check_policy_use(const std::string& name, const PlannerOptions& options) {
+  const auto& learned = policy_kind_names();
+  ES_CHECK(options.policy_dir.empty() || std::ranges::find(learned, name) != learned.end(),
+           "--policy {}: --algo {} plans without a policy ({} use one)", options.policy_dir,
+           name, fmt::join(learned, " and "));
 }
 
 namespace {

@@ -31,9 +31,7 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   check_table_sizes(r.workload.tables);
   // Fail on a bad name before any work.
   auto planner = create_planner(r.algo, r.planner);
-  ES_CHECK(r.planner.policy_dir.empty() || r.algo == "dreamshard" || r.algo == "autoshard",
-           "--policy {}: --algo {} plans without a policy (dreamshard and autoshard use one)",
-           r.planner.policy_dir, r.algo);
+  check_policy_use(r.algo, r.planner);
   int64_t each = r.mem_per_device_bytes;
   if (r.mem_bytes.empty() && each == 0) {
     each = default_device_capacity(r.workload.tables, r.devices);

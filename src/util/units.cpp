@@ -61,4 +61,12 @@ std::string count_of(int64_t n, const std::string& noun) {
   return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
 }
 
+std::string xml_escaped(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    out += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
+  }
+  return out;
+}
+
 }  // namespace embshard

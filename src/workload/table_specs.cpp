@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
+#include <vector>
 
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -13,6 +13,7 @@
 #include "embshard/util/file.h"
 #include "embshard/workload/stats.h"
 #include "embshard/workload/synth.h"
+#include "embshard/workload/workload.h"
 
 namespace embshard {
 namespace {
@@ -24,14 +25,19 @@ json complete_table(json t, const PublishedStats& profile, int64_t batch_size,
                     const std::string& where) {
   ES_CHECK(t.is_object(), "{}: expected a table object, got {}", where, t.dump());
   // A misspelt field would otherwise take the profile's average unnoticed.
-  static const std::set<std::string> known = {"name",          "rows",
-                                              "dim",           "pooling_factor",
-                                              "unique_rows",   "row_reuse_histogram",
-                                              "lookup_reuse_histogram"};
+  // The fields are the table format's; `inspect --json` adds two derived
+  // ones, which are ignored.
+  static const std::vector<std::string> fields = [] {
+    const json format = table_to_json(TableSpec{});  // held: items() does not own it
+    std::vector<std::string> keys;
+    for (const auto& [key, value] : format.items()) keys.push_back(key);
+    return keys;
+  }();
   for (const auto& [key, value] : t.items()) {
-    ES_CHECK(known.contains(key), "{}: unknown field '{}' (a table has name, rows, dim and "
-             "optionally pooling_factor, unique_rows, row_reuse_histogram, "
-             "lookup_reuse_histogram)", where, key);
+    ES_CHECK(std::ranges::find(fields, key) != fields.end() || key == "num_indices" ||
+                 key == "weight_bytes",
+             "{}: unknown field '{}' (a table's fields: {}; all but name, rows and dim optional)",
+             where, key, fmt::join(fields, ", "));
   }
   if (!t.contains("pooling_factor")) t["pooling_factor"] = profile.avg_pooling_factor;
   if (!t.contains("row_reuse_histogram")) t["row_reuse_histogram"] = profile.row_reuse;
@@ -76,8 +82,9 @@ Workload load_table_specs(const std::string& path, const std::string& profile,
   const json name = j.contains("profile") ? j["profile"] : json(profile);
   const auto& profiles = published_profiles();
   ES_CHECK(name.is_string() && std::ranges::find(profiles, name.get<std::string>()) != profiles.end(),
-           "{}: field 'profile' is {} (valid profiles: {})", path, name.dump(),
-           fmt::join(profiles, ", "));
+           "{} is {} (valid profiles: {})",
+           j.contains("profile") ? fmt::format("{}: field 'profile'", path) : "--profile",
+           name.dump(), fmt::join(profiles, ", "));
   const PublishedStats stats = load_published_profile(name.get<std::string>());
   const json& tables = j["tables"];
   ES_CHECK(!tables.empty(), "{}: 'tables' is empty", path);

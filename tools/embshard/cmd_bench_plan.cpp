@@ -5,19 +5,28 @@
 
 #include "commands.h"
 #include "embshard/bench/plan_bench.h"
+#include "embshard/cost/cost_model.h"
 #include "embshard/util/reporter.h"
 #include "options.h"
 
 namespace embshard::cli {
 
 void add_bench_plan_command(CLI::App& bench) {
+  const auto bench_plan_cost_models = [] {
+    std::vector<std::string> names;
+    for (const std::string& n : cost_model_names()) {
+      if (n != "measured") names.push_back(n);
+    }
+    return names;
+  };
   auto o = std::make_shared<PlanBenchOptions>();
   auto types = std::make_shared<std::string>();
   CLI::App* cmd = bench.add_subcommand("plan", "Time the planner's search at several task sizes");
   cmd->add_option("--sizes", o->sizes, "TABLESxDEVICES list")->delimiter(',')->capture_default_str();
   cmd->add_option("--cost-models", o->cost_models,
-                  "Cost models: analytic | neural (neural without models falls back to analytic; "
-                  "measured needs a workload's traces: plan WORKLOAD --cost-model measured)")
+                  "Cost models: " + one_of(bench_plan_cost_models()) +
+                      " (neural without models falls back to analytic; measured needs a "
+                      "workload's traces: plan WORKLOAD --cost-model measured)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--model", o->model_dir, "Neural model directory (default: the shipped one)");

@@ -33,6 +33,7 @@ void run(const CalibrateArgs& args) {
            "calibrate: give --out FILE for the calibration (to replace the shipped one, name "
            "models/analytic.json: it is never overwritten by default)");
   if (!args.check_csv.empty()) check_writable(args.check_csv, "--check-csv");
+  check_distinct_outputs({{"--out", args.options.out_path}, {"--check-csv", args.check_csv}});
   Calibration c;
   if (args.from.empty()) {
     c = run_calibration(args.options, stderr_reporter());

@@ -29,6 +29,7 @@ void run_eval_command(EvalArgs& a, bool devices_given) {
     a.options.types = ShardingTypes::parse(a.sharding_types, "--sharding-types");
   }
   check_distinct_outputs({{"--out", a.options.out_path}, {"--svg", a.svg}});
+  if (!a.svg.empty()) check_writable(a.svg, "--svg");  // on every rank: before the collectives
   Reporter& reporter = stderr_reporter();
   std::vector<nlohmann::json> records;
   std::string comm_source = kModelCommSource;
@@ -44,7 +45,6 @@ void run_eval_command(EvalArgs& a, bool devices_given) {
     comm_source = r.comm_source;
     devices = r.devices;
   } else {
-    if (!a.svg.empty()) check_writable(a.svg, "--svg");
     records = run_eval(a.options, reporter);
   }
   const EvalSummary summary = summarize_eval(records, a.options.algos);

@@ -169,6 +169,8 @@ struct Plan {
 
 // Memory of each device under the plan.
 std::vector<int64_t> device_memory_bytes(const PlanTask& task, const Plan& plan);
+// Bytes of each table under the plan: every piece with its row state.
+std::vector<int64_t> table_memory_bytes(const PlanTask& task, const Plan& plan);
 
 // Throws Error naming the table (or device) and the fault: a shard outside
 // its table or on a device that does not exist; columns of a row range

@@ -85,6 +85,8 @@ class Planner {
 // size_lookup_greedy, torchrec, neuroshard, dreamshard, autoshard. Error lists them when `name` is
 // unknown.
 std::unique_ptr<Planner> create_planner(const std::string& name, const PlannerOptions& options);
+// A --policy given to an algorithm that has none is an error, not ignored.
+void check_policy_use(const std::string& name, const PlannerOptions& options);
 const std::vector<std::string>& planner_names();
 
 // The implementations (src/search/*.cpp), reached through the registry.

@@ -19,4 +19,7 @@ std::string format_bytes(double bytes);
 // "1 device", "4 devices": a count and its noun, plural past one (`noun` + "s").
 std::string count_of(int64_t n, const std::string& noun);
 
+// `s` with <, > and & escaped, for SVG text.
+std::string xml_escaped(const std::string& s);
+
 }  // namespace embshard
