@@ -1,0 +1,182 @@
+"""embshard's plan file (``embshard plan --out plan.json``), read and checked as
+embshard's own reader (src/plan/plan_file.cpp) checks it, for the TorchRec
+bridge (embshard_torchrec.py)."""
+
+import json
+import re
+from collections.abc import Mapping
+
+PLAN_FORMAT = "embshard-plan"
+PLAN_VERSION = 1
+SHARDING_TYPES = {
+    "data_parallel", "table_wise", "column_wise", "row_wise",
+    "table_row_wise", "table_column_wise", "grid_shard",
+}
+
+
+class PlanError(ValueError):
+    """The plan file is not an embshard plan, or is inconsistent."""
+
+
+# What embshard's own plan reader (src/plan/plan_file.cpp) accepts, checked
+# here with its messages: "<file>: field '<path>' is <value>, ...". Arrays may
+# be tuples in a plan built in Python.
+PLAN_MAX_ROWS = 1 << 40  # its kMaxRows and kMaxDim
+PLAN_MAX_DIM = 1 << 16
+# "rank:N/cuda:M" (what embshard writes, M = N) or "rank:N/cpu"; the device is N.
+PLACEMENT = re.compile(r"rank:([0-9]{1,9})/(?:cuda:[0-9]{1,9}|cpu)")
+
+
+def load_plan(path):
+    """The plan in `path`, checked by check_plan: a PlanError names the file."""
+    with open(path, "r", encoding="utf-8") as f:
+        try:
+            plan = json.load(f)
+        except json.JSONDecodeError as e:
+            raise PlanError(f"{path}: not a plan file: not valid JSON ({e})") from None
+    check_plan(plan, path)
+    return plan
+
+
+def _show(value):
+    # A value as the messages show it: containers by kind and size only.
+    if isinstance(value, Mapping):
+        return f"an object of {len(value)} fields"
+    if isinstance(value, (list, tuple)):
+        return f"an array of {len(value)} values"
+    text = json.dumps(value, default=repr)
+    return text if len(text) <= 64 else text[:61] + "..."
+
+
+def _member(where, obj, path, name):
+    """obj[name], `obj` being the object at field `path` ("" for the top level)."""
+    field = f"{path}.{name}" if path else name
+    if not isinstance(obj, Mapping):
+        raise PlanError(f"{where}: field '{path}' is {_show(obj)}, expected an object")
+    if name not in obj:
+        raise PlanError(f"{where}: missing field '{field}'")
+    return obj[name]
+
+
+def _integer(where, value, field, low, high=None):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PlanError(f"{where}: field '{field}' is {_show(value)}, expected an integer")
+    if value < low or (high is not None and value > high):
+        bound = f"{low}..{high}" if high is not None else f">= {low}"
+        raise PlanError(f"{where}: field '{field}' is {value}, expected {bound}")
+    return value
+
+
+def _pair(where, shard, path, name, low):
+    """[rows, cols] of a shard's shard_offsets (low 0) or shard_sizes (low 1)."""
+    field = f"{path}.{name}"
+    value = _member(where, shard, path, name)
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise PlanError(f"{where}: field '{field}' is {_show(value)}, expected [rows, cols]")
+    return [_integer(where, v, f"{field}[{i}]", low) for i, v in enumerate(value)]
+
+
+def check_plan(plan, where="plan"):
+    """Raise a PlanError unless embshard's plan reader would accept `plan`'s
+    format, num_devices, table_order and tables (the fields TorchRec gets).
+    Messages start with `where`, the file."""
+    if not isinstance(plan, Mapping):
+        raise PlanError(f"{where}: the top level is {_show(plan)}, expected a plan object")
+    fmt = _member(where, plan, "", "format")
+    if fmt != PLAN_FORMAT:
+        raise PlanError(f"{where}: field 'format' is {_show(fmt)}, expected \"{PLAN_FORMAT}\"")
+    version = _member(where, plan, "", "version")
+    if isinstance(version, bool) or version != PLAN_VERSION:
+        raise PlanError(f"{where}: field 'version' is {_show(version)}, this reader reads "
+                        f"version {PLAN_VERSION}")
+    world = _integer(where, _member(where, plan, "", "num_devices"), "num_devices", 1)
+    tables = _member(where, plan, "", "tables")
+    if not isinstance(tables, Mapping) or not tables:
+        raise PlanError(f"{where}: field 'tables' is {_show(tables)}, expected an object with "
+                        "a field per table")
+    order = plan.get("table_order", sorted(tables))
+    if not isinstance(order, (list, tuple)):
+        raise PlanError(f"{where}: field 'table_order' is {_show(order)}, expected an array")
+    for i, name in enumerate(order):
+        if not isinstance(name, str) or name not in tables:
+            raise PlanError(f"{where}: field 'table_order[{i}]' is {_show(name)}, which is not "
+                            "in 'tables'")
+        if name in order[:i]:
+            raise PlanError(f"{where}: field 'table_order[{i}]' is {_show(name)}, listed twice")
+    if len(order) != len(tables):
+        raise PlanError(f"{where}: field 'table_order' lists {len(order)} of the "
+                        f"{len(tables)} tables")
+    for name in order:
+        if not name:
+            raise PlanError(f"{where}: field 'tables' has a table with an empty name")
+        _check_table(where, name, tables[name], world)
+
+
+def _check_table(where, name, t, world):
+    path = f"tables.{name}"
+    kind = _member(where, t, path, "sharding_type")
+    if not isinstance(kind, str) or kind not in SHARDING_TYPES:
+        raise PlanError(f"{where}: field '{path}.sharding_type' is {_show(kind)}, expected one "
+                        f"of {', '.join(sorted(SHARDING_TYPES))}")
+    kernel = _member(where, t, path, "compute_kernel")
+    if not isinstance(kernel, str):
+        raise PlanError(f"{where}: field '{path}.compute_kernel' is {_show(kernel)}, expected "
+                        "a string")
+    dim = _integer(where, _member(where, t, path, "dim"), f"{path}.dim", 1, PLAN_MAX_DIM)
+    rows = _integer(where, _member(where, t, path, "rows"), f"{path}.rows", 1, PLAN_MAX_ROWS)
+    ranks = _member(where, t, path, "ranks")
+    if not isinstance(ranks, (list, tuple)):
+        raise PlanError(f"{where}: field '{path}.ranks' is {_show(ranks)}, expected an array")
+    for i, r in enumerate(ranks):
+        _integer(where, r, f"{path}.ranks[{i}]", 0, world - 1)
+    shards = _member(where, t, path, "shards")
+    if kind == "data_parallel":
+        # A replica on each of `ranks`: no pieces, each device once.
+        if shards is not None:
+            raise PlanError(f"{where}: field '{path}.shards' is {_show(shards)}, expected null "
+                            "for a data_parallel table")
+        if not ranks:
+            raise PlanError(f"{where}: field '{path}.ranks' is empty: a data_parallel table "
+                            "needs a device")
+        for i, r in enumerate(ranks):
+            if r in ranks[:i]:
+                raise PlanError(f"{where}: field '{path}.ranks' lists device {r} twice")
+        return
+    if not isinstance(shards, (list, tuple)):
+        raise PlanError(f"{where}: field '{path}.shards' is {_show(shards)}, expected an array")
+    if not shards:
+        raise PlanError(f"{where}: field '{path}.shards' is empty: the table has no shard")
+    if len(shards) != len(ranks):
+        raise PlanError(f"{where}: field '{path}.ranks' has {len(ranks)} ranks for "
+                        f"{len(shards)} shards, expected one rank per shard")
+    pieces = []  # (row0, rows, col0, cols) of each shard
+    for i, s in enumerate(shards):
+        field = f"{path}.shards[{i}]"
+        row0, col0 = _pair(where, s, field, "shard_offsets", 0)
+        n_rows, n_cols = _pair(where, s, field, "shard_sizes", 1)
+        if row0 + n_rows > rows or col0 + n_cols > dim:
+            raise PlanError(f"{where}: field '{field}' is rows {row0}..{row0 + n_rows} x cols "
+                            f"{col0}..{col0 + n_cols}, outside table '{name}' ({rows} rows x "
+                            f"dim {dim})")
+        placement = _member(where, s, field, "placement")
+        match = PLACEMENT.fullmatch(placement) if isinstance(placement, str) else None
+        if not match:
+            raise PlanError(f"{where}: field '{field}.placement' is {_show(placement)}, "
+                            "expected \"rank:N/cuda:N\"")
+        device = int(match.group(1))
+        if device >= world:
+            raise PlanError(f"{where}: field '{field}.placement' is \"{placement}\": rank "
+                            f"{device} is outside 0..{world - 1} ({world} devices)")
+        if ranks[i] != device:
+            raise PlanError(f"{where}: field '{path}.ranks[{i}]' is {ranks[i]} but "
+                            f"{field}.placement says rank {device}")
+        for j, (r0, nr, c0, nc) in enumerate(pieces):
+            if row0 < r0 + nr and r0 < row0 + n_rows and col0 < c0 + nc and c0 < col0 + n_cols:
+                raise PlanError(f"{where}: field '{path}.shards': shards[{j}] and shards[{i}] "
+                                "overlap")
+        pieces.append((row0, n_rows, col0, n_cols))
+    # Inside the table and disjoint: they cover it exactly when the areas add up.
+    area = sum(nr * nc for _, nr, _, nc in pieces)
+    if area != rows * dim:
+        raise PlanError(f"{where}: field '{path}.shards': the shards cover {area} of "
+                        f"{rows * dim} values (table '{name}': {rows} rows x dim {dim})")
