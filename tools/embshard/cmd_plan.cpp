@@ -1,5 +1,4 @@
 // embshard plan: shard a workload's tables across devices and show the plan.
-#include <filesystem>
 #include <memory>
 #include <utility>
 #include <vector>

@@ -15,8 +15,10 @@ namespace embshard {
 // "row_reuse_histogram"?, "lookup_reuse_histogram"?}]}. A table without a
 // pooling factor or histograms takes the named synthetic profile's published
 // averages (`profile` unless the file names one); a workload's tables.json is
-// a valid table-spec file too. Errors name the file, table and field. The
-// workload has no trace; its source is the path.
+// a valid table-spec file too. `batch_size` > 0 stands in for the file's,
+// which is required otherwise. A table field outside the list above is an
+// error. Errors name the file, table and field. The workload has no trace;
+// its source is the path.
 Workload load_table_specs(const std::string& path, const std::string& profile = "2021",
                           int64_t batch_size = 0);
 
