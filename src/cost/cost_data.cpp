@@ -46,7 +46,7 @@ Lines read_lines(const std::string& path) {
     json value = json::parse(body, nullptr, false);
     const bool ok = complete && !value.is_discarded() && value.is_object();
     if (line == 1) {
-      if (!ok) check_not_a_json_document(path, text, "measurements");
+      if (!ok && complete) check_not_a_json_document(path, text, "measurements");
       ES_CHECK(ok, "{}: line 1 (the header) is not a complete JSON object", path);
       out.header = std::move(value);
     } else if (!ok) {

@@ -22,10 +22,6 @@ struct ParsedFile {
 };
 
 ParsedFile parse_records(const std::string& path, const std::string& text) {
-  if (const size_t end = text.find('\n');
-      end != std::string::npos && !json::accept(std::string_view(text).substr(0, end))) {
-    check_not_a_json_document(path, text, "records");
-  }
   ParsedFile parsed;
   size_t begin = 0;
   int line_number = 0;
@@ -38,6 +34,7 @@ ParsedFile parse_records(const std::string& path, const std::string& text) {
     const size_t next = complete ? end + 1 : text.size();
     const bool last = next >= text.size();
     if (!complete || value.is_discarded() || !value.is_object()) {
+      if (line_number == 1 && complete) check_not_a_json_document(path, text, "records");
       // Only the last line can be torn by a crash; anything earlier is corruption.
       ES_CHECK(last, "{}: line {} is not a valid JSON record ('{}'): the file is corrupted", path,
                line_number, line.substr(0, 80));
@@ -100,10 +97,12 @@ RecordFile::RecordFile(std::string path, const json& header,
              path_);
     ParsedFile parsed = parse_records(path_, text);
     if (parsed.header.is_object()) {
+      const auto shown = [](const json& v) {
+        return v.is_null() ? std::string("not set") : v.dump();
+      };
       for (const std::string& key : must_match) {
         const json stored = parsed.header.value(key, json());
         const json wanted = header.value(key, json());
-        const auto shown = [](const json& v) { return v.is_null() ? std::string("not set") : v.dump(); };
         ES_CHECK(stored == wanted,
                  "{}: cannot resume: header field '{}' is {} in the file but {} in this run "
                  "(use another --out file, or the same options)",
