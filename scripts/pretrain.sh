@@ -63,6 +63,10 @@ COMM_BATCHES=${COMM_BATCHES:-"2048 4096"}
 COMM_SAMPLES=${COMM_SAMPLES:-150}
 COMM_REPEATS=${COMM_REPEATS:-6}
 COMM_PASSES=${COMM_PASSES:-3}         # each placement measured in 3 passes, its fastest kept
+# 2 ranks: the exchanges are small and their figures scatter most, so more
+# placements, each the mean of its fastest 4 of 8 passes (docs/accuracy.md).
+COMM_SAMPLES_2=${COMM_SAMPLES_2:-600}
+COMM_PASSES_2=${COMM_PASSES_2:-8}
 COMM_MAX_DELAY_MS=${COMM_MAX_DELAY_MS:-5}
 # Training. RAW=1 trains on the raw medians (a dedicated device such as a GPU,
 # where they repeat better than the ratio to the probe: docs/cost_models.md).
@@ -163,9 +167,11 @@ done
 
 COMM_ARGS=()
 for n in $COMM_DEVICES; do
+  samples=$COMM_SAMPLES passes=$COMM_PASSES
+  if [ "$n" = 2 ]; then samples=$COMM_SAMPLES_2 passes=$COMM_PASSES_2; fi
   for batch in $COMM_BATCHES; do
-    run $MPIRUN -np "$n" "$EMBSHARD" bench comm --samples "$COMM_SAMPLES" --batch "$batch" \
-      --seed "$SEED" --repeats "$COMM_REPEATS" --passes "$COMM_PASSES" \
+    run $MPIRUN -np "$n" "$EMBSHARD" bench comm --samples "$samples" --batch "$batch" \
+      --seed "$SEED" --repeats "$COMM_REPEATS" --passes "$passes" \
       --max-delay-ms "$COMM_MAX_DELAY_MS" --show 0 -o "$DATA/comm_n${n}_b$batch.jsonl"
     COMM_ARGS+=(--comm "$DATA/comm_n${n}_b$batch.jsonl")
   done

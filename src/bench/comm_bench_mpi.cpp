@@ -98,16 +98,17 @@ json measure_sample(const Watchdog& dog, const CommBenchOptions& o, int n, int64
   return record;
 }
 
-// The timings of a sample's passes into its record: per rank, the fastest
-// pass of each figure (the median of the probe's and the dispersion), and
-// with several passes each pass's figures.
+// The timings of a sample's passes into its record: per rank, the mean of
+// the fastest half of the passes of each figure (the fastest of up to three;
+// the median of the probe's and the dispersion), and with several passes
+// each pass's figures.
 void add_timings(json& record, const std::vector<std::vector<RankTiming>>& passes) {
   const auto per_rank = [&](double RankTiming::*field, bool fastest) {
     std::vector<double> out;
     for (size_t k = 0; k < passes.front().size(); ++k) {
       std::vector<double> v;
       for (const auto& pass : passes) v.push_back(pass[k].*field);
-      out.push_back(fastest ? *std::min_element(v.begin(), v.end()) : median(v));
+      out.push_back(fastest ? fastest_half_mean(v) : median(v));
     }
     return out;
   };

@@ -193,12 +193,19 @@ const std::vector<std::string>& comm_bench_must_match() {
 
 namespace {
 
+// How a figure comes from its passes (fastest_half_mean).
+std::string passes_summary(int passes) {
+  if (passes <= 1) return "";
+  if (passes <= 3) return fmt::format(", fastest of {} passes", passes);
+  return fmt::format(", mean of the fastest {} of {} passes", passes / 2, passes);
+}
+
 // "median of R runs after W warm-up", and the passes when there were several.
 std::string measurement_of(const nlohmann::json& header) {
   const int passes = header.value("passes", 1);
   return fmt::format("median of {} runs after {} warm-up{}", header.value("repeats", 0),
                      header.value("warmup", 0),
-                     passes > 1 ? fmt::format(", fastest of {} passes", passes) : "");
+                     passes_summary(passes));
 }
 
 double median_of(const std::vector<double>& values) { return values.empty() ? 0 : median(values); }

@@ -61,6 +61,14 @@ double quantile(std::span<const double> values, double q) {
   return quantile_of_sorted(sorted_copy(values, "quantile"), q);
 }
 
+double fastest_half_mean(std::span<const double> values) {
+  const std::vector<double> sorted = sorted_copy(values, "fastest_half_mean");
+  const size_t k = std::max<size_t>(1, sorted.size() / 2);
+  double sum = 0;
+  for (size_t i = 0; i < k; ++i) sum += sorted[i];
+  return sum / static_cast<double>(k);
+}
+
 double median_absolute_deviation(std::span<const double> values) {
   const std::vector<double> sorted = sorted_copy(values, "median_absolute_deviation");
   const double center = median_of_sorted(sorted);

@@ -57,7 +57,8 @@ void add_bench_comm_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--passes", o.passes,
                   "Measure every sample this many times, in passes seconds apart; a rank's "
-                  "figure is its fastest pass")
+                  "figure is the mean of its fastest half of the passes (of up to three: the "
+                  "fastest)")
       ->capture_default_str();
   cmd->add_option("--pass-block-s", o.pass_block_s,
                   "With --passes > 1: seconds of samples a pass covers before the next pass "

@@ -102,7 +102,8 @@ void add_eval_command(CLI::App& app) {
       ->capture_default_str();
   eval->add_option("--comm-passes", o.comm_passes,
                    "Under mpirun: measure every plan's all-to-alls this many times, "
-                   "--comm-pass-pause-s apart; its fastest pass counts")
+                   "--comm-pass-pause-s apart; the mean of its fastest half of the passes counts "
+                   "(of up to three: the fastest)")
       ->capture_default_str();
   eval->add_option("--comm-pass-pause-s", o.comm_pass_pause_s,
                    "Under mpirun, with --comm-passes > 1: seconds between the passes")

@@ -23,6 +23,13 @@ double median(std::span<const double> values);
 // minimum, q = 1 the maximum and q = 0.5 the median.
 double quantile(std::span<const double> values, double q);
 
+// The mean of the fastest half: the n / 2 smallest values (at least one),
+// so the minimum for one to three values. How a measurement repeated in
+// passes, some of them inside one of the machine's slow stretches, becomes
+// one figure: the minimum removes the stretches but keeps one pass's luck;
+// the mean of the fastest half removes them and averages the luck.
+double fastest_half_mean(std::span<const double> values);
+
 // median(|x - median(x)|), unscaled (multiply by 1.4826 for a normal sigma).
 // Used as a spread that a few wild runs cannot move, unlike the standard
 // deviation.
