@@ -492,9 +492,14 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
     int64_t total = 0, have = 0;
     for (const Piece& p : start.pieces) total += p.mem_bytes;
     for (int64_t c : task.device_mem_bytes) have += c;
+    // Without beam steps or candidates the search splits nothing beyond its start.
+    const std::string why =
+        options_.max_steps == 0   ? "; --max-steps 0 splits nothing beyond the start"
+        : options_.candidates == 0 ? "; --candidates 0 splits nothing beyond the start"
+                                   : "";
     ES_THROW("neuroshard found no placement within the memory caps: the tables need {} bytes "
-             "of {} bytes on {} devices; the biggest piece is table '{}' ({} bytes)",
-             total, have, task.num_devices(), task.tables[big->table].name, big->mem_bytes);
+             "of {} bytes on {} devices; the biggest piece is table '{}' ({} bytes){}",
+             total, have, task.num_devices(), task.tables[big->table].name, big->mem_bytes, why);
   }
   std::vector<Plan> plans;
   for (const BeamState& s : best) plans.push_back(search::plan_from_pieces(task, s.pieces, s.device_of));

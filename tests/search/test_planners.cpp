@@ -161,6 +161,29 @@ TEST(Planners, InfeasibleTasksNameTheTable) {
   expect_error([] { device_capacities(0, 10, {}); }, {"--devices is 0"});
 }
 
+// A task that fits only once the search splits further than its start:
+// without beam steps or candidates the error says so.
+TEST(Planners, NeuroShardWithoutStepsOrCandidatesSaysWhyNothingFits) {
+  std::vector<TableSpec> tables = testing::random_tables(2, 3);
+  tables[0].name = "big";  // its start pieces are quarters, one per device
+  tables[0].rows = 4'000'000;
+  tables[0].dim = 128;
+  tables[1].name = "mid";  // whole it fits beside no quarter; its halves do
+  tables[1].rows = 1'000'000;
+  tables[1].dim = 32;
+  TaskConstraints twcw;
+  twcw.types = ShardingTypes::parse("table_wise,column_wise", "--sharding-types");
+  const PlanTask task = make_task(tables, 4096, std::vector<int64_t>(4, 600'000'000), twcw);
+  EXPECT_NO_THROW(run("neuroshard", task));
+  PlannerOptions no_steps, no_candidates;
+  no_steps.max_steps = 0;
+  no_candidates.candidates = 0;
+  expect_error([&] { run("neuroshard", task, no_steps); },
+               {"no placement within the memory caps", "--max-steps 0 splits nothing"});
+  expect_error([&] { run("neuroshard", task, no_candidates); },
+               {"no placement within the memory caps", "--candidates 0 splits nothing"});
+}
+
 TEST(Planners, TotalMemoryShortfallIsAnError) {
   std::vector<TableSpec> tables = testing::random_tables(20, 4);
   int64_t total = 0;
