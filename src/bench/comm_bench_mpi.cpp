@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <thread>
 
 #include <fmt/format.h>
@@ -103,21 +104,22 @@ json measure_sample(const Watchdog& dog, const CommBenchOptions& o, int n, int64
 // the median of the probe's and the dispersion), and with several passes
 // each pass's figures.
 void add_timings(json& record, const std::vector<std::vector<RankTiming>>& passes) {
-  const auto per_rank = [&](double RankTiming::*field, bool fastest) {
+  using Combine = double (*)(std::span<const double>);
+  const auto per_rank = [&](double RankTiming::*field, Combine combine) {
     std::vector<double> out;
     for (size_t k = 0; k < passes.front().size(); ++k) {
       std::vector<double> v;
       for (const auto& pass : passes) v.push_back(pass[k].*field);
-      out.push_back(fastest ? fastest_half_mean(v) : median(v));
+      out.push_back(combine(v));
     }
     return out;
   };
-  record.update({{"fwd_ms", per_rank(&RankTiming::fwd_ms, true)},
-                 {"bwd_ms", per_rank(&RankTiming::bwd_ms, true)},
-                 {"raw_fwd_ms", per_rank(&RankTiming::raw_fwd_ms, true)},
-                 {"raw_bwd_ms", per_rank(&RankTiming::raw_bwd_ms, true)},
-                 {"probe_ms", per_rank(&RankTiming::probe_ms, false)},
-                 {"ratio_mad", per_rank(&RankTiming::ratio_mad, false)}});
+  record.update({{"fwd_ms", per_rank(&RankTiming::fwd_ms, fastest_half_mean)},
+                 {"bwd_ms", per_rank(&RankTiming::bwd_ms, fastest_half_mean)},
+                 {"raw_fwd_ms", per_rank(&RankTiming::raw_fwd_ms, fastest_half_mean)},
+                 {"raw_bwd_ms", per_rank(&RankTiming::raw_bwd_ms, fastest_half_mean)},
+                 {"probe_ms", per_rank(&RankTiming::probe_ms, median)},
+                 {"ratio_mad", per_rank(&RankTiming::ratio_mad, median)}});
   if (passes.size() == 1) return;
   const auto each_pass = [&](double RankTiming::*field) {
     json out = json::array();
