@@ -3,7 +3,8 @@
 // compute_ms measures the shard's forward + backward + update on the
 // executor with the workload's real traces against the reference probe (the
 // shard timer's measure(): the normalized cost, drift cancelled) and caches
-// the result per shard. The probe's reference is estimated on first use.
+// the result per shard, with its raw median for the raw clock's view. The
+// probe's reference is estimated on first use.
 #include "embshard/cost/measured_model.h"
 
 #include <algorithm>
@@ -113,10 +114,10 @@ int MeasuredComputeModel::add_table(const TableFeatures& table) {
   return static_cast<int>(tables_.size()) - 1;
 }
 
-double MeasuredComputeModel::compute_ms(std::span<const int> table_ids) const {
+const MeasuredComputeModel::Figures& MeasuredComputeModel::measured(
+    std::span<const int> table_ids) const {
   std::vector<int> key(table_ids.begin(), table_ids.end());
   std::sort(key.begin(), key.end());  // a shard is a set: order does not change it
-  std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
   std::vector<ShardTable> shard;
   for (int id : key) {
@@ -124,14 +125,26 @@ double MeasuredComputeModel::compute_ms(std::span<const int> table_ids) const {
              "measured model: table id {} is not registered ({} tables)", id, tables_.size());
     shard.push_back(tables_[id]);
   }
-  const double ms =
-      shard.empty()
-          ? 0.0
-          : timer_.measure(shard, fmt::format("measured model: shard {}", cache_.size()))
-                .normalized.total_ms;
-  ES_CHECK(std::isfinite(ms) && ms >= 0, "measured model: measured {} ms", ms);
-  cache_.emplace(std::move(key), ms);
-  return ms;
+  Figures f{0, 0};
+  if (!shard.empty()) {
+    const ShardMeasurement m =
+        timer_.measure(shard, fmt::format("measured model: shard {}", cache_.size()));
+    f = {m.normalized.total_ms, m.raw.total_ms};
+  }
+  for (double ms : {f.normalized_ms, f.raw_ms}) {
+    ES_CHECK(std::isfinite(ms) && ms >= 0, "measured model: measured {} ms", ms);
+  }
+  return cache_.emplace(std::move(key), f).first->second;
+}
+
+double MeasuredComputeModel::compute_ms(std::span<const int> table_ids) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return measured(table_ids).normalized_ms;
+}
+
+double MeasuredComputeModel::raw_ms(std::span<const int> table_ids) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return measured(table_ids).raw_ms;
 }
 
 ProbeReference MeasuredComputeModel::probe_reference() const {
@@ -147,6 +160,28 @@ void MeasuredComputeModel::set_probe_reference(const ProbeReference& reference) 
 std::shared_ptr<MeasuredComputeModel> make_measured_compute_model(
     const CostModelOptions& options) {
   return std::make_shared<MeasuredComputeModel>(options);
+}
+
+namespace {
+
+class RawClockView : public ComputeModel {
+ public:
+  explicit RawClockView(std::shared_ptr<MeasuredComputeModel> m) : m_(std::move(m)) {}
+  std::string name() const override { return m_->name() + " on the raw clock"; }
+  int64_t batch_size() const override { return m_->batch_size(); }
+  int add_table(const TableFeatures& table) override { return m_->add_table(table); }
+  double compute_ms(std::span<const int> table_ids) const override {
+    return m_->raw_ms(table_ids);
+  }
+
+ private:
+  std::shared_ptr<MeasuredComputeModel> m_;
+};
+
+}  // namespace
+
+std::shared_ptr<ComputeModel> raw_clock_view(std::shared_ptr<MeasuredComputeModel> measured) {
+  return std::make_shared<RawClockView>(std::move(measured));
 }
 
 }  // namespace embshard

@@ -68,11 +68,13 @@ std::string trace_path(const std::string& dir, size_t task, const std::string& a
 // modelled (null: predict only); `selection`: the same measurements with
 // their own cache, for the verified algorithms' choice (so that the chosen
 // plan's reported cost is a measurement of its own, not the minimum of those
-// it was chosen by).
+// it was chosen by); `raw_truth`: truth on the raw clock (null: not asked).
 json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
-              const CostModel& model, const CostModel* truth, const CostModel* selection) {
-  std::optional<ShardCosts> measured_costs;
+              const CostModel& model, const CostModel* truth, const CostModel* selection,
+              const CostModel* raw_truth) {
+  std::optional<ShardCosts> measured_costs, raw_costs;
   if (truth != nullptr) measured_costs.emplace(all_types, *truth);
+  if (raw_truth != nullptr) raw_costs.emplace(all_types, *raw_truth);
   json algos = json::object();
   struct Measured {
     std::string spec;
@@ -114,8 +116,10 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
         measured_costs ? predict_plan(task, r.plan, *measured_costs) : r.predicted;
     if (measured_costs) {
       record["measured_ms"] = iteration.cost_ms;
+      if (raw_costs) record["measured_raw_ms"] = predict_plan(task, r.plan, *raw_costs).cost_ms;
       if (o.comm_passes > 1) {
         record["measured_passes_ms"] = {iteration.cost_ms};
+        if (raw_costs) record["measured_raw_passes_ms"] = {record["measured_raw_ms"]};
         measured.push_back({spec, task, r.plan});
       }
     }
@@ -131,11 +135,16 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
   for (int pass = 1; pass < o.comm_passes && !measured.empty(); ++pass) {
     std::this_thread::sleep_for(std::chrono::duration<double>(o.comm_pass_pause_s));
     for (const Measured& m : measured) {
-      const double ms = predict_plan(m.task, m.plan, *measured_costs).cost_ms;
       json& record = algos[m.spec];
+      const double ms = predict_plan(m.task, m.plan, *measured_costs).cost_ms;
       record["measured_passes_ms"].push_back(ms);
       record["measured_ms"] =
           fastest_half_mean(record["measured_passes_ms"].get<std::vector<double>>());
+      if (!raw_costs) continue;
+      const double raw_ms = predict_plan(m.task, m.plan, *raw_costs).cost_ms;
+      record["measured_raw_passes_ms"].push_back(raw_ms);
+      record["measured_raw_ms"] =
+          fastest_half_mean(record["measured_raw_passes_ms"].get<std::vector<double>>());
     }
   }
   return algos;
@@ -190,6 +199,9 @@ bool check_eval_options(const EvalOptions& o, bool comm_measured) {
            "eval: --comm-passes {} measures the all-to-alls again, which needs mpirun (one "
            "process takes its communication from the cost model)",
            o.comm_passes);
+  ES_CHECK(!o.raw_clock || comm_measured,
+           "eval: --raw-clock measures the all-to-alls on the raw clock, which needs mpirun (one "
+           "process takes its communication from the cost model, whose scale is normalized)");
   ES_CHECK(!verified || o.verify_candidates >= 1, "eval: --verify-candidates is {}, must be >= 1",
            o.verify_candidates);
   ES_CHECK(!verified || !o.predict_only,
@@ -200,7 +212,7 @@ bool check_eval_options(const EvalOptions& o, bool comm_measured) {
 
 std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
                            std::shared_ptr<const CommModel> comm, const std::string& comm_source,
-                           const json& comm_probe) {
+                           const json& comm_probe, std::shared_ptr<const CommModel> raw_comm) {
   const bool verified = check_eval_options(o, comm != nullptr);
   if (!o.trace_dir.empty()) {
     std::error_code error;
@@ -236,7 +248,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
               {"comm", comm_source}};
   // Predict only: no executor, no probe; the header says so, and a run that
   // measures cannot resume the file (nor the other way round).
-  std::optional<CostModel> truth, selection;
+  std::optional<CostModel> truth, selection, raw_truth;
   if (o.predict_only) {
     header["predict_only"] = true;
   } else {
@@ -263,6 +275,12 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     }
     truth = CostModel{measured, comm ? comm : model.comm, "measured compute; comm: " + comm_source,
                       ModelSource{}};
+    if (o.raw_clock) {
+      ES_CHECK(raw_comm != nullptr, "eval: --raw-clock without the raw clock's communication");
+      raw_truth = CostModel{raw_clock_view(measured), raw_comm,
+                            "measured compute and comm on the raw clock", ModelSource{}};
+      header["raw_clock"] = true;
+    }
     if (verified) {
       const auto chooser = make_measured_compute_model(mo);
       chooser->set_probe_reference(measured->probe_reference());
@@ -282,7 +300,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   RecordFile out(o.out_path, header,
                  {"format", "version", "machine", "tasks", "pool", "devices", "algos", "sharding_types",
                   "cost_model", "model_dir", "threads", "comm", "predict_only", "executor",
-                  "comm_passes"});
+                  "comm_passes", "raw_clock"});
   if (out.dropped_bytes() > 0) {
     reporter.note(fmt::format("eval: dropped a torn last record ({} bytes) from {}",
                               out.dropped_bytes(), o.out_path));
@@ -303,7 +321,8 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     out.append({{"task", i},
                 {"tables", task.num_tables()},
                 {"algos", eval_one(task, i, o, model, truth ? &*truth : nullptr,
-                                   selection ? &*selection : nullptr)}});
+                                   selection ? &*selection : nullptr,
+                                   raw_truth ? &*raw_truth : nullptr)}});
     progress.update(i + 1);
   }
   progress.finish();
@@ -317,6 +336,7 @@ EvalSummary summarize_eval(const std::vector<json>& records,
   summary.resize(algos.size());
   for (size_t a = 0; a < algos.size(); ++a) summary[a].name = algos[a];
   int planned = 0;
+  result.raw_clock = true;
   for (const json& r : records) {
     if (r.contains("infeasible")) continue;
     // Means compare algorithms on the same tasks: a task where any of them
@@ -347,25 +367,35 @@ EvalSummary summarize_eval(const std::vector<json>& records,
       s.tasks_won += score <= best * (1 + 1e-9) ? 1 : 0;
       s.mean_gap_to_bound += predicted / x["bound_ms"].get<double>() - 1;
       s.prediction_mape_pct += measured ? 100 * std::abs(predicted - score) / score : 0;
+      result.raw_clock = result.raw_clock && x.contains("measured_raw_ms");
+      s.mean_raw_ms += x.value("measured_raw_ms", 0.0);
     }
   }
   result.tasks = planned;
   result.left_out = static_cast<int>(records.size()) - planned;
+  result.raw_clock = result.raw_clock && planned > 0;
   if (planned == 0) return result;
   const double n = planned;
   auto score = [&](const AlgoSummary& s) {
     return result.predicted_only ? s.mean_predicted_ms : s.mean_measured_ms;
   };
-  double best_baseline = INFINITY;
+  double best_baseline = INFINITY, best_raw_baseline = INFINITY;
   for (AlgoSummary& s : summary) {
     s.mean_measured_ms /= n;
     s.mean_predicted_ms /= n;
     s.mean_gap_to_bound /= n;
     s.prediction_mape_pct /= n;
-    if (is_baseline(s.name)) best_baseline = std::min(best_baseline, score(s));
+    s.mean_raw_ms = result.raw_clock ? s.mean_raw_ms / n : 0;
+    if (is_baseline(s.name)) {
+      best_baseline = std::min(best_baseline, score(s));
+      best_raw_baseline = std::min(best_raw_baseline, s.mean_raw_ms);
+    }
   }
   for (AlgoSummary& s : summary) {
     s.ratio_to_best_baseline = std::isfinite(best_baseline) ? score(s) / best_baseline : 0;
+    s.raw_ratio_to_best_baseline =
+        result.raw_clock && std::isfinite(best_raw_baseline) ? s.mean_raw_ms / best_raw_baseline
+                                                             : 0;
   }
   return result;
 }
@@ -385,7 +415,10 @@ json eval_summary_json(const EvalSummary& summary, const std::string& comm_sourc
                                                        s.ratio_to_best_baseline)},
                      {"tasks_won", s.tasks_won},
                      {"mean_gap_to_bound", figure(!none, s.mean_gap_to_bound)},
-                     {"prediction_mape_pct", figure(measured, s.prediction_mape_pct)}};
+                     {"prediction_mape_pct", figure(measured, s.prediction_mape_pct)},
+                     {"mean_raw_ms", figure(summary.raw_clock, s.mean_raw_ms)},
+                     {"raw_ratio_to_best_baseline", figure(s.raw_ratio_to_best_baseline > 0,
+                                                           s.raw_ratio_to_best_baseline)}};
   }
   return {{"tasks", summary.tasks},
           {"communication", comm_source},
@@ -401,10 +434,10 @@ std::string eval_report(const EvalSummary& summary, const std::string& comm_sour
                        summary.left_out);
   }
   // No baseline among the algorithms: no ratio to show.
-  const auto ratio = [](const AlgoSummary& s) {
-    return s.ratio_to_best_baseline > 0 ? fmt::format("{:.3f}", s.ratio_to_best_baseline)
-                                        : std::string("-");
+  const auto shown = [](double ratio) {
+    return ratio > 0 ? fmt::format("{:.3f}", ratio) : std::string("-");
   };
+  const auto ratio = [&](const AlgoSummary& s) { return shown(s.ratio_to_best_baseline); };
   if (summary.predicted_only) {
     TextTable table({"algorithm", "mean predicted ms", "x best baseline", "tasks won", "no plan",
                      "gap to bound %"});
@@ -417,18 +450,34 @@ std::string eval_report(const EvalSummary& summary, const std::string& comm_sour
                        "model's; communication: {}\n{}",
                        tasks, comm_source, table.render());
   }
-  TextTable table({"algorithm", "mean measured ms", "mean predicted ms", "x best baseline",
-                   "tasks won", "no plan", "pred. error %", "gap to bound %"});
+  std::vector<std::string> columns = {"algorithm",     "mean measured ms", "mean predicted ms",
+                                      "x best baseline", "tasks won",        "no plan",
+                                      "pred. error %",   "gap to bound %"};
+  if (summary.raw_clock) columns.insert(columns.end(), {"raw clock ms", "x best (raw)"});
+  TextTable table(columns);
   for (const AlgoSummary& s : summary.algos) {
-    table.add_row({s.name, fmt::format("{:.3f}", s.mean_measured_ms),
-                   fmt::format("{:.3f}", s.mean_predicted_ms), ratio(s),
-                   fmt::format("{}/{}", s.tasks_won, tasks), std::to_string(s.failed),
-                   fmt::format("{:.1f}", s.prediction_mape_pct),
-                   fmt::format("{:.1f}", 100 * s.mean_gap_to_bound)});
+    std::vector<std::string> row = {s.name,
+                                    fmt::format("{:.3f}", s.mean_measured_ms),
+                                    fmt::format("{:.3f}", s.mean_predicted_ms),
+                                    ratio(s),
+                                    fmt::format("{}/{}", s.tasks_won, tasks),
+                                    std::to_string(s.failed),
+                                    fmt::format("{:.1f}", s.prediction_mape_pct),
+                                    fmt::format("{:.1f}", 100 * s.mean_gap_to_bound)};
+    if (summary.raw_clock) {
+      row.insert(row.end(), {fmt::format("{:.3f}", s.mean_raw_ms),
+                             shown(s.raw_ratio_to_best_baseline)});
+    }
+    table.add_row(row);
   }
   return fmt::format("{} tasks; measured = every device's fused forward+backward+update on the "
-                     "executor; communication: {}\n{}",
-                     tasks, comm_source, table.render());
+                     "executor; communication: {}{}\n{}",
+                     tasks, comm_source,
+                     summary.raw_clock ? "; raw clock = the wall clock's medians (compute from the "
+                                         "same runs, all-to-alls timed again), drift not "
+                                         "cancelled"
+                                       : "",
+                     table.render());
 }
 
 std::string eval_svg(const EvalSummary& result, int devices) {
@@ -436,19 +485,23 @@ std::string eval_svg(const EvalSummary& result, int devices) {
   const int tasks = result.tasks;
   const bool predicted = result.predicted_only;  // bars predicted, no ticks
   auto bar = [&](const AlgoSummary& s) { return predicted ? s.mean_predicted_ms : s.mean_measured_ms; };
-  constexpr double kW = 640, kBar = 28, kLeft = 150, kTop = 50;
+  constexpr double kBar = 28, kLeft = 150, kTop = 50;
+  const double label_w = result.raw_clock ? 230 : 150;  // room for the labels
+  const double width = 490 + label_w;
   double top = 0;
   for (const AlgoSummary& s : summary) top = std::max({top, bar(s), s.mean_predicted_ms});
-  const double scale = top > 0 ? (kW - kLeft - 150) / top : 0;  // room for the labels
+  const double scale = top > 0 ? (width - kLeft - label_w) / top : 0;
   const double height = kTop + summary.size() * (kBar + 12) + 40;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
       "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
       "fill=\"white\"/>\n<text x=\"10\" y=\"22\" font-size=\"15\">Mean {} cost per "
       "algorithm ({} tasks, {} devices)</text>\n<text x=\"10\" y=\"40\" fill=\"#555\">{}</text>\n",
-      kW, height, predicted ? "predicted" : "measured", tasks, devices,
-      predicted ? "bar: predicted by the cost model (nothing executed)"
-                : "bar: measured (executor); tick: predicted by the cost model");
+      width, height, predicted ? "predicted" : "measured", tasks, devices,
+      predicted            ? "bar: predicted by the cost model (nothing executed)"
+      : result.raw_clock ? "bar: measured (executor); tick: predicted by the cost model; raw: "
+                           "x best baseline on the wall clock"
+                         : "bar: measured (executor); tick: predicted by the cost model");
   double y = kTop;
   for (const AlgoSummary& s : summary) {
     const bool ours = !is_baseline(s.name);
@@ -464,9 +517,11 @@ std::string eval_svg(const EvalSummary& result, int devices) {
           kLeft + s.mean_predicted_ms * scale, kLeft + s.mean_predicted_ms * scale, y - 3,
           y + kBar + 3);
     }
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.2f} ms (x{:.2f})</text>\n",
+    const std::string raw =
+        result.raw_clock ? fmt::format("; raw x{:.2f}", s.raw_ratio_to_best_baseline) : "";
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.2f} ms (x{:.2f}{})</text>\n",
                        kLeft + std::max(bar(s), s.mean_predicted_ms) * scale + 6,
-                       y + kBar * 0.65, bar(s), s.ratio_to_best_baseline);
+                       y + kBar * 0.65, bar(s), s.ratio_to_best_baseline, raw);
     y += kBar + 12;
   }
   return svg + "</svg>\n";

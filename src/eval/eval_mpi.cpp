@@ -19,12 +19,18 @@
 namespace embshard {
 namespace {
 
-// Each comm_ms call is one measurement on every rank.
+// Each comm_ms call is one measurement on every rank; `raw`: its raw medians
+// instead of the normalized figures. `measurements` counts the calls of every
+// model on the same ranks (it seeds each measurement's order).
 class MpiCommModel : public CommModel {
  public:
-  MpiCommModel(const mpi::Watchdog& dog, AllToAllTiming timing, int ranks, double reference_ms)
-      : dog_(dog), timing_(timing), ranks_(ranks), reference_ms_(reference_ms) {}
-  std::string name() const override { return fmt::format("MPI collectives, {} ranks", ranks_); }
+  MpiCommModel(const mpi::Watchdog& dog, AllToAllTiming timing, int ranks, double reference_ms,
+               bool raw, std::shared_ptr<int64_t> measurements)
+      : dog_(dog), timing_(timing), ranks_(ranks), reference_ms_(reference_ms), raw_(raw),
+        measurements_(std::move(measurements)) {}
+  std::string name() const override {
+    return fmt::format("MPI collectives, {} ranks{}", ranks_, raw_ ? ", raw clock" : "");
+  }
   void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
                std::span<double> fwd_ms, std::span<double> bwd_ms) const override {
     ES_CHECK(static_cast<int>(dim_sums.size()) == ranks_,
@@ -34,12 +40,12 @@ class MpiCommModel : public CommModel {
                "eval: dim sum {} is not a whole number of columns", d);
     }
     const std::vector<mpi::RankTiming> t = mpi::measure_alltoalls(
-        dog_, timing_, ranks_, measurements_++,
+        dog_, timing_, ranks_, (*measurements_)++,
         std::vector<double>(dim_sums.begin(), dim_sums.end()),
         std::vector<double>(delays_ms.begin(), delays_ms.end()), reference_ms_);
     for (int d = 0; d < ranks_; ++d) {
-      if (!fwd_ms.empty()) fwd_ms[d] = t[d].fwd_ms;
-      if (!bwd_ms.empty()) bwd_ms[d] = t[d].bwd_ms;
+      if (!fwd_ms.empty()) fwd_ms[d] = raw_ ? t[d].raw_fwd_ms : t[d].fwd_ms;
+      if (!bwd_ms.empty()) bwd_ms[d] = raw_ ? t[d].raw_bwd_ms : t[d].bwd_ms;
     }
   }
   // The row-wise and data-parallel collectives, measured (mpi::time_collectives).
@@ -47,8 +53,11 @@ class MpiCommModel : public CommModel {
                      std::span<double> bwd_ms) const override {
     if (load.empty()) return;
     const std::vector<mpi::RankTiming> t = mpi::measure_collectives(
-        dog_, timing_, ranks_, measurements_++, load, reference_ms_);
-    for (int d = 0; d < ranks_; ++d) fwd_ms[d] += t[d].fwd_ms, bwd_ms[d] += t[d].bwd_ms;
+        dog_, timing_, ranks_, (*measurements_)++, load, reference_ms_);
+    for (int d = 0; d < ranks_; ++d) {
+      fwd_ms[d] += raw_ ? t[d].raw_fwd_ms : t[d].fwd_ms;
+      bwd_ms[d] += raw_ ? t[d].raw_bwd_ms : t[d].bwd_ms;
+    }
   }
 
  private:
@@ -56,7 +65,8 @@ class MpiCommModel : public CommModel {
   AllToAllTiming timing_;
   int ranks_;
   double reference_ms_;  // rank 0's quiet time of the reference exchange
-  mutable int64_t measurements_ = 0;
+  bool raw_;
+  std::shared_ptr<int64_t> measurements_;
 };
 
 // Runs of the reference exchange its quiet time is taken from.
@@ -165,9 +175,12 @@ MpiEvalResult run_eval_mpi(const EvalOptions& options, Reporter& reporter) {
     const nlohmann::json comm_probe = {{"exchange_dim", kReferenceExchangeDim},
                                        {"reference_ms", references},
                                        {"reference_source", reference_source}};
-    result.records = run_eval(o, reporter,
-                              std::make_shared<MpiCommModel>(dog, timing, n, reference_ms),
-                              result.comm_source, comm_probe);
+    const auto measurements = std::make_shared<int64_t>(0);
+    const auto comm = [&](bool raw) {
+      return std::make_shared<MpiCommModel>(dog, timing, n, reference_ms, raw, measurements);
+    };
+    result.records = run_eval(o, reporter, comm(false), result.comm_source, comm_probe,
+                              o.raw_clock ? comm(true) : nullptr);
   } catch (...) {
     // The other ranks wait for a control message: let them leave, then report.
     mpi::stop_serving(dog, mpi::kSetupError, n);

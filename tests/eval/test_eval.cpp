@@ -260,11 +260,11 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
   EXPECT_NE(single.output.find("comm"), std::string::npos) << single.output;
   EXPECT_EQ(slurp(dir.file("e.jsonl")), before);
   // --comm-passes: each plan's all-to-alls measured twice, the fastest kept.
-  const std::string passes_args = "eval --tasks " + dir.file("t.json") +
+  const std::string passes_base = "eval --tasks " + dir.file("t.json") +
                                   " --algos size_greedy,neuroshard --cost-model analytic "
                                   "--comm-warmup 1 --comm-repeats 2 --reference-window-s 0.3 "
-                                  "--comm-passes 2 --comm-pass-pause-s 0.1 --out " +
-                                  dir.file("p.jsonl");
+                                  "--comm-passes 2 --comm-pass-pause-s 0.1";
+  const std::string passes_args = passes_base + " --out " + dir.file("p.jsonl");
   const auto p = testing::run_mpi_cli(2, passes_args);
   ASSERT_EQ(p.exit_code, 0) << p.output;
   json passes_header;
@@ -281,7 +281,40 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
           << a.dump();
     }
   }
+  // --raw-clock: the same plans on the wall clock, as many passes, beside.
+  const auto raw = testing::run_mpi_cli(2, passes_base + " --raw-clock --out " +
+                                               dir.file("raw.jsonl"));
+  ASSERT_EQ(raw.exit_code, 0) << raw.output;
+  EXPECT_NE(raw.output.find("x best (raw)"), std::string::npos) << raw.output;
+  json raw_header;
+  const auto raw_records = RecordFile::read_all(dir.file("raw.jsonl"), &raw_header, nullptr);
+  EXPECT_EQ(raw_header["raw_clock"], true);
+  ASSERT_EQ(raw_records.size(), 2u);
+  for (const json& rec : raw_records) {
+    for (const char* algo : {"size_greedy", "neuroshard"}) {
+      const json& a = rec["algos"][algo];
+      ASSERT_EQ(a["measured_raw_passes_ms"].size(), 2u) << a.dump();
+      EXPECT_GT(a["measured_raw_ms"].get<double>(), 0) << a.dump();
+      EXPECT_EQ(a["measured_raw_ms"].get<double>(),
+                std::min(a["measured_raw_passes_ms"][0].get<double>(),
+                         a["measured_raw_passes_ms"][1].get<double>()))
+          << a.dump();
+    }
+  }
+  // Resuming it without --raw-clock would mix records: refused by name.
+  const auto mixed = testing::run_mpi_cli(2, passes_base + " --out " + dir.file("raw.jsonl"));
+  EXPECT_NE(mixed.exit_code, 0);
+  EXPECT_NE(mixed.output.find("'raw_clock'"), std::string::npos) << mixed.output;
   // In one process the communication is the model's: nothing to measure again.
+  const auto one_raw = run_cli("eval --tasks " + dir.file("t.json") +
+                               " --algos size_greedy --cost-model analytic --devices 2 "
+                               "--raw-clock --out " + dir.file("one_raw.jsonl"));
+  EXPECT_NE(one_raw.exit_code, 0);
+  EXPECT_NE(one_raw.output.find("--raw-clock measures the all-to-alls on the raw clock, which "
+                                "needs mpirun"),
+            std::string::npos)
+      << one_raw.output;
+  EXPECT_FALSE(file_exists(dir.file("one_raw.jsonl")));
   const auto one = run_cli(passes_args + " --devices 2");
   EXPECT_NE(one.exit_code, 0);
   EXPECT_NE(one.output.find("--comm-passes 2 measures the all-to-alls again, which needs mpirun"),
@@ -330,6 +363,45 @@ TEST(Eval, UnderMpirunMeasuresRowWiseCollectives) {
   const json& a = records[0]["algos"][algo];
   EXPECT_EQ(a["sharding_types"].value("row_wise", 0), 1) << a.dump();
   EXPECT_GT(a["measured_ms"].get<double>(), 0) << a.dump();
+}
+
+// The raw clock's means and ratios are over the same tasks as the measured
+// ones, against the best baseline on the raw clock; a file where any record
+// lacks them shows none.
+TEST(Eval, SummaryReadsTheRawClock) {
+  const auto record = [](int task, double greedy, double greedy_raw, double ours,
+                         double ours_raw) {
+    const auto algo = [](double ms, double raw_ms) {
+      json a = {{"measured_ms", ms}, {"predicted_ms", ms}, {"bound_ms", ms / 2}};
+      if (raw_ms > 0) a["measured_raw_ms"] = raw_ms;
+      return a;
+    };
+    return json{{"task", task},
+                {"algos", {{"greedy", algo(greedy, greedy_raw)},
+                           {"neuroshard", algo(ours, ours_raw)}}}};
+  };
+  const std::vector<std::string> algos = {"greedy", "neuroshard"};
+  std::vector<json> records = {record(0, 10, 20, 8, 18), record(1, 30, 40, 24, 42),
+                               {{"task", 2}, {"infeasible", "too big"}}};
+  const EvalSummary s = summarize_eval(records, algos);
+  ASSERT_TRUE(s.raw_clock);
+  EXPECT_DOUBLE_EQ(s.algos[0].mean_raw_ms, 30);
+  EXPECT_DOUBLE_EQ(s.algos[1].mean_raw_ms, 30);
+  EXPECT_DOUBLE_EQ(s.algos[1].ratio_to_best_baseline, 0.8);
+  EXPECT_DOUBLE_EQ(s.algos[1].raw_ratio_to_best_baseline, 1.0);
+  const json j = eval_summary_json(s, "test");
+  EXPECT_DOUBLE_EQ(j["algorithms"]["neuroshard"]["mean_raw_ms"].get<double>(), 30);
+  const std::string report = eval_report(s, "test");
+  EXPECT_NE(report.find("x best (raw)"), std::string::npos) << report;
+  EXPECT_NE(eval_svg(s, 4).find("(x0.80; raw x1.00)"), std::string::npos) << eval_svg(s, 4);
+  records.push_back(record(3, 10, 0, 9, 0));  // measured without the raw clock
+  const EvalSummary mixed = summarize_eval(records, algos);
+  EXPECT_FALSE(mixed.raw_clock);
+  EXPECT_EQ(mixed.algos[1].raw_ratio_to_best_baseline, 0);
+  const json mixed_json = eval_summary_json(mixed, "test");
+  EXPECT_TRUE(mixed_json["algorithms"]["neuroshard"]["mean_raw_ms"].is_null());
+  EXPECT_EQ(eval_report(mixed, "test").find("raw"), std::string::npos);
+  EXPECT_EQ(eval_svg(mixed, 4).find("raw"), std::string::npos);
 }
 
 TEST(Eval, CliRejectsUnknownAlgorithm) {

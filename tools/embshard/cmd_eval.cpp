@@ -108,6 +108,10 @@ void add_eval_command(CLI::App& app) {
   eval->add_option("--comm-pass-pause-s", o.comm_pass_pause_s,
                    "Under mpirun, with --comm-passes > 1: seconds between the passes")
       ->capture_default_str();
+  eval->add_flag("--raw-clock", o.raw_clock,
+                 "Under mpirun: also every plan's cost on the raw wall clock (compute's raw "
+                 "medians, its all-to-alls timed again): measured_raw_ms beside measured_ms, "
+                 "and its own ratio to the best baseline");
   eval->add_option("--comm-timeout-s", o.comm_timeout_s,
                    "Under mpirun: a collective not done by then ends the job")
       ->capture_default_str();

@@ -30,6 +30,8 @@ class MeasuredComputeModel : public ComputeModel {
   int add_table(const TableFeatures& table) override;
   // Measured once per set of ids (cached; a shard is a set).
   double compute_ms(std::span<const int> table_ids) const override;
+  // The same measurement on the raw clock: its raw median, not normalized.
+  double raw_ms(std::span<const int> table_ids) const;
 
   // The probe reference every measurement is normalized against: estimated
   // on first use, or set (a resumed evaluation keeps its file's scale).
@@ -42,11 +44,19 @@ class MeasuredComputeModel : public ComputeModel {
   mutable ShardTimer timer_;
   std::vector<ShardTable> tables_;
   mutable std::mutex mutex_;
-  mutable std::map<std::vector<int>, double> cache_;
+  struct Figures {
+    double normalized_ms, raw_ms;
+  };
+  const Figures& measured(std::span<const int> table_ids) const;  // mutex_ held
+  mutable std::map<std::vector<int>, Figures> cache_;
 };
 
 std::shared_ptr<MeasuredComputeModel> make_measured_compute_model(
     const CostModelOptions& options);
+
+// `measured` on the raw clock: the raw medians of its measurements (a shard
+// measured through either is measured once), its tables and batch.
+std::shared_ptr<ComputeModel> raw_clock_view(std::shared_ptr<MeasuredComputeModel> measured);
 
 // The scale of a cost model's ground truth: the reference probe time its
 // compute data were normalized to, and every rank's reference exchange time

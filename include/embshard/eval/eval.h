@@ -74,6 +74,11 @@ struct EvalOptions {
   // exchanges run slow lifts one pass, rarely all).
   int comm_passes = 1;
   double comm_pass_pause_s = 5;
+  // Under mpirun: every plan measured on the raw clock too (the compute's raw
+  // medians, its all-to-alls measured again and their raw medians, with as
+  // many passes): the wall clock's time beside the normalized one, without
+  // the drift cancelled (docs/eval.md, "On the raw clock").
+  bool raw_clock = false;
   // Seconds of reference-probe runs the measured compute's quiet time comes
   // from (once per output file; a resumed run keeps the file's).
   double reference_window_s = 20;
@@ -120,11 +125,13 @@ bool check_eval_options(const EvalOptions& options, bool comm_measured);
 // measured on the executor; communication comes from `comm` (the cost model
 // under test when null), named `comm_source` in the header, which a resumed
 // run must match, and `comm_probe` (the measured comm's reference exchange
-// times) is recorded there. Progress goes to `reporter`.
+// times) is recorded there; `raw_comm`: the same measurements' raw medians,
+// for options.raw_clock. Progress goes to `reporter`.
 std::vector<nlohmann::json> run_eval(const EvalOptions& options, Reporter& reporter,
                                      std::shared_ptr<const CommModel> comm = nullptr,
                                      const std::string& comm_source = kModelCommSource,
-                                     const nlohmann::json& comm_probe = nullptr);
+                                     const nlohmann::json& comm_probe = nullptr,
+                                     std::shared_ptr<const CommModel> raw_comm = nullptr);
 
 // True when this process was started by mpirun (or another launcher) with
 // more than one rank.
@@ -155,12 +162,15 @@ struct AlgoSummary {
   double mean_gap_to_bound = 0;       // mean of predicted / bound - 1 (the bound is the model's)
   double prediction_mape_pct = 0;     // predicted vs measured
   int failed = 0;                     // tasks it found no plan for (left out of every mean)
+  // eval --raw-clock: the same on the raw clock (0 without).
+  double mean_raw_ms = 0, raw_ratio_to_best_baseline = 0;
 };
 struct EvalSummary {
   std::vector<AlgoSummary> algos;
   // Records of `eval --predict-only`: no measured costs (mean_measured_ms and
   // prediction_mape_pct are 0); the ratios and wins are on the predicted ones.
   bool predicted_only = false;
+  bool raw_clock = false;  // every record holds the raw clock's figures too
   int tasks = 0;      // tasks every algorithm planned: the means are over these
   int left_out = 0;   // records of tasks that did not fit or that an algorithm failed
 };
