@@ -44,9 +44,10 @@ struct CommBenchOptions {
   int reference_runs = 200;  // of the reference exchange, for its quiet time (new files)
   // Each sample is measured `passes` times, in passes over a block of samples
   // that takes about `pass_block_s` in its first pass (so that one sample's
-  // passes lie seconds apart); a rank's figure is its fastest pass: a stretch
-  // in which the machine's neighbours slow the exchanges (the probe does not
-  // cancel it) lifts one pass, not all of them.
+  // passes lie seconds apart); a rank's figure is the mean of its fastest
+  // half of the passes (fastest_half_mean): a stretch in which the machine's
+  // neighbours slow the exchanges (the probe does not cancel it) lifts one
+  // pass, not all of them.
   int passes = 1;
   double pass_block_s = 10;
   // A new file takes every rank's reference exchange time from this earlier

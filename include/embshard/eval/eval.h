@@ -70,8 +70,9 @@ struct EvalOptions {
   double comm_timeout_s = 60;
   // Under mpirun: after a task's plans are measured, their all-to-alls are
   // measured comm_passes - 1 more times, comm_pass_pause_s apart, and each
-  // plan keeps its fastest pass (bench comm --passes: a stretch in which the
-  // exchanges run slow lifts one pass, rarely all).
+  // plan keeps the mean of its fastest half of the passes (bench comm
+  // --passes: a stretch in which the exchanges run slow lifts one pass,
+  // rarely all).
   int comm_passes = 1;
   double comm_pass_pause_s = 5;
   // Under mpirun: every plan measured on the raw clock too (the compute's raw
