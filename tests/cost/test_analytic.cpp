@@ -327,14 +327,18 @@ TEST(CalibrateComm, FitsLatencyAndBandwidthFromACommFile) {
 }
 
 // `bench comm --collectives` files made from known constants, other ones at
-// each rank count: the fit recovers each rank count's, the calibration keeps
-// and uses them, and one from before reads as "the all-to-all's".
+// each rank count, the forward's unlike the backward's: the fit recovers each
+// rank count's, the calibration keeps and uses them, and one from before
+// reads as "the all-to-all's" (and without forward constants, the forward as
+// the backward).
 TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
   ScratchDir dir("calib_coll");
   Calibration truth = hand_calibration();
   truth.collective_latency_us = 25, truth.collective_gbps = 6, truth.allreduce_gbps = 1.5;
+  truth.collective_fwd_latency_us = 40, truth.index_gbps = 2, truth.reduce_scatter_gbps = 4;
   Calibration truth4 = truth;
   truth4.collective_latency_us = 70, truth4.collective_gbps = 3, truth4.allreduce_gbps = 2;
+  truth4.collective_fwd_latency_us = 90, truth4.index_gbps = 5, truth4.reduce_scatter_gbps = 1;
   std::vector<std::string> paths;
   std::mt19937_64 rng(4);
   std::uniform_real_distribution<double> u(0, 1);
@@ -366,6 +370,9 @@ TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
   EXPECT_NEAR(c.collective_latency_us, 25, 1e-6);
   EXPECT_NEAR(c.collective_gbps, 6, 1e-6);
   EXPECT_NEAR(c.allreduce_gbps, 1.5, 1e-6);
+  EXPECT_NEAR(c.collective_fwd_latency_us, 40, 1e-6);
+  EXPECT_NEAR(c.index_gbps, 2, 1e-6);
+  EXPECT_NEAR(c.reduce_scatter_gbps, 4, 1e-6);
   fit_collectives_from_files(paths, c, silent_reporter());
   ASSERT_EQ(c.collectives_by_ranks.size(), 2u);
   for (const auto& [fitted, want] : {std::pair{c.collectives_by_ranks[0], truth},
@@ -373,6 +380,9 @@ TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
     EXPECT_NEAR(fitted.latency_us, want.collective_latency_us, 1e-6) << fitted.ranks;
     EXPECT_NEAR(fitted.gbps, want.collective_gbps, 1e-6) << fitted.ranks;
     EXPECT_NEAR(fitted.allreduce_gbps, want.allreduce_gbps, 1e-6) << fitted.ranks;
+    EXPECT_NEAR(fitted.fwd_latency_us, want.collective_fwd_latency_us, 1e-6) << fitted.ranks;
+    EXPECT_NEAR(fitted.index_gbps, want.index_gbps, 1e-6) << fitted.ranks;
+    EXPECT_NEAR(fitted.reduce_scatter_gbps, want.reduce_scatter_gbps, 1e-6) << fitted.ranks;
   }
   // Each rank count predicted with its own constants (at its batch); another
   // rank count or batch with the pooled ones.
@@ -405,6 +415,22 @@ TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
   EXPECT_EQ(back.collectives_by_ranks[1].ranks, 4);
   EXPECT_EQ(back.collectives_by_ranks[1].batch_size, 4096);
   EXPECT_EQ(back.collectives_by_ranks[1].gbps, c.collectives_by_ranks[1].gbps);
+  EXPECT_EQ(back.collectives_by_ranks[1].index_gbps, c.collectives_by_ranks[1].index_gbps);
+  EXPECT_EQ(back.reduce_scatter_gbps, c.reduce_scatter_gbps);
+  // A file from before the forward had its own constants: its forward is the
+  // backward's (the all-gather's time, plus the index all-to-all's step).
+  json backward_only = calibration_to_json(c);
+  backward_only.erase("collectives_by_ranks");
+  for (const char* f : {"collective_fwd_latency_us", "index_gbps", "reduce_scatter_gbps"}) {
+    backward_only.erase(f);
+  }
+  const Calibration before = calibration_from_json(backward_only, "before");
+  EXPECT_EQ(before.index_gbps, 0.0);
+  load.reset(4);
+  load.rw_dim_sums = {64, 0, 32, 0};
+  got.assign(4, 0.0), got_b.assign(4, 0.0);
+  analytic_collective_ms(before, 4096, load, got, got_b);
+  for (int d = 0; d < 4; ++d) EXPECT_NEAR(got[d], got_b[d], 1e-12) << d;
   json unordered = calibration_to_json(c);
   std::swap(unordered["collectives_by_ranks"][0], unordered["collectives_by_ranks"][1]);
   EXPECT_NE(testing::error_of([&] { calibration_from_json(unordered, "f.json"); })

@@ -1,6 +1,6 @@
 // Fits the all-to-all latency and bandwidth (alpha, beta) of the analytic
-// model to a `bench comm` data file, and the collectives' (alpha, beta,
-// beta_ar) to `bench comm --collectives` files, by non-negative least squares.
+// model to a `bench comm` data file, and the collectives' constants (terms.h)
+// to `bench comm --collectives` files, by non-negative least squares.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -60,10 +60,12 @@ void fit_comm_from_file(const std::string& path, Calibration& c, Reporter& repor
 
 namespace {
 
-// The rows of one rank count: (alpha, 1/beta, 1/beta_ar) coefficients of
-// analytic_collective_ms (terms.h), one row per rank and direction, each
-// divided by the measured time (relative errors, so that the large
-// all-reduces do not decide the small exchanges' fit).
+// The rows of one rank count: the coefficients of analytic_collective_ms's
+// constants (terms.h), one row per rank and direction, each divided by the
+// measured time (relative errors, so that the large all-reduces do not
+// decide the small exchanges' fit). Columns: forward alpha_f, 1/beta_i,
+// 1/beta_rs; backward alpha, 1/beta, 1/beta_ar.
+constexpr size_t kCollectiveColumns = 6;
 struct CollectiveRows {
   std::vector<double> a, b;
   size_t records = 0;
@@ -77,15 +79,15 @@ void add_rows(const CollectiveData& data, CollectiveRows& rows) {
     double total_rw = 0, total_index = 0;
     for (size_t d = 0; d < n; ++d) total_rw += load.rw_dim_sums[d], total_index += load.index_recv_bytes[d];
     for (size_t d = 0; d < n; ++d) {
-      double f_latency = 0, f_bytes = 0, b_latency = 0, b_bytes = 0, b_allreduce = 0;
+      double f_latency = 0, f_index = 0, f_bytes = 0, b_latency = 0, b_bytes = 0, b_allreduce = 0;
       if (total_index > 0) {
         f_latency += 1;
-        f_bytes += std::max(load.index_recv_bytes[d], load.index_send_bytes[d]);
+        f_index = std::max(load.index_recv_bytes[d], load.index_send_bytes[d]);
       }
       if (total_rw > 0) {
         const double bytes = alltoall_bytes(load.rw_dim_sums[d], total_rw, devices, batch).busiest();
-        f_latency += devices - 1, f_bytes += bytes;
-        b_latency += devices - 1, b_bytes += bytes;
+        f_latency += devices - 1, f_bytes = bytes;
+        b_latency += devices - 1, b_bytes = bytes;
       }
       if (load.allreduce_bytes > 0) {
         b_latency += 2 * (devices - 1);
@@ -93,11 +95,11 @@ void add_rows(const CollectiveData& data, CollectiveRows& rows) {
       }
       const double fwd = r.fwd_ms[d], bwd = r.bwd_ms[d];
       if (f_latency > 0 && fwd > 0) {
-        rows.a.insert(rows.a.end(), {f_latency / fwd, f_bytes / fwd, 0.0});
+        rows.a.insert(rows.a.end(), {f_latency / fwd, f_index / fwd, f_bytes / fwd, 0, 0, 0});
         rows.b.push_back(1.0);
       }
       if (b_latency > 0 && bwd > 0) {
-        rows.a.insert(rows.a.end(), {b_latency / bwd, b_bytes / bwd, b_allreduce / bwd});
+        rows.a.insert(rows.a.end(), {0, 0, 0, b_latency / bwd, b_bytes / bwd, b_allreduce / bwd});
         rows.b.push_back(1.0);
       }
     }
@@ -105,20 +107,43 @@ void add_rows(const CollectiveData& data, CollectiveRows& rows) {
   rows.records += data.records.size();
 }
 
-// Fits the rows: {latency_us, gbps, allreduce_gbps}, and the fit's median
-// relative error in percent.
+// Fits the rows: the constants, and the fit's median relative error in
+// percent. A constant no row has a term of (no all-reduce, say) is 0: as the
+// backward's, or the all-to-all's.
 Calibration::RankCollectives fit_rows(const CollectiveRows& rows, double* median_error_pct) {
-  const std::vector<double> x = nnls(rows.a, rows.b, 3);
-  auto gbps = [](double ms_per_byte) {
-    return ms_per_byte > 1e-6 / kUnboundedGbps ? 1e-6 / ms_per_byte : kUnboundedGbps;
-  };
+  const std::vector<double> x = nnls(rows.a, rows.b, kCollectiveColumns);
+  std::vector<bool> seen(kCollectiveColumns, false);
   std::vector<double> ape;  // the rows are fit / measured
   for (size_t row = 0; row < rows.b.size(); ++row) {
-    ape.push_back(100 * std::abs(rows.a[3 * row] * x[0] + rows.a[3 * row + 1] * x[1] +
-                                 rows.a[3 * row + 2] * x[2] - 1.0));
+    double fit = 0;
+    for (size_t k = 0; k < kCollectiveColumns; ++k) {
+      const double coefficient = rows.a[kCollectiveColumns * row + k];
+      fit += coefficient * x[k];
+      seen[k] = seen[k] || coefficient > 0;
+    }
+    ape.push_back(100 * std::abs(fit - 1.0));
   }
   *median_error_pct = ape.empty() ? 0.0 : median(ape);
-  return {.latency_us = x[0] * 1e3, .gbps = gbps(x[1]), .allreduce_gbps = gbps(x[2])};
+  auto latency_us = [&](size_t k) { return seen[k] ? x[k] * 1e3 : 0.0; };
+  auto gbps = [&](size_t k) {
+    if (!seen[k]) return 0.0;
+    return x[k] > 1e-6 / kUnboundedGbps ? 1e-6 / x[k] : kUnboundedGbps;
+  };
+  return {.latency_us = latency_us(3),
+          .gbps = gbps(4),
+          .allreduce_gbps = gbps(5),
+          .fwd_latency_us = latency_us(0),
+          .index_gbps = gbps(1),
+          .reduce_scatter_gbps = gbps(2)};
+}
+
+// The fitted constants, for the notes.
+std::string describe(const Calibration::RankCollectives& k) {
+  return fmt::format("forward {:.1f} us a step, index bytes / {:.2f} GB/s, reduce-scatter bytes "
+                     "/ {:.2f} GB/s; backward {:.1f} us a step, all-gather bytes / {:.2f} GB/s, "
+                     "all-reduce bytes / {:.2f} GB/s",
+                     k.fwd_latency_us, k.index_gbps, k.reduce_scatter_gbps, k.latency_us, k.gbps,
+                     k.allreduce_gbps);
 }
 
 }  // namespace
@@ -143,23 +168,22 @@ void fit_collectives_from_files(const std::vector<std::string>& paths, Calibrati
   c.collective_latency_us = pooled.latency_us;
   c.collective_gbps = pooled.gbps;
   c.allreduce_gbps = pooled.allreduce_gbps;
+  c.collective_fwd_latency_us = pooled.fwd_latency_us;
+  c.index_gbps = pooled.index_gbps;
+  c.reduce_scatter_gbps = pooled.reduce_scatter_gbps;
   c.collective_source = fmt::format("{}", fmt::join(paths, ","));
-  reporter.note(fmt::format("calibrate: collectives from {} records, all files: {:.1f} us + "
-                            "bytes / {:.2f} GB/s, all-reduce bytes / {:.2f} GB/s; median error of "
-                            "the fit {:.1f}% over {} rank-directions",
-                            all.records, pooled.latency_us, pooled.gbps, pooled.allreduce_gbps,
-                            error_pct, all.b.size()));
+  reporter.note(fmt::format("calibrate: collectives from {} records, all files: {}; median error "
+                            "of the fit {:.1f}% over {} rank-directions",
+                            all.records, describe(pooled), error_pct, all.b.size()));
   c.collectives_by_ranks.clear();
   for (const auto& [key, rows] : by_ranks) {
     if (rows.b.empty()) continue;
     Calibration::RankCollectives fitted = fit_rows(rows, &error_pct);
     std::tie(fitted.ranks, fitted.batch_size) = key;
     c.collectives_by_ranks.push_back(fitted);
-    reporter.note(fmt::format("calibrate: collectives at {} ranks, batch {} ({} records): {:.1f} us "
-                              "+ bytes / {:.2f} GB/s, all-reduce bytes / {:.2f} GB/s; median "
-                              "error {:.1f}%",
-                              key.first, key.second, rows.records, fitted.latency_us, fitted.gbps,
-                              fitted.allreduce_gbps, error_pct));
+    reporter.note(fmt::format("calibrate: collectives at {} ranks, batch {} ({} records): {}; "
+                              "median error {:.1f}%",
+                              key.first, key.second, rows.records, describe(fitted), error_pct));
   }
 }
 

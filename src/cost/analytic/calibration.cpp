@@ -1,6 +1,7 @@
 // The calibration file written by `embshard calibrate` and read by the
 // analytic model: one JSON object, every coefficient with its unit in its name.
 #include <cmath>
+#include <span>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -54,6 +55,13 @@ constexpr Field kCollectiveFields[] = {
     {"collective_gbps", &Calibration::collective_gbps, true},
     {"allreduce_gbps", &Calibration::allreduce_gbps, true},
 };
+// Optional, at the top and in every collectives_by_ranks entry: files from
+// before the forward had its own constants have none (0: the backward's).
+constexpr Field kForwardCollectiveFields[] = {
+    {"collective_fwd_latency_us", &Calibration::collective_fwd_latency_us, true},
+    {"index_gbps", &Calibration::index_gbps, true},
+    {"reduce_scatter_gbps", &Calibration::reduce_scatter_gbps, true},
+};
 
 const json& require(const json& j, const char* field, const std::string& context) {
   ES_CHECK(j.contains(field), "{}: field '{}' is missing", context, field);
@@ -94,6 +102,7 @@ json calibration_to_json(const Calibration& c) {
             {"comm_source", c.comm_source}};
   for (const Field& f : kFields) j[f.name] = c.*(f.member);
   for (const Field& f : kCollectiveFields) j[f.name] = c.*(f.member);
+  for (const Field& f : kForwardCollectiveFields) j[f.name] = c.*(f.member);
   j["collective_source"] = c.collective_source;
   if (!c.collectives_by_ranks.empty()) {
     json by_ranks = json::array();
@@ -102,7 +111,10 @@ json calibration_to_json(const Calibration& c) {
                           {"batch_size", r.batch_size},
                           {"collective_latency_us", r.latency_us},
                           {"collective_gbps", r.gbps},
-                          {"allreduce_gbps", r.allreduce_gbps}});
+                          {"allreduce_gbps", r.allreduce_gbps},
+                          {"collective_fwd_latency_us", r.fwd_latency_us},
+                          {"index_gbps", r.index_gbps},
+                          {"reduce_scatter_gbps", r.reduce_scatter_gbps}});
     }
     j["collectives_by_ranks"] = by_ranks;
   }
@@ -140,8 +152,11 @@ Calibration calibration_from_json(const json& j, const std::string& context) {
   c.comm_source = source.get<std::string>();
   for (const Field& f : kFields) c.*(f.member) = number(j, f, context);
   // Optional: files from before the collectives were fitted have none.
-  for (const Field& f : kCollectiveFields) {
-    if (j.contains(f.name)) c.*(f.member) = number(j, f, context);
+  for (const auto& fields : {std::span<const Field>(kCollectiveFields),
+                             std::span<const Field>(kForwardCollectiveFields)}) {
+    for (const Field& f : fields) {
+      if (j.contains(f.name)) c.*(f.member) = number(j, f, context);
+    }
   }
   if (j.contains("collective_source")) {
     ES_CHECK(j["collective_source"].is_string(),
@@ -155,8 +170,11 @@ Calibration calibration_from_json(const json& j, const std::string& context) {
   for (size_t i = 0; i < by_ranks.size(); ++i) {
     const std::string where = fmt::format("{}: collectives_by_ranks[{}]", context, i);
     ES_CHECK(by_ranks[i].is_object(), "{} is {}, not an object", where, by_ranks[i].dump());
-    Calibration fitted;  // the entry's three fields, read as the top-level ones
+    Calibration fitted;  // the entry's fields, read as the top-level ones
     for (const Field& f : kCollectiveFields) fitted.*(f.member) = number(by_ranks[i], f, where);
+    for (const Field& f : kForwardCollectiveFields) {
+      if (by_ranks[i].contains(f.name)) fitted.*(f.member) = number(by_ranks[i], f, where);
+    }
     const int ranks = static_cast<int>(integer(by_ranks[i], "ranks", 2, where));
     const int64_t batch = integer(by_ranks[i], "batch_size", 1, where);
     ES_CHECK(c.collectives_by_ranks.empty() ||
@@ -166,7 +184,9 @@ Calibration calibration_from_json(const json& j, const std::string& context) {
              "order, each once",
              where, ranks, batch);
     c.collectives_by_ranks.push_back({ranks, batch, fitted.collective_latency_us,
-                                      fitted.collective_gbps, fitted.allreduce_gbps});
+                                      fitted.collective_gbps, fitted.allreduce_gbps,
+                                      fitted.collective_fwd_latency_us, fitted.index_gbps,
+                                      fitted.reduce_scatter_gbps});
   }
   return c;
 }

@@ -105,8 +105,14 @@ std::string analytic_comm_source(const Calibration& c) {
   std::string collectives;
   if (!c.collective_source.empty()) {
     collectives = fmt::format("; collectives {:.0f} us + bytes / {:.1f} GB/s, all-reduce bytes / "
-                              "{:.1f} GB/s, fitted to bench comm --collectives",
+                              "{:.1f} GB/s",
                               c.collective_latency_us, c.collective_gbps, c.allreduce_gbps);
+    if (c.collective_fwd_latency_us > 0 || c.index_gbps > 0 || c.reduce_scatter_gbps > 0) {
+      collectives += fmt::format(", forward {:.0f} us + bytes / {:.1f} GB/s (index), {:.1f} GB/s "
+                                 "(reduce-scatter)",
+                                 c.collective_fwd_latency_us, c.index_gbps, c.reduce_scatter_gbps);
+    }
+    collectives += ", fitted to bench comm --collectives";
     std::vector<std::string> own;
     for (const auto& r : c.collectives_by_ranks) own.push_back(fmt::format("{}x{}", r.ranks, r.batch_size));
     if (!own.empty()) {

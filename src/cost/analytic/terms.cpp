@@ -162,16 +162,23 @@ void analytic_collective_ms(const Calibration& c, int64_t batch_size, const Coll
            load.rw_dim_sums.size(), load.index_recv_bytes.size(), load.index_send_bytes.size(),
            bwd_ms.size());
   if (n <= 1) return;  // one device exchanges nothing
-  double latency_us = c.collective_latency_us, gbps = c.collective_gbps,
-         allreduce_gbps = c.allreduce_gbps;
+  Calibration::RankCollectives k{.latency_us = c.collective_latency_us,
+                                 .gbps = c.collective_gbps,
+                                 .allreduce_gbps = c.allreduce_gbps,
+                                 .fwd_latency_us = c.collective_fwd_latency_us,
+                                 .index_gbps = c.index_gbps,
+                                 .reduce_scatter_gbps = c.reduce_scatter_gbps};
   for (const Calibration::RankCollectives& r : c.collectives_by_ranks) {
-    if (r.ranks == static_cast<int>(n) && r.batch_size == batch_size) {
-      latency_us = r.latency_us, gbps = r.gbps, allreduce_gbps = r.allreduce_gbps;
-    }
+    if (r.ranks == static_cast<int>(n) && r.batch_size == batch_size) k = r;
   }
-  const double alpha = (latency_us > 0 ? latency_us : c.comm_latency_us) * 1e-3;
-  const double per_byte = ms_per_byte(gbps > 0 ? gbps : c.comm_gbps);
-  const double allreduce_per_byte = allreduce_gbps > 0 ? ms_per_byte(allreduce_gbps) : per_byte;
+  // 0: the backward's, whose 0 is the all-to-all's.
+  const double alpha = (k.latency_us > 0 ? k.latency_us : c.comm_latency_us) * 1e-3;
+  const double fwd_alpha = k.fwd_latency_us > 0 ? k.fwd_latency_us * 1e-3 : alpha;
+  const double per_byte = ms_per_byte(k.gbps > 0 ? k.gbps : c.comm_gbps);
+  const auto or_backward = [&](double gbps) { return gbps > 0 ? ms_per_byte(gbps) : per_byte; };
+  const double allreduce_per_byte = or_backward(k.allreduce_gbps);
+  const double index_per_byte = or_backward(k.index_gbps);
+  const double reduce_scatter_per_byte = or_backward(k.reduce_scatter_gbps);
   const double devices = static_cast<double>(n);
   double total_rw = 0, total_index = 0;
   for (size_t d = 0; d < n; ++d) {
@@ -192,7 +199,8 @@ void analytic_collective_ms(const Calibration& c, int64_t batch_size, const Coll
   for (size_t d = 0; d < n; ++d) {
     double fwd = 0, bwd = allreduce;
     if (total_index > 0) {
-      fwd += alpha + std::max(load.index_recv_bytes[d], load.index_send_bytes[d]) * per_byte;
+      fwd += fwd_alpha +
+             std::max(load.index_recv_bytes[d], load.index_send_bytes[d]) * index_per_byte;
     }
     if (total_rw > 0) {
       // A ring reduce-scatter of the shard's partial sums (global batch x its
@@ -201,9 +209,8 @@ void analytic_collective_ms(const Calibration& c, int64_t batch_size, const Coll
       // all-gather of the gradients moves the same bytes back.
       const AllToAllBytes bytes = alltoall_bytes(load.rw_dim_sums[d], total_rw, devices,
                                                  static_cast<double>(batch_size));
-      const double ms = (devices - 1) * alpha + bytes.busiest() * per_byte;
-      fwd += ms;
-      bwd += ms;
+      fwd += (devices - 1) * fwd_alpha + bytes.busiest() * reduce_scatter_per_byte;
+      bwd += (devices - 1) * alpha + bytes.busiest() * per_byte;
     }
     fwd_ms[d] += fwd;
     bwd_ms[d] += bwd;

@@ -29,9 +29,11 @@ struct CalibrateOptions {
 Calibration run_calibration(const CalibrateOptions& options, Reporter& reporter);
 // Fits comm_latency_us / comm_gbps from a `bench comm` file into `c`.
 void fit_comm_from_file(const std::string& path, Calibration& c, Reporter& reporter);
-// Fits collective_latency_us, collective_gbps and allreduce_gbps from `bench
-// comm --collectives` files into `c`: to every file together, and to the
-// files of each rank count and batch alone (collectives_by_ranks).
+// Fits the collectives' constants (the backward's collective_latency_us,
+// collective_gbps, allreduce_gbps; the forward's collective_fwd_latency_us,
+// index_gbps, reduce_scatter_gbps) from `bench comm --collectives` files into
+// `c`: to every file together, and to the files of each rank count and batch
+// alone (collectives_by_ranks).
 void fit_collectives_from_files(const std::vector<std::string>& paths, Calibration& c,
                                 Reporter& reporter);
 

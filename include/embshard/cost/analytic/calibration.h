@@ -65,8 +65,16 @@ struct Calibration {
   double collective_latency_us = 0;
   double collective_gbps = 0;
   double allreduce_gbps = 0;
+  // The forward's own: its steps' latency and the bandwidths of the index
+  // all-to-all and the reduce-scatter (measured, the forward is slower than
+  // one latency and bandwidth for both directions makes it: 9-25% in the
+  // median, docs/sharding_types.md). 0 (and files from before them): as the
+  // backward's collective_latency_us and collective_gbps.
+  double collective_fwd_latency_us = 0;
+  double index_gbps = 0;
+  double reduce_scatter_gbps = 0;
   std::string collective_source;  // the files they were fitted to ("": none)
-  // The same three fitted to the files of each rank count and batch alone
+  // The same six fitted to the files of each rank count and batch alone
   // (ascending): oversubscribed ranks wait for a core in every step, so 4 and
   // 8 ranks on 2 cores do not share one latency, and each (ranks, batch) has
   // its own reference exchange, the scale of its files. Others use the
@@ -75,6 +83,7 @@ struct Calibration {
     int ranks = 0;
     int64_t batch_size = 0;
     double latency_us = 0, gbps = 0, allreduce_gbps = 0;
+    double fwd_latency_us = 0, index_gbps = 0, reduce_scatter_gbps = 0;
   };
   std::vector<RankCollectives> collectives_by_ranks;
   // how good the fit was (relative RMS error over the probes, in percent)

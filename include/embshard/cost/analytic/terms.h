@@ -89,13 +89,15 @@ double analytic_comm_floor_ms(const Calibration& c, int64_t batch_size, double t
                               int devices);
 
 // The collectives of row-wise and data-parallel pieces (comm_model.h), with
-// the calibration's collective latency alpha, bandwidth beta and all-reduce
-// bandwidth beta_ar (those fitted at N ranks and batch B where it has them,
-// else those fitted to every file, else the all-to-all's), N devices, B the
-// batch:
-//   index all-to-all (fwd): alpha + max(received_d, sent_d) / beta
-//   reduce-scatter (fwd) and all-gather (bwd), each:
-//     (N-1) alpha + max(B/N rw_d 4 (N-1), B/N (sum rw - rw_d) 4) / beta
+// the calibration's collective constants (those fitted at N ranks and batch B
+// where it has them, else those fitted to every file, else the all-to-all's):
+// the backward's latency alpha and bandwidth beta, the all-reduce's
+// bandwidth beta_ar, and the forward's own latency alpha_f and bandwidths
+// beta_i (index) and beta_rs (reduce-scatter), each the backward's where 0;
+// N devices, B the batch, bytes_d = max(B/N rw_d 4 (N-1), B/N (sum rw - rw_d) 4):
+//   index all-to-all (fwd): alpha_f + max(received_d, sent_d) / beta_i
+//   reduce-scatter (fwd): (N-1) alpha_f + bytes_d / beta_rs
+//   all-gather (bwd): (N-1) alpha + bytes_d / beta
 //   all-reduce (bwd, every device): 2 (N-1) alpha + 2 (N-1)/N S / beta_ar
 // Each term is 0 without its load; added to fwd_ms / bwd_ms.
 void analytic_collective_ms(const Calibration& c, int64_t batch_size, const CollectiveLoad& load,
