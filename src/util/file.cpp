@@ -28,13 +28,22 @@ constexpr size_t kTempPathBytes = 4096;
 struct TempSlot {
   std::atomic<bool> taken{false};
   std::atomic<bool> ready{false};
+  bool directory = false;
   char path[kTempPathBytes];
 };
 TempSlot temp_slots[kTempSlots];
 
 extern "C" void remove_temp_files_and_reraise(int signal_number) {
+  // Files, then directories (async-signal-safe calls only; rmdir removes an
+  // empty one), twice: a directory guarded inside another one goes first.
   for (TempSlot& s : temp_slots) {
-    if (s.ready.load(std::memory_order_acquire)) ::unlink(s.path);  // async-signal-safe
+    if (s.ready.load(std::memory_order_acquire) && !s.directory) ::unlink(s.path);
+  }
+  for (int round = 0; round < 2; ++round) {
+    for (int i = kTempSlots - 1; i >= 0; --i) {
+      TempSlot& s = temp_slots[i];
+      if (s.ready.load(std::memory_order_acquire) && s.directory) ::rmdir(s.path);
+    }
   }
   std::signal(signal_number, SIG_DFL);
   std::raise(signal_number);
@@ -42,12 +51,13 @@ extern "C" void remove_temp_files_and_reraise(int signal_number) {
 
 }  // namespace
 
-TempFileGuard::TempFileGuard(const std::string& path) {
+TempFileGuard::TempFileGuard(const std::string& path, bool directory) {
   if (path.size() >= kTempPathBytes) return;
   for (int i = 0; i < kTempSlots; ++i) {
     bool expected = false;
     if (!temp_slots[i].taken.compare_exchange_strong(expected, true)) continue;
     std::memcpy(temp_slots[i].path, path.c_str(), path.size() + 1);
+    temp_slots[i].directory = directory;
     temp_slots[i].ready.store(true, std::memory_order_release);
     slot_ = i;
     return;
@@ -58,6 +68,22 @@ TempFileGuard::~TempFileGuard() {
   if (slot_ < 0) return;
   temp_slots[slot_].ready.store(false, std::memory_order_release);
   temp_slots[slot_].taken.store(false, std::memory_order_release);
+}
+
+OutputDirectoryGuard::OutputDirectoryGuard(const std::string& path) : path_(path) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const bool existed = fs::exists(path, error);
+  fs::create_directories(path, error);
+  ES_CHECK(!error, "cannot create the directory '{}': {}", path, error.message());
+  ES_CHECK(fs::is_directory(path), "'{}' exists and is not a directory", path);
+  if (!existed) on_signal_ = std::make_unique<TempFileGuard>(path, /*directory=*/true);
+}
+
+OutputDirectoryGuard::~OutputDirectoryGuard() {
+  if (on_signal_ == nullptr || keep_) return;
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
 }
 
 void remove_temp_files_on_signals() {

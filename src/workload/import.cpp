@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <limits>
 
 #include "embshard/util/error.h"
@@ -172,6 +173,11 @@ Workload import_pt(const std::string& pt_path, const std::string& out_dir,
     std::error_code ec;
     fs::create_directories(staging, ec);
     ES_CHECK(!ec, "import: cannot create '{}': {}", staging.string(), ec.message());
+    // A signal takes the staging directory too (its files are guarded), and
+    // the output directory if this made it.
+    std::optional<TempFileGuard> made;
+    if (created_dir) made.emplace(out_dir, /*directory=*/true);
+    const TempFileGuard staging_guard(staging.string(), /*directory=*/true);
     Workload w;
     w.source = pt_path;
     w.batch_size = layout.batch;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "embshard/util/error.h"
+#include "embshard/util/file.h"
 #include "embshard/workload/synth.h"
 #include "synth_internal.h"
 #include "synth_random.h"
@@ -144,7 +145,7 @@ std::vector<TableSpec> write_synth_traces(const SynthPlan& plan, TraceWriter& wr
 Workload synthesize_workload(const SynthOptions& options, const PublishedStats& target,
                              const std::string& out_dir, const SynthProgress& progress) {
   const SynthPlan plan = plan_synth(options, target);
-  std::filesystem::create_directories(out_dir);
+  OutputDirectoryGuard directory(out_dir);
   Workload w;
   w.dir = out_dir;
   w.batch_size = options.batch_size;
@@ -158,6 +159,7 @@ Workload synthesize_workload(const SynthOptions& options, const PublishedStats& 
   w.tables = write_synth_traces(plan, writer, progress);
   writer.finish();
   save_workload_specs(w, out_dir);
+  directory.keep();
   return w;
 }
 

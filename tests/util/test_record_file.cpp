@@ -20,6 +20,33 @@ using testing::ScratchDir;
 using testing::slurp;
 using testing::spit;
 
+// An output directory this made goes with an error, what it wrote inside
+// included; kept, or one that was there, it stays.
+TEST(OutputDirectoryGuard, TakesOnlyTheDirectoryItMadeAndNotKept) {
+  ScratchDir dir("output_guard");
+  const std::string made = dir.file("a/b");
+  try {
+    OutputDirectoryGuard guard(made);
+    EXPECT_TRUE(std::filesystem::is_directory(made));
+    spit(made + "/trace.bin", "partial");
+    throw Error("failed part way");
+  } catch (const Error&) {
+  }
+  EXPECT_FALSE(std::filesystem::exists(made));
+  {
+    OutputDirectoryGuard guard(made);
+    spit(made + "/trace.bin", "whole");
+    guard.keep();
+  }
+  EXPECT_EQ(slurp(made + "/trace.bin"), "whole");
+  { OutputDirectoryGuard guard(made); }  // there before: left alone
+  EXPECT_EQ(slurp(made + "/trace.bin"), "whole");
+  spit(dir.file("file"), "x");
+  EXPECT_NE(testing::error_of([&] { OutputDirectoryGuard guard(dir.file("file")); })
+                .find("cannot create the directory '" + dir.file("file") + "'"),
+            std::string::npos);
+}
+
 TEST(RecordFile, AppendsAndResumes) {
   ScratchDir dir("records");
   const std::string path = dir.file("r.jsonl");

@@ -49,6 +49,26 @@ TEST_F(SynthCli, BadFlagsFailWithAMessage) {
   }
 }
 
+// An empty value ('' or --name=) is not the option left out: CLI11 would
+// read it as not given and the command would run on the default.
+TEST_F(SynthCli, AnEmptyValueIsAnErrorNotTheDefault) {
+  const struct {
+    std::string args, message;
+  } cases[] = {
+      {"synth --profile 2021 --tables 4 --batch 8 --seed '' -o " + dir_,
+       "argument 9 is empty (after '--seed')"},
+      {"synth --profile= --tables 4 --batch 8 -o " + dir_, "'--profile' has an empty value"},
+      {"plan '' --devices 2", "argument 2 is empty (after 'plan')"},
+      {"plan --devices 2 --model=", "'--model' has an empty value"},
+  };
+  for (const auto& c : cases) {
+    const CliResult r = run_cli(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << "\n" << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_));
+}
+
 TEST_F(SynthCli, SynthThenInspectJson) {
   const CliResult synth = run_cli("synth --profile 2022 --tables 30 --batch 1024 --seed 4 -o " + dir_);
   ASSERT_EQ(synth.exit_code, 0) << synth.output;
@@ -78,7 +98,8 @@ TEST_F(SynthCli, SynthThenInspectJson) {
 }
 
 // Ctrl-C or a kill while the trace is written leaves no temporary file (of
-// gigabytes, for a big workload) behind, and the exit status says why.
+// gigabytes, for a big workload) behind, nor the directory synth made, and
+// the exit status says why.
 TEST_F(SynthCli, SigtermRemovesTheTemporaryTrace) {
   const std::string out = dir_ + "/killed";
   const CliResult r = testing::run_shell(
@@ -88,9 +109,23 @@ TEST_F(SynthCli, SigtermRemovesTheTemporaryTrace) {
       "/*.tmp.* >/dev/null 2>&1; do sleep 0.05; i=$((i+1)); done; kill -TERM $p; wait $p; "
       "echo status=$?'");
   EXPECT_NE(r.output.find("status=143"), std::string::npos) << r.output;  // 128 + SIGTERM
+  EXPECT_FALSE(std::filesystem::exists(out)) << r.output;
+  // Into a directory that was there: the trace's temporary file goes, the
+  // directory and what it held stay.
+  std::filesystem::create_directories(out);
+  testing::spit(out + "/notes.txt", "mine\n");
+  const CliResult again = testing::run_shell(
+      "sh -c '" + std::string(EMBSHARD_CLI_PATH) +
+      " synth --profile 2021 --tables 100 --batch 65536 -o " + out +
+      " >/dev/null 2>&1 & p=$!; i=0; while [ $i -lt 200 ] && ! ls " + out +
+      "/*.tmp.* >/dev/null 2>&1; do sleep 0.05; i=$((i+1)); done; kill -TERM $p; wait $p; "
+      "echo status=$?'");
+  EXPECT_NE(again.output.find("status=143"), std::string::npos) << again.output;
+  std::vector<std::string> left;
   for (const auto& entry : std::filesystem::directory_iterator(out)) {
-    EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << entry.path();
+    left.push_back(entry.path().filename().string());
   }
+  EXPECT_EQ(left, std::vector<std::string>{"notes.txt"});
 }
 
 }  // namespace

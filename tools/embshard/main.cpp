@@ -39,6 +39,26 @@ std::string unknown_command(CLI::App& app, int argc, char** argv) {
   return "";
 }
 
+// CLI11 reads an empty value ("" or --name=) as the option not given, so
+// `--model "$UNSET"` would silently plan with the shipped model: an empty
+// argument is an error naming it.
+std::string empty_argument(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.empty()) {
+      return fmt::format("argument {} is empty{}: give a value, or leave the option out for its "
+                         "default",
+                         i, i > 1 ? fmt::format(" (after '{}')", argv[i - 1]) : "");
+    }
+    if (word.size() > 1 && word[0] == '-' && word.back() == '=') {
+      return fmt::format("'{}' has an empty value: give a value, or leave the option out for its "
+                         "default",
+                         word.substr(0, word.size() - 1));
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,6 +82,10 @@ int main(int argc, char** argv) {
   embshard::cli::add_diff_command(app);
   embshard::cli::add_tasks_command(app);
   embshard::cli::add_eval_command(app);
+  if (const std::string empty = empty_argument(argc, argv); !empty.empty()) {
+    std::fprintf(stderr, "embshard: error: %s\n", empty.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::RequiredError& e) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,7 +49,8 @@ void commit_file(const std::string& from, const std::string& to);
 // 64 at once (more are simply not covered).
 class TempFileGuard {
  public:
-  explicit TempFileGuard(const std::string& path);
+  // `directory`: a directory, removed (after the files) if empty by then.
+  explicit TempFileGuard(const std::string& path, bool directory = false);
   ~TempFileGuard();
   TempFileGuard(const TempFileGuard&) = delete;
   TempFileGuard& operator=(const TempFileGuard&) = delete;
@@ -56,8 +58,29 @@ class TempFileGuard {
  private:
   int slot_ = -1;
 };
-// Installs the handlers: each removes the guarded files, then ends the
-// process by the same signal (its exit status says so).
+
+// An output directory, created if missing. One this created is removed
+// again, with what this process wrote into it, unless keep() was called
+// first: when an error unwinds the stack, and (once the guarded files inside
+// are gone, so empty) when a signal ends the process. One that existed is
+// left alone.
+class OutputDirectoryGuard {
+ public:
+  explicit OutputDirectoryGuard(const std::string& path);
+  ~OutputDirectoryGuard();
+  OutputDirectoryGuard(const OutputDirectoryGuard&) = delete;
+  OutputDirectoryGuard& operator=(const OutputDirectoryGuard&) = delete;
+  void keep() { keep_ = true; }
+
+ private:
+  std::string path_;
+  std::unique_ptr<TempFileGuard> on_signal_;  // only for a directory this created
+  bool keep_ = false;
+};
+
+// Installs the handlers: each removes the guarded files, then the guarded
+// directories that are empty, then ends the process by the same signal (its
+// exit status says so).
 void remove_temp_files_on_signals();
 
 }  // namespace embshard
