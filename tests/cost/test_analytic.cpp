@@ -417,8 +417,8 @@ TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
   EXPECT_EQ(back.collectives_by_ranks[1].gbps, c.collectives_by_ranks[1].gbps);
   EXPECT_EQ(back.collectives_by_ranks[1].index_gbps, c.collectives_by_ranks[1].index_gbps);
   EXPECT_EQ(back.reduce_scatter_gbps, c.reduce_scatter_gbps);
-  // A file from before the forward had its own constants: its forward is the
-  // backward's (the all-gather's time, plus the index all-to-all's step).
+  // A file from before the forward had its own constants: a reduce-scatter
+  // costs what the all-gather back does.
   json backward_only = calibration_to_json(c);
   backward_only.erase("collectives_by_ranks");
   for (const char* f : {"collective_fwd_latency_us", "index_gbps", "reduce_scatter_gbps"}) {

@@ -102,25 +102,23 @@ TEST_F(SynthCli, SynthThenInspectJson) {
 // the exit status says why.
 TEST_F(SynthCli, SigtermRemovesTheTemporaryTrace) {
   const std::string out = dir_ + "/killed";
-  const CliResult r = testing::run_shell(
-      "sh -c '" + std::string(EMBSHARD_CLI_PATH) +
-      " synth --profile 2021 --tables 100 --batch 65536 -o " + out +
-      " >/dev/null 2>&1 & p=$!; i=0; while [ $i -lt 200 ] && ! ls " + out +
-      "/*.tmp.* >/dev/null 2>&1; do sleep 0.05; i=$((i+1)); done; kill -TERM $p; wait $p; "
-      "echo status=$?'");
-  EXPECT_NE(r.output.find("status=143"), std::string::npos) << r.output;  // 128 + SIGTERM
-  EXPECT_FALSE(std::filesystem::exists(out)) << r.output;
+  // synth into `out`, sent SIGTERM once its temporary trace is there.
+  const auto killed_synth = [&] {
+    const CliResult r = testing::run_shell(
+        "sh -c '" + std::string(EMBSHARD_CLI_PATH) +
+        " synth --profile 2021 --tables 100 --batch 65536 -o " + out +
+        " >/dev/null 2>&1 & p=$!; i=0; while [ $i -lt 200 ] && ! ls " + out +
+        "/*.tmp.* >/dev/null 2>&1; do sleep 0.05; i=$((i+1)); done; kill -TERM $p; wait $p; "
+        "echo status=$?'");
+    EXPECT_NE(r.output.find("status=143"), std::string::npos) << r.output;  // 128 + SIGTERM
+  };
+  killed_synth();
+  EXPECT_FALSE(std::filesystem::exists(out));
   // Into a directory that was there: the trace's temporary file goes, the
   // directory and what it held stay.
   std::filesystem::create_directories(out);
   testing::spit(out + "/notes.txt", "mine\n");
-  const CliResult again = testing::run_shell(
-      "sh -c '" + std::string(EMBSHARD_CLI_PATH) +
-      " synth --profile 2021 --tables 100 --batch 65536 -o " + out +
-      " >/dev/null 2>&1 & p=$!; i=0; while [ $i -lt 200 ] && ! ls " + out +
-      "/*.tmp.* >/dev/null 2>&1; do sleep 0.05; i=$((i+1)); done; kill -TERM $p; wait $p; "
-      "echo status=$?'");
-  EXPECT_NE(again.output.find("status=143"), std::string::npos) << again.output;
+  killed_synth();
   std::vector<std::string> left;
   for (const auto& entry : std::filesystem::directory_iterator(out)) {
     left.push_back(entry.path().filename().string());
