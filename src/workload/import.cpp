@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <optional>
 #include <limits>
 
 #include "embshard/util/error.h"
@@ -157,9 +156,8 @@ Workload import_pt(const std::string& pt_path, const std::string& out_dir,
   ES_CHECK(options.index_bytes == 0 || options.index_bytes == 4 || options.index_bytes == 8,
            "import: index_bytes is {}, must be 4 or 8", options.index_bytes);
   ES_CHECK(file_exists(pt_path), "cannot open '{}': no such file", pt_path);
-  const bool created_dir = !fs::exists(out_dir);
-  ES_CHECK(created_dir || fs::is_directory(out_dir), "import: output '{}' exists and is not a "
-           "directory", out_dir);
+  ES_CHECK(!fs::exists(out_dir) || fs::is_directory(out_dir),
+           "import: output '{}' exists and is not a directory", out_dir);
   // Everything is written into a staging directory inside out_dir and moved
   // into place only once the whole input has been read and checked.
   const fs::path staging = fs::path(out_dir) / fmt::format(".import.{}", getpid());
@@ -170,13 +168,12 @@ Workload import_pt(const std::string& pt_path, const std::string& out_dir,
     const std::vector<int64_t> offsets = read_offsets(archive, layout);
     check_lengths(archive, layout, offsets);
 
+    // out_dir, if made here, goes again with an error or a signal; a signal
+    // takes the staging directory too (its files are guarded).
+    OutputDirectoryGuard directory(out_dir);
     std::error_code ec;
     fs::create_directories(staging, ec);
     ES_CHECK(!ec, "import: cannot create '{}': {}", staging.string(), ec.message());
-    // A signal takes the staging directory too (its files are guarded), and
-    // the output directory if this made it.
-    std::optional<TempFileGuard> made;
-    if (created_dir) made.emplace(out_dir, /*directory=*/true);
     const TempFileGuard staging_guard(staging.string(), /*directory=*/true);
     Workload w;
     w.source = pt_path;
@@ -198,12 +195,12 @@ Workload import_pt(const std::string& pt_path, const std::string& out_dir,
                ec.message());
     }
     fs::remove(staging, ec);
+    directory.keep();
     w.dir = out_dir;
     return w;
   } catch (...) {
     std::error_code ignored;
     fs::remove_all(staging, ignored);
-    if (created_dir) fs::remove_all(out_dir, ignored);
     throw;
   }
 }

@@ -275,6 +275,9 @@ TEST_F(PtReaderTest, FailedImportLeavesAnExistingDirectoryAlone) {
   EXPECT_EQ(read_file(path("ws/tables.json")), "old specs");
   EXPECT_EQ(read_file(path("ws/trace.bin")), "old trace");
   EXPECT_EQ(std::distance(fs::directory_iterator(path("ws")), fs::directory_iterator()), 2);
+  // One it made goes again.
+  EXPECT_THROW(import_pt(path("neg.pt"), path("made")), Error);
+  EXPECT_FALSE(fs::exists(path("made")));
   // A good import replaces both files.
   import_pt(write_batch("good.pt", testing::batch_tensors(d, false)), path("ws"));
   testing::expect_workload_matches(path("ws"), d);
