@@ -190,7 +190,7 @@ class Exchange {
   std::vector<float> a_, b_;
 };
 
-// The reference exchange: kReferenceExchangeDim columns on every rank, no delay.
+// The reference exchange: o.probe_dim columns on every rank, no delay.
 double reference_run(const Watchdog& dog, Exchange& reference) {
   dog.barrier("reference barrier");
   return reference.forward("reference all-to-all");
@@ -201,7 +201,7 @@ double reference_run(const Watchdog& dog, Exchange& reference) {
 double estimate_exchange_reference(const Watchdog& dog, const AllToAllTiming& o, int n, int runs,
                                    std::vector<double>* all) {
   ES_CHECK(runs >= 1, "reference exchange: runs {} must be >= 1", runs);
-  Exchange reference(dog, o, std::vector<int>(n, kReferenceExchangeDim));
+  Exchange reference(dog, o, std::vector<int>(n, o.probe_dim));
   for (int w = 0; w < o.warmup; ++w) reference_run(dog, reference);
   std::vector<double> ms;
   for (int r = 0; r < runs; ++r) ms.push_back(reference_run(dog, reference));
@@ -231,7 +231,7 @@ namespace {
 InterleavedResult interleave_with_reference(const Watchdog& dog, const AllToAllTiming& o, int n,
                                             const std::function<double()>& run_work,
                                             double reference_ms, int64_t index) {
-  Exchange reference(dog, o, std::vector<int>(n, kReferenceExchangeDim));
+  Exchange reference(dog, o, std::vector<int>(n, o.probe_dim));
   InterleavedOptions io;
   io.warmup_rounds = 0;
   io.min_rounds = io.max_rounds = 2 * o.repeats;  // fixed: every rank runs the same rounds

@@ -35,7 +35,9 @@ namespace {
 using nlohmann::json;
 using namespace mpi;
 
-AllToAllTiming timing(const CommBenchOptions& o) { return {o.batch, o.warmup, o.repeats, o.seed}; }
+AllToAllTiming timing(const CommBenchOptions& o) {
+  return {o.batch, o.warmup, o.repeats, o.seed, o.probe_dim};
+}
 
 void inject_fault(const CommBenchOptions& o, Reporter& reporter, int rank, int64_t index) {
   if (o.fault == CommFault::kNone || rank != o.fault_rank || index != o.fault_sample) return;
@@ -46,11 +48,11 @@ void inject_fault(const CommBenchOptions& o, Reporter& reporter, int rank, int64
 }
 
 // Rank 0: every rank's reference of an existing file (empty: none).
-std::vector<double> references_in(const std::string& path, int n, int64_t batch) {
+std::vector<double> references_in(const std::string& path, int n, int64_t batch, int probe_dim) {
   if (!file_exists(path)) return {};
   json header;
   RecordFile::read_all(path, &header, nullptr);
-  return exchange_references_of(header, path, n, batch);
+  return exchange_references_of(header, path, n, batch, probe_dim);
 }
 
 // Rank 0: opens (or resumes) the file. Returns the next sample.
@@ -177,11 +179,11 @@ int64_t run_root(const Watchdog& dog, const CommBenchOptions& o, int n) {
   try {
     check_comm_options(o, n);
     // A resumed file keeps its scale; a new one takes --reference-from's.
-    references = references_in(o.out_path, n, o.batch);
+    references = references_in(o.out_path, n, o.batch, o.probe_dim);
     if (references.empty() && !o.reference_from.empty()) {
       ES_CHECK(file_exists(o.reference_from), "--reference-from {}: no such file",
                o.reference_from);
-      references = references_in(o.reference_from, n, o.batch);
+      references = references_in(o.reference_from, n, o.batch, o.probe_dim);
     }
   } catch (...) {
     // Let the other ranks leave cleanly before reporting the error.

@@ -117,6 +117,8 @@ void check_comm_options(const CommBenchOptions& o, int num_devices) {
            o.max_delay_ms, o.timeout_s);
   ES_CHECK(o.repeats >= 1 && o.warmup >= 0, "bench comm: --repeats {} / --warmup {} invalid",
            o.repeats, o.warmup);
+  ES_CHECK(o.probe_dim >= 1 && o.probe_dim <= 4096,
+           "bench comm: --probe-dim is {}, must be in 1..4096", o.probe_dim);
   ES_CHECK(!o.dims.empty(), "bench comm: --dims is empty");
   for (int dim : o.dims) {
     ES_CHECK(dim >= 1 && dim <= 4096, "bench comm: --dims holds {}, dims must be in 1..4096", dim);
@@ -134,7 +136,7 @@ void check_comm_options(const CommBenchOptions& o, int num_devices) {
 }
 
 std::vector<double> exchange_references_of(const nlohmann::json& header, const std::string& path,
-                                           int num_devices, int64_t batch) {
+                                           int num_devices, int64_t batch, int probe_dim) {
   const std::string format = header.value("format", "");
   ES_CHECK(format == kCommFormat || format == kCollectiveFormat,
            "{}: format is '{}', expected '{}' or '{}' (a file of `embshard bench comm`)", path,
@@ -152,6 +154,11 @@ std::vector<double> exchange_references_of(const nlohmann::json& header, const s
            "{}: field 'batch_size' is {}, the run's batch is {}: its reference exchange is "
            "another one",
            path, file_batch, batch);
+  const int file_dim = header["probe"].value("exchange_dim", 0);
+  ES_CHECK(file_dim == probe_dim,
+           "{}: field 'probe.exchange_dim' is {}, the run's reference exchange has {} columns "
+           "(--probe-dim): its reference time is another exchange's",
+           path, file_dim, probe_dim);
   for (double m : ms) {
     ES_CHECK(std::isfinite(m) && m > 0, "{}: probe.reference_ms holds {}, must be positive", path,
              m);
@@ -178,7 +185,7 @@ nlohmann::json comm_bench_header(const CommBenchOptions& o, int num_devices,
           {"repeats", o.repeats},
           {"dtype", "float32"},
           // Every rank's quiet time of the reference exchange (alltoall.h).
-          {"probe", {{"exchange_dim", kReferenceExchangeDim}, {"reference_ms", reference_ms}}}};
+          {"probe", {{"exchange_dim", o.probe_dim}, {"reference_ms", reference_ms}}}};
   if (!o.reference_from.empty()) header["probe"]["reference_from"] = o.reference_from;
   if (o.passes > 1) header["passes"] = o.passes;  // absent: one (files of before it match)
   return header;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embshard/bench/alltoall.h"
 #include "embshard/bench/shard_timer.h"
 #include "embshard/cost/cost_model.h"
 #include "embshard/cost/measured_model.h"
@@ -70,7 +71,18 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
         !here(entry)) {
       continue;
     }
-    const auto ms = entry.value("probe", json::object()).value("reference_ms", std::vector<double>{});
+    const json probe = entry.value("probe", json::object());
+    // `eval` interleaves the standard reference exchange; another one's times
+    // are another scale (files before --probe-dim name none: the standard).
+    if (probe.value("exchange_dim", kReferenceExchangeDim) != kReferenceExchangeDim) {
+      scale.note += fmt::format("{}data.comm entry {} was normalized by a reference exchange of {} "
+                                "columns, not {}",
+                                scale.note.empty() ? "" : "; ",
+                                entry.value("path", std::string("?")),
+                                probe.value("exchange_dim", 0), kReferenceExchangeDim);
+      continue;
+    }
+    const auto ms = probe.value("reference_ms", std::vector<double>{});
     ES_CHECK(ms.empty() || static_cast<int>(ms.size()) == devices,
              "{}: data.comm entry {} holds {} ranks' reference times for {} ranks", path,
              entry.value("path", std::string("?")), ms.size(), devices);

@@ -95,6 +95,9 @@ TEST(CommBench, BadOptionsNameTheFlag) {
   bad = o;
   bad.pass_block_s = -1;
   fails(bad, 4, "--pass-block-s is -1");
+  bad = o;
+  bad.probe_dim = 0;
+  fails(bad, 4, "--probe-dim is 0");
 }
 
 TEST(CommBench, HeaderHoldsTheIdentity) {
@@ -118,9 +121,19 @@ TEST(CommBench, ReferencesComeFromCommFilesOnly) {
   CommBenchOptions o;
   o.batch = 512;
   json h = comm_bench_header(o, 2, {"a", "a"}, {0.1, 0.2});
-  EXPECT_EQ(exchange_references_of(h, "c.jsonl", 2, 512), (std::vector<double>{0.1, 0.2}));
+  EXPECT_EQ(exchange_references_of(h, "c.jsonl", 2, 512, kReferenceExchangeDim),
+            (std::vector<double>{0.1, 0.2}));
+  // Another reference exchange's time is another scale.
+  EXPECT_NE(testing::error_of([&] { exchange_references_of(h, "c.jsonl", 2, 512, 512); })
+                .find("c.jsonl: field 'probe.exchange_dim' is 64, the run's reference exchange "
+                      "has 512 columns"),
+            std::string::npos);
+  o.probe_dim = 512;
+  EXPECT_EQ(exchange_references_of(comm_bench_header(o, 2, {"a", "a"}, {0.3, 0.4}), "c.jsonl", 2,
+                                   512, 512),
+            (std::vector<double>{0.3, 0.4}));
   h["format"] = "embshard-compute-costs";
-  EXPECT_NE(testing::error_of([&] { exchange_references_of(h, "c.jsonl", 2, 512); })
+  EXPECT_NE(testing::error_of([&] { exchange_references_of(h, "c.jsonl", 2, 512, 64); })
                 .find("c.jsonl: format is 'embshard-compute-costs'"),
             std::string::npos);
 }

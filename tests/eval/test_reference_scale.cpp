@@ -67,6 +67,18 @@ TEST(ReferenceScale, ComesFromTheModelsTrainingData) {
     EXPECT_NE(s.note.find("no comm data at"), std::string::npos) << s.note;
   }
 
+  // Comm data normalized by another reference exchange (bench comm
+  // --probe-dim) are another scale: none, and the note says why.
+  json wide = comm_entry(4, 2048, {1, 2, 3, 4});
+  wide["probe"]["exchange_dim"] = 512;
+  s = model_reference_scale("neural", model_with(dir, {{"comm", {wide}}}), kCpu, 4, 2048);
+  EXPECT_TRUE(s.exchange_ms.empty());
+  EXPECT_NE(s.note.find("n.jsonl was normalized by a reference exchange of 512 columns, not 64"),
+            std::string::npos)
+      << s.note;
+  model_with(dir, {{"compute", {compute_entry(3.5), compute_entry(3.5)}},
+                   {"comm", {comm_entry(2, 2048, {0.03, 0.04}), comm_entry(4, 2048, {1, 2, 3, 4})}}});
+
   // Compute files on two scales, another probe, no probe, or measured on
   // another executor or cpu: no compute scale.
   json other_probe = compute_entry(3.5), other_executor = compute_entry(3.5),

@@ -70,6 +70,9 @@ void add_bench_comm_command(CLI::App& bench) {
   cmd->add_option("--reference-from", o.reference_from,
                   "Take every rank's reference exchange time from this earlier file (same "
                   "ranks and batch): one scale for a set of files");
+  cmd->add_option("--probe-dim", o.probe_dim,
+                  "Columns per rank of the reference exchange every figure is normalized by")
+      ->capture_default_str();
   cmd->add_option("--timeout-s", o.timeout_s,
                   "Abort when any collective takes longer (a rank died or hangs)")
       ->capture_default_str();

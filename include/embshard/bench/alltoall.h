@@ -13,7 +13,7 @@ namespace embshard {
 // How the all-to-alls of one placement are timed: `warmup` untimed runs, then
 // `repeats` rounds of the placement's exchanges interleaved (in a random
 // order every rank draws alike from `seed`) with `repeats` rounds of a fixed
-// reference exchange (kReferenceExchangeDim columns on every rank); `batch`
+// reference exchange (`probe_dim` columns on every rank); `batch`
 // rows in all (batch / N per rank). Each rank normalizes its own figures by
 // the ratio to the reference exchange and its quiet time (bench/interleaved.h).
 struct AllToAllTiming {
@@ -21,6 +21,7 @@ struct AllToAllTiming {
   int warmup = 3;
   int repeats = 10;
   uint64_t seed = 0;
+  int probe_dim = 64;  // kReferenceExchangeDim
 };
 constexpr int kReferenceExchangeDim = 64;
 // A forward's transfer (its time less the wait for the last device's delay)

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "embshard/bench/alltoall.h"
 #include "embshard/cost/comm_model.h"
 
 namespace embshard {
@@ -54,6 +55,7 @@ struct CommBenchOptions {
   // `bench comm` file (same ranks and batch) instead of measuring it: one
   // scale for a set of files (empty: measure).
   std::string reference_from;
+  int probe_dim = kReferenceExchangeDim;  // the reference exchange's columns per rank
   double timeout_s = 60;  // every collective must complete within this
   int64_t show = 12;      // records printed at the end
   // Measure the row-wise and data-parallel collectives of drawn loads
@@ -99,9 +101,10 @@ void check_comm_options(const CommBenchOptions& options, int num_devices);
 
 // Every rank's reference exchange time in a `bench comm` file's header. Error
 // naming `path` and the field when the file has none (version 1) or was
-// measured over other ranks or at another batch (another exchange).
+// measured over other ranks, at another batch or with a reference exchange of
+// other than `probe_dim` columns (another exchange).
 std::vector<double> exchange_references_of(const nlohmann::json& header, const std::string& path,
-                                           int num_devices, int64_t batch);
+                                           int num_devices, int64_t batch, int probe_dim);
 
 // The header line: format, versions, machine (rank 0's, plus every rank's
 // hostname), N and the options that shape the records.
