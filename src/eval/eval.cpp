@@ -339,6 +339,7 @@ EvalSummary summarize_eval(const std::vector<json>& records,
   for (size_t a = 0; a < algos.size(); ++a) summary[a].name = algos[a];
   int planned = 0;
   result.raw_clock = true;
+  std::vector<std::vector<double>> scores(algos.size());  // per algorithm, per task counted
   for (const json& r : records) {
     if (r.contains("infeasible")) continue;
     // Means compare algorithms on the same tasks: a task where any of them
@@ -364,6 +365,7 @@ EvalSummary summarize_eval(const std::vector<json>& records,
       const double score = x[key].get<double>();
       const double predicted = x["predicted_ms"].get<double>();
       AlgoSummary& s = summary[a];
+      scores[a].push_back(score);
       s.mean_measured_ms += measured ? score : 0;
       s.mean_predicted_ms += predicted;
       s.tasks_won += score <= best * (1 + 1e-9) ? 1 : 0;
@@ -382,19 +384,28 @@ EvalSummary summarize_eval(const std::vector<json>& records,
     return result.predicted_only ? s.mean_predicted_ms : s.mean_measured_ms;
   };
   double best_baseline = INFINITY, best_raw_baseline = INFINITY;
-  for (AlgoSummary& s : summary) {
+  size_t best = 0;
+  for (size_t a = 0; a < summary.size(); ++a) {
+    AlgoSummary& s = summary[a];
     s.mean_measured_ms /= n;
     s.mean_predicted_ms /= n;
     s.mean_gap_to_bound /= n;
     s.prediction_mape_pct /= n;
     s.mean_raw_ms = result.raw_clock ? s.mean_raw_ms / n : 0;
     if (is_baseline(s.name)) {
+      if (score(s) < best_baseline) best = a;
       best_baseline = std::min(best_baseline, score(s));
       best_raw_baseline = std::min(best_raw_baseline, s.mean_raw_ms);
     }
   }
-  for (AlgoSummary& s : summary) {
+  for (size_t a = 0; a < summary.size(); ++a) {
+    AlgoSummary& s = summary[a];
     s.ratio_to_best_baseline = std::isfinite(best_baseline) ? score(s) / best_baseline : 0;
+    if (std::isfinite(best_baseline) && planned >= 2) {
+      const RatioInterval ci = bootstrap_ratio_interval(scores[a], scores[best], 0.95);
+      s.ratio_ci_low = ci.low;
+      s.ratio_ci_high = ci.high;
+    }
     s.raw_ratio_to_best_baseline =
         result.raw_clock && std::isfinite(best_raw_baseline) ? s.mean_raw_ms / best_raw_baseline
                                                              : 0;
@@ -415,6 +426,9 @@ json eval_summary_json(const EvalSummary& summary, const std::string& comm_sourc
                      {"mean_predicted_ms", figure(!none, s.mean_predicted_ms)},
                      {"ratio_to_best_baseline", figure(s.ratio_to_best_baseline > 0,
                                                        s.ratio_to_best_baseline)},
+                     {"ratio_ci95", s.ratio_ci_high > 0
+                                        ? json::array({s.ratio_ci_low, s.ratio_ci_high})
+                                        : json(nullptr)},
                      {"tasks_won", s.tasks_won},
                      {"mean_gap_to_bound", figure(!none, s.mean_gap_to_bound)},
                      {"prediction_mape_pct", figure(measured, s.prediction_mape_pct)},
@@ -440,21 +454,27 @@ std::string eval_report(const EvalSummary& summary, const std::string& comm_sour
     return ratio > 0 ? fmt::format("{:.3f}", ratio) : std::string("-");
   };
   const auto ratio = [&](const AlgoSummary& s) { return shown(s.ratio_to_best_baseline); };
+  const auto interval = [](const AlgoSummary& s) {
+    return s.ratio_ci_high > 0 ? fmt::format("{:.3f}-{:.3f}", s.ratio_ci_low, s.ratio_ci_high)
+                               : std::string("-");
+  };
+  const std::string interval_note =
+      "; 95% CI: the ratio's interval over the tasks (bootstrap), not run-to-run drift";
   if (summary.predicted_only) {
-    TextTable table({"algorithm", "mean predicted ms", "x best baseline", "tasks won", "no plan",
-                     "gap to bound %"});
+    TextTable table({"algorithm", "mean predicted ms", "x best baseline", "95% CI", "tasks won",
+                     "no plan", "gap to bound %"});
     for (const AlgoSummary& s : summary.algos) {
-      table.add_row({s.name, fmt::format("{:.3f}", s.mean_predicted_ms), ratio(s),
+      table.add_row({s.name, fmt::format("{:.3f}", s.mean_predicted_ms), ratio(s), interval(s),
                      fmt::format("{}/{}", s.tasks_won, tasks), std::to_string(s.failed),
                      fmt::format("{:.1f}", 100 * s.mean_gap_to_bound)});
     }
     return fmt::format("{} tasks; predicted only (nothing executed): every figure is the cost "
-                       "model's; communication: {}\n{}",
-                       tasks, comm_source, table.render());
+                       "model's; communication: {}{}\n{}",
+                       tasks, comm_source, interval_note, table.render());
   }
   std::vector<std::string> columns = {"algorithm",     "mean measured ms", "mean predicted ms",
-                                      "x best baseline", "tasks won",        "no plan",
-                                      "pred. error %",   "gap to bound %"};
+                                      "x best baseline", "95% CI",           "tasks won",
+                                      "no plan",         "pred. error %",    "gap to bound %"};
   if (summary.raw_clock) columns.insert(columns.end(), {"raw clock ms", "x best (raw)"});
   TextTable table(columns);
   for (const AlgoSummary& s : summary.algos) {
@@ -462,6 +482,7 @@ std::string eval_report(const EvalSummary& summary, const std::string& comm_sour
                                     fmt::format("{:.3f}", s.mean_measured_ms),
                                     fmt::format("{:.3f}", s.mean_predicted_ms),
                                     ratio(s),
+                                    interval(s),
                                     fmt::format("{}/{}", s.tasks_won, tasks),
                                     std::to_string(s.failed),
                                     fmt::format("{:.1f}", s.prediction_mape_pct),
@@ -473,8 +494,8 @@ std::string eval_report(const EvalSummary& summary, const std::string& comm_sour
     table.add_row(row);
   }
   return fmt::format("{} tasks; measured = every device's fused forward+backward+update on the "
-                     "executor; communication: {}{}\n{}",
-                     tasks, comm_source,
+                     "executor; communication: {}{}{}\n{}",
+                     tasks, comm_source, interval_note,
                      summary.raw_clock ? "; raw clock = the wall clock's medians (compute from the "
                                          "same runs, all-to-alls timed again), drift not "
                                          "cancelled"
@@ -488,7 +509,7 @@ std::string eval_svg(const EvalSummary& result, int devices) {
   const bool predicted = result.predicted_only;  // bars predicted, no ticks
   auto bar = [&](const AlgoSummary& s) { return predicted ? s.mean_predicted_ms : s.mean_measured_ms; };
   constexpr double kBar = 28, kLeft = 150, kTop = 50;
-  const double label_w = result.raw_clock ? 230 : 150;  // room for the labels
+  const double label_w = result.raw_clock ? 310 : 230;  // room for the labels
   const double width = 490 + label_w;
   double top = 0;
   for (const AlgoSummary& s : summary) top = std::max({top, bar(s), s.mean_predicted_ms});
@@ -521,9 +542,12 @@ std::string eval_svg(const EvalSummary& result, int devices) {
     }
     const std::string raw =
         result.raw_clock ? fmt::format("; raw x{:.2f}", s.raw_ratio_to_best_baseline) : "";
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.2f} ms (x{:.2f}{})</text>\n",
+    const std::string ci = s.ratio_ci_high > 0 ? fmt::format(" [{:.2f}-{:.2f}]", s.ratio_ci_low,
+                                                             s.ratio_ci_high)
+                                               : "";
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.2f} ms (x{:.2f}{}{})</text>\n",
                        kLeft + std::max(bar(s), s.mean_predicted_ms) * scale + 6,
-                       y + kBar * 0.65, bar(s), s.ratio_to_best_baseline, raw);
+                       y + kBar * 0.65, bar(s), s.ratio_to_best_baseline, ci, raw);
     y += kBar + 12;
   }
   return svg + "</svg>\n";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "embshard/util/error.h"
@@ -114,6 +115,37 @@ MedianInterval median_confidence_interval(std::span<const double> values, double
   interval.high = sorted[interval.high_rank];
   interval.coverage = coverage;
   return interval;
+}
+
+RatioInterval bootstrap_ratio_interval(std::span<const double> numerators,
+                                       std::span<const double> denominators, double confidence,
+                                       int resamples, uint64_t seed) {
+  const size_t n = numerators.size();
+  ES_CHECK(n > 0 && denominators.size() == n,
+           "bootstrap ratio: {} numerators and {} denominators, need the same count, at least one",
+           n, denominators.size());
+  ES_CHECK(confidence > 0 && confidence < 1, "bootstrap ratio: confidence {} must lie in (0, 1)",
+           confidence);
+  ES_CHECK(resamples >= 1, "bootstrap ratio: {} resamples, need at least 1", resamples);
+  for (size_t i = 0; i < n; ++i) {
+    ES_CHECK(std::isfinite(numerators[i]) && std::isfinite(denominators[i]) && denominators[i] > 0,
+             "bootstrap ratio: item {} is {} / {}: needs finite values and a positive denominator",
+             i, numerators[i], denominators[i]);
+  }
+  std::mt19937_64 rng(seed);
+  std::vector<double> ratios(static_cast<size_t>(resamples));
+  for (double& r : ratios) {
+    double num = 0, den = 0;
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = static_cast<size_t>(rng() % n);
+      num += numerators[i];
+      den += denominators[i];
+    }
+    r = num / den;
+  }
+  std::sort(ratios.begin(), ratios.end());
+  return {quantile_of_sorted(ratios, (1 - confidence) / 2),
+          quantile_of_sorted(ratios, (1 + confidence) / 2)};
 }
 
 }  // namespace embshard

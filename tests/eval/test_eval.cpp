@@ -393,7 +393,8 @@ TEST(Eval, SummaryReadsTheRawClock) {
   EXPECT_DOUBLE_EQ(j["algorithms"]["neuroshard"]["mean_raw_ms"].get<double>(), 30);
   const std::string report = eval_report(s, "test");
   EXPECT_NE(report.find("x best (raw)"), std::string::npos) << report;
-  EXPECT_NE(eval_svg(s, 4).find("(x0.80; raw x1.00)"), std::string::npos) << eval_svg(s, 4);
+  EXPECT_NE(eval_svg(s, 4).find("(x0.80 [0.80-0.80]; raw x1.00)"), std::string::npos)
+      << eval_svg(s, 4);
   records.push_back(record(3, 10, 0, 9, 0));  // measured without the raw clock
   const EvalSummary mixed = summarize_eval(records, algos);
   EXPECT_FALSE(mixed.raw_clock);
@@ -402,6 +403,38 @@ TEST(Eval, SummaryReadsTheRawClock) {
   EXPECT_TRUE(mixed_json["algorithms"]["neuroshard"]["mean_raw_ms"].is_null());
   EXPECT_EQ(eval_report(mixed, "test").find("raw"), std::string::npos);
   EXPECT_EQ(eval_svg(mixed, 4).find("raw"), std::string::npos);
+}
+
+// The ratio to the best baseline comes with its interval over the tasks:
+// inside the tasks' own ratios, around the ratio of means; none from one task.
+TEST(Eval, SummaryGivesTheRatiosIntervalOverTheTasks) {
+  const auto record = [](int task, double greedy, double ours) {
+    const auto algo = [](double ms) {
+      return json{{"measured_ms", ms}, {"predicted_ms", ms}, {"bound_ms", ms / 2}};
+    };
+    return json{{"task", task}, {"algos", {{"greedy", algo(greedy)}, {"neuroshard", algo(ours)}}}};
+  };
+  const std::vector<std::string> algos = {"greedy", "neuroshard"};
+  // Per-task ratios 0.7, 0.95, 0.8, 1.1, 0.75, 0.9.
+  const std::vector<json> records = {record(0, 10, 7),  record(1, 20, 19), record(2, 10, 8),
+                                     record(3, 5, 5.5), record(4, 8, 6),   record(5, 12, 10.8)};
+  const EvalSummary s = summarize_eval(records, algos);
+  const AlgoSummary& ours = s.algos[1];
+  EXPECT_GE(ours.ratio_ci_low, 0.7);
+  EXPECT_LT(ours.ratio_ci_low, ours.ratio_to_best_baseline);
+  EXPECT_GT(ours.ratio_ci_high, ours.ratio_to_best_baseline);
+  EXPECT_LE(ours.ratio_ci_high, 1.1);
+  EXPECT_DOUBLE_EQ(s.algos[0].ratio_ci_low, 1.0);  // the best baseline against itself
+  EXPECT_DOUBLE_EQ(s.algos[0].ratio_ci_high, 1.0);
+  const json j = eval_summary_json(s, "test")["algorithms"]["neuroshard"]["ratio_ci95"];
+  ASSERT_TRUE(j.is_array()) << j.dump();
+  EXPECT_DOUBLE_EQ(j[0].get<double>(), ours.ratio_ci_low);
+  const std::string shown = fmt::format("{:.3f}-{:.3f}", ours.ratio_ci_low, ours.ratio_ci_high);
+  EXPECT_NE(eval_report(s, "test").find(shown), std::string::npos) << eval_report(s, "test");
+
+  const EvalSummary one = summarize_eval({records[0]}, algos);
+  EXPECT_EQ(one.algos[1].ratio_ci_high, 0);
+  EXPECT_TRUE(eval_summary_json(one, "test")["algorithms"]["neuroshard"]["ratio_ci95"].is_null());
 }
 
 TEST(Eval, CliRejectsUnknownAlgorithm) {

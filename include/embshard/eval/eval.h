@@ -159,6 +159,11 @@ struct AlgoSummary {
   // neuroshard, dreamshard, autoshard and the +verify ones with the lowest
   // mean).
   double ratio_to_best_baseline = 0;
+  // Its 95% interval over the tasks (a paired percentile bootstrap,
+  // util/statistics.h): how far the ratio could move with other tasks of the
+  // same kind, not what moves every task alike (0 and 0: no baseline, or
+  // fewer than two tasks).
+  double ratio_ci_low = 0, ratio_ci_high = 0;
   int tasks_won = 0;                  // lowest measured cost (ties count for each)
   double mean_gap_to_bound = 0;       // mean of predicted / bound - 1 (the bound is the model's)
   double prediction_mape_pct = 0;     // predicted vs measured

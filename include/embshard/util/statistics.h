@@ -56,4 +56,20 @@ MedianInterval median_confidence_interval(std::span<const double> values, double
 // the interval is empty or a single point.
 double median_interval_coverage(int64_t n, int64_t low_rank);
 
+// The percentile bootstrap interval of sum(numerators) / sum(denominators)
+// over paired items (item i brings numerators[i] and denominators[i]
+// together): `resamples` draws of n items with replacement, seeded by
+// `seed`, and the (1 - confidence) / 2 and (1 + confidence) / 2 quantiles of
+// their ratios. How far a ratio of means over a few tasks could move with
+// other tasks of the same kind; it says nothing of what moves every item
+// alike. Error when the spans are empty or differ in length, a value is not
+// finite, a denominator is not positive, confidence is outside (0, 1) or
+// resamples < 1.
+struct RatioInterval {
+  double low = 0, high = 0;
+};
+RatioInterval bootstrap_ratio_interval(std::span<const double> numerators,
+                                       std::span<const double> denominators, double confidence,
+                                       int resamples = 2000, uint64_t seed = 1);
+
 }  // namespace embshard
