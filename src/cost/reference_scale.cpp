@@ -24,8 +24,19 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
                                    const std::string& executor, int devices, int64_t batch) {
   ReferenceScale scale;
   scale.source = path;
-  const json data = manifest.value("data", json::object());
+  json data = manifest.value("data", json::object());
   ES_CHECK(data.is_object(), "{}: field 'data' is not an object", path);
+  // A fitted model predicts on the scale of the files it was fitted to
+  // (`fitted.scale`): its compute, and its exchanges where it fitted them.
+  const json fitted = manifest.value("fitted", json::object()).value("scale", json());
+  if (fitted.is_object()) {
+    ES_CHECK(fitted.contains("compute") && fitted["compute"].is_array(),
+             "{}: field 'fitted.scale' has no 'compute' list", path);
+    data["compute"] = fitted["compute"];
+    data["ground_truth"] = fitted.value("ground_truth", json());
+    if (fitted.contains("comm")) data["comm"] = fitted["comm"];
+    scale.source = path + " (the data it was fitted to)";
+  }
 
   // Only data measured on a machine like this one set its scale: a reference
   // time is a time on that machine.

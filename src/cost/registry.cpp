@@ -18,8 +18,10 @@ namespace embshard {
 namespace {
 
 // Empty paths mean the shipped models. A model set directory (neural/ and,
-// where one device cannot measure an all-to-all, comm.json) stands for its
-// networks and its comm constants.
+// where one device cannot measure an all-to-all, comm.json, or a calibration
+// of its own machine, analytic.json, as the shipped models/ has) stands for
+// its networks and its comm constants or calibration (the collectives, and
+// the all-to-all outside the networks' device counts).
 CostModelOptions with_defaults(const CostModelOptions& options) {
   CostModelOptions o = options;
   o.model_dir = neural_model_dir(options.model_dir);
@@ -28,9 +30,11 @@ CostModelOptions with_defaults(const CostModelOptions& options) {
   std::filesystem::path given = std::filesystem::path(options.model_dir).lexically_normal();
   if (given.filename().empty()) given = given.parent_path();
   const std::filesystem::path set = o.model_dir != options.model_dir ? given : given.parent_path();
-  if (!options.model_dir.empty() && o.calibration.empty() &&
-      std::filesystem::exists(set / "comm.json")) {
-    o.calibration = (set / "comm.json").string();
+  for (const char* file : {"comm.json", "analytic.json"}) {
+    if (!options.model_dir.empty() && o.calibration.empty() &&
+        std::filesystem::exists(set / file)) {
+      o.calibration = (set / file).string();
+    }
   }
   if (o.calibration.empty()) o.calibration = shipped_models_dir() + "/analytic.json";
   ES_CHECK(o.batch_size >= 0, "cost model: batch size {} is negative", o.batch_size);

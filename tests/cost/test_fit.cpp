@@ -81,6 +81,12 @@ TEST(Fit, TestFilesOnlyJudge) {
   EXPECT_NEAR(r.power, 1.1, 1e-3);
   EXPECT_LT(r.after.mape_pct, 0.1);
   EXPECT_EQ(r.model.info["fitted"]["test_data"], "pools the fit never saw");
+  // The fitted model's scale is its files' (eval measures on it), in order.
+  const nlohmann::json& scale = r.model.info["fitted"]["scale"]["compute"];
+  ASSERT_EQ(scale.size(), 3u) << scale.dump();
+  EXPECT_EQ(std::filesystem::path(scale[2]["path"].get<std::string>()).filename(), "c.jsonl");
+  EXPECT_EQ(scale[2]["records"], 20);
+  EXPECT_EQ(scale[2]["probe"], load_compute_data(dir.file("c.jsonl")).header.value("probe", nlohmann::json()));
 }
 
 // What fit measures: per (profile, batch) a pool to fit on and another, of
@@ -171,6 +177,10 @@ TEST(Fit, CommRecoversAKnownDistortion) {
   EXPECT_GT(r.before.mape_pct, 20);
   EXPECT_LT(r.after.mape_pct, 0.1);
   EXPECT_EQ(m.info["fitted"]["comm"]["fit_placements"], r.fit_records);
+  const nlohmann::json& scale = m.info["fitted"]["scale"]["comm"];
+  ASSERT_EQ(scale.size(), 2u) << scale.dump();
+  EXPECT_EQ(scale[0]["num_devices"], 4);
+  EXPECT_EQ(scale[1]["num_devices"], 2);
   // Compute untouched; saved and loaded, the fitted comm networks predict.
   EXPECT_EQ(m.compute.target_mean, shipped.compute.target_mean);
   save_neural_model(m, dir.file("fitted"));

@@ -12,6 +12,7 @@
 #include "cost_test_util.h"
 #include "embshard/cost/accuracy_report.h"
 #include "embshard/cost/cost_data.h"
+#include "embshard/cost/analytic/calibration.h"
 #include "embshard/cost/analytic/terms.h"
 #include "embshard/cost/neural/features.h"
 #include "embshard/cost/neural/model.h"
@@ -461,6 +462,20 @@ TEST(Registry, AModelSetsCommConstantsComeWithItsNeuralDirectoryToo) {
   analytic.model_dir = dir.file("set");
   const std::string message = testing::error_of([&] { create_cost_model("analytic", analytic); });
   EXPECT_NE(message.find("not an analytic calibration"), std::string::npos) << message;
+
+  // A set of another CPU machine: its own calibration (embshard calibrate),
+  // named as the shipped models/analytic.json beside models/neural.
+  Calibration c = load_calibration(shipped_models_dir() + "/analytic.json");
+  c.comm_gbps = 321;
+  save_neural_model(m, dir.file("cpu_set/neural"));
+  save_calibration(c, dir.file("cpu_set/analytic.json"));
+  CostModelOptions o;
+  o.model_dir = dir.file("cpu_set");
+  const CostModel model = create_cost_model("neural", o);
+  EXPECT_NE(model.name.find("321 GB/s"), std::string::npos) << model.name;
+  o.model_dir = dir.file("set/neural");  // comm.json first where a set has both
+  save_calibration(c, dir.file("set/analytic.json"));
+  EXPECT_NE(create_cost_model("neural", o).name.find("350 GB/s"), std::string::npos);
 }
 
 }  // namespace

@@ -136,6 +136,37 @@ std::string shipped_model_here(const ScratchDir& dir) {
 
 // The shipped model records the scale of its data: one probe reference, and
 // exchanges at every rank count and batch it was trained on.
+// A fitted model predicts on the scale of the data it was fitted to: its
+// compute files', and its exchanges' where it fitted them (else the
+// pre-trained data's).
+TEST(ReferenceScale, AFittedModelHasItsFitDatasScale) {
+  ScratchDir dir("reference_scale_fitted");
+  json data = {{"compute", {compute_entry(3.5)}}, {"comm", {comm_entry(4, 2048, {1, 2, 3, 4})}}};
+  data["ground_truth"] = kNormalized;
+  json manifest = {{"data", data},
+                   {"fitted",
+                    {{"scale", {{"ground_truth", kNormalized},
+                                {"compute", {compute_entry(3.9), compute_entry(3.9)}}}}}}};
+  std::filesystem::create_directories(dir.file("model"));
+  testing::spit(dir.file("model/manifest.json"), manifest.dump());
+  ReferenceScale s = model_reference_scale("neural", dir.file("model"), kCpu, 4, 2048);
+  ASSERT_TRUE(s.compute.has_value()) << s.note;
+  EXPECT_DOUBLE_EQ(s.compute->reference_ms, 3.9);
+  EXPECT_EQ(s.exchange_ms, (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_NE(s.source.find("the data it was fitted to"), std::string::npos) << s.source;
+
+  manifest["fitted"]["scale"]["comm"] = {comm_entry(4, 2048, {5, 6, 7, 8})};
+  testing::spit(dir.file("model/manifest.json"), manifest.dump());
+  s = model_reference_scale("neural", dir.file("model"), kCpu, 4, 2048);
+  EXPECT_EQ(s.exchange_ms, (std::vector<double>{5, 6, 7, 8}));
+
+  manifest["fitted"]["scale"].erase("compute");
+  testing::spit(dir.file("model/manifest.json"), manifest.dump());
+  EXPECT_NE(testing::error_of([&] { model_reference_scale("neural", dir.file("model"), kCpu, 4, 2048); })
+                .find("manifest.json: field 'fitted.scale' has no 'compute' list"),
+            std::string::npos);
+}
+
 TEST(ReferenceScale, TheShippedModelHasOne) {
   ScratchDir dir("reference_scale_shipped");
   const std::string model = shipped_model_here(dir);

@@ -10,6 +10,10 @@
 
 namespace embshard {
 
+// The standard reference exchange's columns per rank (eval's and the shipped
+// files'; bench comm --probe-dim measures with another).
+constexpr int kReferenceExchangeDim = 64;
+
 // How the all-to-alls of one placement are timed: `warmup` untimed runs, then
 // `repeats` rounds of the placement's exchanges interleaved (in a random
 // order every rank draws alike from `seed`) with `repeats` rounds of a fixed
@@ -21,9 +25,8 @@ struct AllToAllTiming {
   int warmup = 3;
   int repeats = 10;
   uint64_t seed = 0;
-  int probe_dim = 64;  // kReferenceExchangeDim
+  int probe_dim = kReferenceExchangeDim;
 };
-constexpr int kReferenceExchangeDim = 64;
 // A forward's transfer (its time less the wait for the last device's delay)
 // is at least this: the drift factor needs a positive figure.
 constexpr double kMinExchangeMs = 0.001;

@@ -12,6 +12,7 @@
 
 #include "embshard/cost/cost_data.h"
 #include "embshard/cost/neural/model.h"
+#include "embshard/cost/neural/train.h"
 #include "embshard/util/error.h"
 #include "embshard/util/machine.h"
 #include "embshard/util/reporter.h"
@@ -72,13 +73,21 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
   std::vector<ComputeData> files;
   LoadOptions lo;
   lo.raw = o.raw;
+  // The fitted model predicts on the scale of the files it is fitted to and
+  // judged by (measured here), so eval measures on theirs
+  // (model_reference_scale), not on the pre-trained model's.
+  nlohmann::json scale = {{"compute", nlohmann::json::array()}};
   for (const auto* paths : {&o.data_paths, &o.test_paths}) {
     for (const std::string& path : *paths) {
       files.push_back(load_compute_data(path, lo));
       report_problems(path, files.back().problems, reporter);
+      scale["compute"].push_back(data_file_entry(path, files.back().header,
+                                                 files.back().records.size(),
+                                                 files.back().problems.size()));
     }
   }
   ComputeData data = merge_compute_data(std::move(files));
+  scale["ground_truth"] = ground_truth_label(data.normalized);
   std::vector<double> predicted, measured;
   for (const ComputeRecord& rec : data.records) {
     predicted.push_back(predict_compute_ms(r.model, rec.tables, rec.batch));
@@ -156,7 +165,8 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
                             {"test_data", o.test_paths.empty() ? "a share of the fit's pools"
                                                                : "pools the fit never saw"},
                             {"test_mape_before_pct", r.before.mape_pct},
-                            {"test_mape_after_pct", r.after.mape_pct}};
+                            {"test_mape_after_pct", r.after.mape_pct},
+                            {"scale", scale}};
   reporter.note(fmt::format("fit: log ms' = {:.4f} + {:.4f} log ms + {:.4f} log(batch / {}) over "
                             "{} records; test MAPE {:.2f}% -> {:.2f}% ({} records)",
                             r.log_scale, r.power, r.batch_power, r.model.batch_size,
@@ -238,7 +248,12 @@ CommFitResult fit_comm_model(NeuralModel& model, const std::vector<CommData>& fi
   plane(false, model.comm_bwd, r.bwd_log_scale, r.bwd_power);
   r.after = judge();
   std::string data;
-  for (const CommData& f : files) data += (data.empty() ? "" : ",") + f.path;
+  nlohmann::json scale = nlohmann::json::array();  // the exchanges' scale, as the compute's
+  for (const CommData& f : files) {
+    data += (data.empty() ? "" : ",") + f.path;
+    scale.push_back(data_file_entry(f.path, f.header, f.records.size(), f.problems.size()));
+  }
+  model.info["fitted"]["scale"]["comm"] = scale;
   model.info["fitted"]["comm"] = {{"data", data},
                                   {"fwd_log_scale", r.fwd_log_scale},
                                   {"fwd_power", r.fwd_power},

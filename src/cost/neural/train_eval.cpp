@@ -11,7 +11,6 @@
 #include "embshard/util/machine.h"
 
 namespace embshard {
-namespace {
 
 using nlohmann::json;
 
@@ -31,6 +30,8 @@ json data_file_entry(const std::string& path, const json& header, size_t records
           // scale (model_reference_scale, docs/eval.md).
           {"probe", header.value("probe", json())}};
 }
+
+namespace {
 
 json options_json(const TrainOptions& o) {
   return {{"seed", o.seed},

@@ -47,6 +47,13 @@ struct TrainResult {
   std::vector<std::string> notes;       // split sizes, stopping epochs, skipped records
 };
 
+// A data file's entry in a model's manifest (`data`, and a fitted model's
+// `fitted.scale`): its path, crc32, records, machine, executor, batch, ranks,
+// and the reference its ground truth was normalized to (`probe`: the model's
+// scale, model_reference_scale in measured_model.h).
+nlohmann::json data_file_entry(const std::string& path, const nlohmann::json& header,
+                               size_t records, size_t skipped);
+
 // Trains, evaluates on the held-out splits and returns the model (not saved).
 TrainResult train_neural_model(const TrainOptions& options);
 
