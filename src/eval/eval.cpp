@@ -508,12 +508,17 @@ std::string eval_svg(const EvalSummary& result, int devices) {
   const int tasks = result.tasks;
   const bool predicted = result.predicted_only;  // bars predicted, no ticks
   auto bar = [&](const AlgoSummary& s) { return predicted ? s.mean_predicted_ms : s.mean_measured_ms; };
-  constexpr double kBar = 28, kLeft = 150, kTop = 50;
-  const double label_w = result.raw_clock ? 310 : 230;  // room for the labels
-  const double width = 490 + label_w;
+  constexpr double kBar = 28, kTop = 50;
+  // Room for the longest name on the left (about 7 px a character at 12 px),
+  // and for the labels on the right.
+  size_t longest = 0;
+  for (const AlgoSummary& s : summary) longest = std::max(longest, s.name.size());
+  const double left = std::max(150.0, 16 + 7.0 * static_cast<double>(longest));
+  const double label_w = result.raw_clock ? 310 : 230;
+  const double width = 340 + left + label_w;
   double top = 0;
   for (const AlgoSummary& s : summary) top = std::max({top, bar(s), s.mean_predicted_ms});
-  const double scale = top > 0 ? (width - kLeft - label_w) / top : 0;
+  const double scale = top > 0 ? (width - left - label_w) / top : 0;
   const double height = kTop + summary.size() * (kBar + 12) + 40;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
@@ -521,23 +526,26 @@ std::string eval_svg(const EvalSummary& result, int devices) {
       "fill=\"white\"/>\n<text x=\"10\" y=\"22\" font-size=\"15\">Mean {} cost per "
       "algorithm ({} tasks, {} devices)</text>\n<text x=\"10\" y=\"40\" fill=\"#555\">{}</text>\n",
       width, height, predicted ? "predicted" : "measured", tasks, devices,
-      predicted            ? "bar: predicted by the cost model (nothing executed)"
-      : result.raw_clock ? "bar: measured (executor); tick: predicted by the cost model; raw: "
-                           "x best baseline on the wall clock"
-                         : "bar: measured (executor); tick: predicted by the cost model");
+      predicted ? "bar: predicted by the cost model (nothing executed); [a-b]: 95% interval "
+                  "of the ratio over the tasks"
+      : result.raw_clock ? "bar: measured (executor); tick: predicted by the cost model; [a-b]: "
+                           "95% interval of the ratio over the tasks; raw: x best baseline on "
+                           "the wall clock"
+                         : "bar: measured (executor); tick: predicted by the cost model; [a-b]: "
+                           "95% interval of the ratio over the tasks");
   double y = kTop;
   for (const AlgoSummary& s : summary) {
     const bool ours = !is_baseline(s.name);
     svg += fmt::format(
         "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n<rect x=\"{}\" y=\"{}\" "
         "width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>\n",
-        kLeft - 8, y + kBar * 0.65, xml_escaped(s.name), kLeft, y, bar(s) * scale, kBar,
+        left - 8, y + kBar * 0.65, xml_escaped(s.name), left, y, bar(s) * scale, kBar,
         ours ? "#d62728" : "#1f77b4");
     if (!predicted) {
       svg += fmt::format(
           "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{}\" y2=\"{}\" stroke=\"black\" "
           "stroke-width=\"2\"/>\n",
-          kLeft + s.mean_predicted_ms * scale, kLeft + s.mean_predicted_ms * scale, y - 3,
+          left + s.mean_predicted_ms * scale, left + s.mean_predicted_ms * scale, y - 3,
           y + kBar + 3);
     }
     const std::string raw =
@@ -546,7 +554,7 @@ std::string eval_svg(const EvalSummary& result, int devices) {
                                                              s.ratio_ci_high)
                                                : "";
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\">{:.2f} ms (x{:.2f}{}{})</text>\n",
-                       kLeft + std::max(bar(s), s.mean_predicted_ms) * scale + 6,
+                       left + std::max(bar(s), s.mean_predicted_ms) * scale + 6,
                        y + kBar * 0.65, bar(s), s.ratio_to_best_baseline, ci, raw);
     y += kBar + 12;
   }

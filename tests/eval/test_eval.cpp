@@ -432,6 +432,13 @@ TEST(Eval, SummaryGivesTheRatiosIntervalOverTheTasks) {
   const std::string shown = fmt::format("{:.3f}-{:.3f}", ours.ratio_ci_low, ours.ratio_ci_high);
   EXPECT_NE(eval_report(s, "test").find(shown), std::string::npos) << eval_report(s, "test");
 
+  // The chart leaves room for the longest name (16 + 7 px a character).
+  json renamed = records[0];
+  renamed["algos"]["neuroshard@table_wise+column_wise"] = renamed["algos"]["neuroshard"];
+  const std::string svg = eval_svg(
+      summarize_eval({renamed}, {"greedy", "neuroshard@table_wise+column_wise"}), 4);
+  EXPECT_NE(svg.find("<rect x=\"247\""), std::string::npos) << svg;
+
   const EvalSummary one = summarize_eval({records[0]}, algos);
   EXPECT_EQ(one.algos[1].ratio_ci_high, 0);
   EXPECT_TRUE(eval_summary_json(one, "test")["algorithms"]["neuroshard"]["ratio_ci95"].is_null());
