@@ -154,7 +154,7 @@ std::vector<double> exchange_references_of(const nlohmann::json& header, const s
            "{}: field 'batch_size' is {}, the run's batch is {}: its reference exchange is "
            "another one",
            path, file_batch, batch);
-  const int file_dim = header["probe"].value("exchange_dim", 0);
+  const int file_dim = header["probe"].value("exchange_dim", kReferenceExchangeDim);
   ES_CHECK(file_dim == probe_dim,
            "{}: field 'probe.exchange_dim' is {}, the run's reference exchange has {} columns "
            "(--probe-dim): its reference time is another exchange's",

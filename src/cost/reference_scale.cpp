@@ -84,7 +84,7 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
     }
     const json probe = entry.value("probe", json::object());
     // `eval` interleaves the standard reference exchange; another one's times
-    // are another scale (files before --probe-dim name none: the standard).
+    // are another scale (an entry that names none: the standard).
     if (probe.value("exchange_dim", kReferenceExchangeDim) != kReferenceExchangeDim) {
       scale.note += fmt::format("{}data.comm entry {} was normalized by a reference exchange of {} "
                                 "columns, not {}",
