@@ -86,7 +86,8 @@ TEST(Fit, TestFilesOnlyJudge) {
   ASSERT_EQ(scale.size(), 3u) << scale.dump();
   EXPECT_EQ(std::filesystem::path(scale[2]["path"].get<std::string>()).filename(), "c.jsonl");
   EXPECT_EQ(scale[2]["records"], 20);
-  EXPECT_EQ(scale[2]["probe"], load_compute_data(dir.file("c.jsonl")).header.value("probe", nlohmann::json()));
+  EXPECT_EQ(scale[2]["probe"],
+            load_compute_data(dir.file("c.jsonl")).header.value("probe", nlohmann::json()));
 }
 
 // What fit measures: per (profile, batch) a pool to fit on and another, of

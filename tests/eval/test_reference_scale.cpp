@@ -120,22 +120,6 @@ TEST(ReferenceScale, ComesFromTheModelsTrainingData) {
             std::string::npos);
 }
 
-// A copy of the shipped neural model whose data entries say they were
-// measured on this machine's cpu (the shipped ones name the development
-// machine's, and a scale is only taken from data of a machine like this one).
-std::string shipped_model_here(const ScratchDir& dir) {
-  const std::string model = dir.file("shipped");
-  std::filesystem::copy(neural_model_dir(""), model, std::filesystem::copy_options::recursive);
-  json manifest = json::parse(testing::slurp(model + "/manifest.json"));
-  for (const char* kind : {"compute", "unseen_compute", "comm"}) {
-    for (json& entry : manifest["data"][kind]) entry["machine"]["cpu"] = cpu_model();
-  }
-  testing::spit(model + "/manifest.json", manifest.dump());
-  return model;
-}
-
-// The shipped model records the scale of its data: one probe reference, and
-// exchanges at every rank count and batch it was trained on.
 // A fitted model predicts on the scale of the data it was fitted to: its
 // compute files', and its exchanges' where it fitted them (else the
 // pre-trained data's).
@@ -162,11 +146,27 @@ TEST(ReferenceScale, AFittedModelHasItsFitDatasScale) {
 
   manifest["fitted"]["scale"].erase("compute");
   testing::spit(dir.file("model/manifest.json"), manifest.dump());
-  EXPECT_NE(testing::error_of([&] { model_reference_scale("neural", dir.file("model"), kCpu, 4, 2048); })
-                .find("manifest.json: field 'fitted.scale' has no 'compute' list"),
+  const auto open = [&] { model_reference_scale("neural", dir.file("model"), kCpu, 4, 2048); };
+  EXPECT_NE(testing::error_of(open).find("manifest.json: field 'fitted.scale' has no 'compute' list"),
             std::string::npos);
 }
 
+// A copy of the shipped neural model whose data entries say they were
+// measured on this machine's cpu (the shipped ones name the development
+// machine's, and a scale is only taken from data of a machine like this one).
+std::string shipped_model_here(const ScratchDir& dir) {
+  const std::string model = dir.file("shipped");
+  std::filesystem::copy(neural_model_dir(""), model, std::filesystem::copy_options::recursive);
+  json manifest = json::parse(testing::slurp(model + "/manifest.json"));
+  for (const char* kind : {"compute", "unseen_compute", "comm"}) {
+    for (json& entry : manifest["data"][kind]) entry["machine"]["cpu"] = cpu_model();
+  }
+  testing::spit(model + "/manifest.json", manifest.dump());
+  return model;
+}
+
+// The shipped model records the scale of its data: one probe reference, and
+// exchanges at every rank count and batch it was trained on.
 TEST(ReferenceScale, TheShippedModelHasOne) {
   ScratchDir dir("reference_scale_shipped");
   const std::string model = shipped_model_here(dir);
