@@ -301,6 +301,15 @@ CollectiveData load_collective_data(const std::string& path, const LoadOptions& 
   return data;
 }
 
+bool has_row_blocks(const ComputeRecord& record) {
+  return std::ranges::any_of(record.tables, &TableFeatures::row_piece);
+}
+
+bool has_replica_slices(const ComputeRecord& record) {
+  return std::ranges::any_of(record.tables,
+                             [](const TableFeatures& t) { return t.batch_slices > 1; });
+}
+
 ComputeData merge_compute_data(std::vector<ComputeData> files) {
   ES_CHECK(!files.empty(), "merge_compute_data: no files");
   if (files.size() == 1) return std::move(files.front());

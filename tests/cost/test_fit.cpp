@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "cost/cost_test_util.h"
@@ -88,6 +89,47 @@ TEST(Fit, TestFilesOnlyJudge) {
   EXPECT_EQ(scale[2]["records"], 20);
   EXPECT_EQ(scale[2]["probe"],
             load_compute_data(dir.file("c.jsonl")).header.value("probe", nlohmann::json()));
+  EXPECT_EQ(r.pieces_before.count, 0);  // whole tables only: nothing judged apart
+  EXPECT_EQ(r.model.info["fitted"]["test_pieces"]["records"], 0);
+}
+
+// The judging records with a row block or a replica's batch slice are
+// judged apart as well, and the fit corrects them too.
+TEST(Fit, JudgesTheRecordsWithPiecesApart) {
+  testing::ScratchDir dir("fit_pieces");
+  FitOptions o;
+  o.model_dir = shipped_models_dir() + "/neural";
+  const NeuralModel shipped = load_neural_model(o.model_dir);
+  write_file(dir.file("a.jsonl"), shipped, shipped.max_batch_size, 40, 3);
+  write_file(dir.file("whole.jsonl"), shipped, shipped.max_batch_size, 30, 5);
+  // Of the judging records, the first table of every third is a row block
+  // and of the next a replica's slice; the rest stay whole.
+  {
+    std::ifstream in(dir.file("whole.jsonl"));
+    std::ofstream out(dir.file("c.jsonl"));
+    std::string line;
+    for (int k = -1; std::getline(in, line); ++k) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      if (k >= 0 && k % 3 == 0) j["tables"][0]["row_offset"] = 0;
+      if (k >= 0 && k % 3 == 1) j["tables"][0]["batch_slice"] = {1, 2};
+      out << j.dump() << "\n";
+    }
+  }
+  o.data_paths = {dir.file("a.jsonl")};
+  o.test_paths = {dir.file("c.jsonl")};
+  const FitResult r = fit_neural_model(o, silent_reporter());
+  EXPECT_EQ(r.test_records, 30);
+  ASSERT_EQ(r.piece_test_idx.size(), 20u);
+  for (size_t i : r.piece_test_idx) {
+    const ComputeRecord& rec = r.data.records[i];
+    EXPECT_TRUE(has_row_blocks(rec) != has_replica_slices(rec)) << rec.line;
+  }
+  EXPECT_EQ(r.pieces_before.count, 20);
+  EXPECT_GT(r.pieces_before.mape_pct, 50);  // the other machine is 3x slower
+  EXPECT_LT(r.pieces_after.mape_pct, r.pieces_before.mape_pct / 2);
+  EXPECT_EQ(r.model.info["fitted"]["test_pieces"]["records"], 20);
+  EXPECT_DOUBLE_EQ(r.model.info["fitted"]["test_pieces"]["mape_after_pct"].get<double>(),
+                   r.pieces_after.mape_pct);
 }
 
 // What fit measures: per (profile, batch) a pool to fit on and another, of

@@ -80,6 +80,10 @@ void run_fit(FitArgs& a) {
              r.before.mape_pct, r.after.mape_pct, r.before.p90_ape_pct, r.after.p90_ape_pct,
              r.before.kendall_tau, r.after.kendall_tau, r.before.median_error_pct,
              r.after.median_error_pct);
+  if (r.pieces_before.count > 0) {
+    fmt::print("of which {} with row blocks or replica slices: MAPE {:.2f}% -> {:.2f}%\n",
+               r.pieces_before.count, r.pieces_before.mape_pct, r.pieces_after.mape_pct);
+  }
   if (r.model.info["fitted"].contains("fine_tune")) {
     fmt::print("on those records the plane alone: MAPE {:.2f}%; fine-tuned after it: {:.2f}%\n",
                r.plane.mape_pct, r.after.mape_pct);

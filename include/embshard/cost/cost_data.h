@@ -67,6 +67,11 @@ struct ComputeRecord {
   double raw_ms = 0;          // the plain median (version 1: the same as ms)
 };
 
+// Whether a record's shard holds a row block of a table, or a replica's
+// slice of the batch.
+bool has_row_blocks(const ComputeRecord& record);
+bool has_replica_slices(const ComputeRecord& record);
+
 struct ComputeData {
   std::string path;
   nlohmann::json header;

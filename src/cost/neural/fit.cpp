@@ -153,6 +153,16 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
   }
   r.before = accuracy(before_p, test_m);
   r.after = r.plane = test_accuracy(r.model, data, r.test_idx);
+  before_p.clear();
+  test_m.clear();
+  for (size_t i : r.test_idx) {
+    if (!has_row_blocks(data.records[i]) && !has_replica_slices(data.records[i])) continue;
+    r.piece_test_idx.push_back(i);
+    before_p.push_back(predicted[i]);
+    test_m.push_back(measured[i]);
+  }
+  r.pieces_before = accuracy(before_p, test_m);
+  r.pieces_after = test_accuracy(r.model, data, r.piece_test_idx);
   r.model.info["fitted"] = {{"from", o.model_dir},
                             {"data", data.path},
                             {"ground_truth", ground_truth_label(data.normalized)},
@@ -166,6 +176,9 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
                                                                : "pools the fit never saw"},
                             {"test_mape_before_pct", r.before.mape_pct},
                             {"test_mape_after_pct", r.after.mape_pct},
+                            {"test_pieces", {{"records", r.pieces_before.count},
+                                             {"mape_before_pct", r.pieces_before.mape_pct},
+                                             {"mape_after_pct", r.pieces_after.mape_pct}}},
                             {"scale", scale}};
   reporter.note(fmt::format("fit: log ms' = {:.4f} + {:.4f} log ms + {:.4f} log(batch / {}) over "
                             "{} records; test MAPE {:.2f}% -> {:.2f}% ({} records)",

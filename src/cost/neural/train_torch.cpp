@@ -368,6 +368,8 @@ void fine_tune_fitted_model(FitResult& r, const FineTuneOptions& o, Reporter& re
   net.table = export_mlp(table);
   net.head = export_mlp(head);
   r.after = test_accuracy(model, r.data, r.test_idx);
+  r.pieces_after = test_accuracy(model, r.data, r.piece_test_idx);
+  model.info["fitted"]["test_pieces"]["mape_after_pct"] = r.pieces_after.mape_pct;
   model.info["fitted"]["fine_tune"] = {{"epochs", o.epochs},
                                        {"learning_rate", kFineTuneLearningRate},
                                        {"anchor", o.anchor},

@@ -103,10 +103,8 @@ std::vector<Comparison> piece_comparisons(const ComputeData& data, const std::ve
   Comparison slices{all.name + "_replica_slices", "- of which, with replica slices", {}, {},
                     false};
   for (size_t k = 0; k < records.size(); ++k) {
-    const auto& tables = data.records[records[k]].tables;
-    const bool row = std::ranges::any_of(tables, &TableFeatures::row_piece);
-    const bool slice =
-        std::ranges::any_of(tables, [](const TableFeatures& t) { return t.batch_slices > 1; });
+    const ComputeRecord& record = data.records[records[k]];
+    const bool row = has_row_blocks(record), slice = has_replica_slices(record);
     for (Comparison* c : {row ? &rows : nullptr, slice ? &slices : nullptr,
                           row || slice ? nullptr : &whole}) {
       if (c == nullptr) continue;

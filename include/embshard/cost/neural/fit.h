@@ -57,6 +57,10 @@ struct FitResult {
   int fit_records = 0, test_records = 0;
   AccuracyFigures before, after;         // on the test records, never fitted on
   AccuracyFigures plane;                 // after the plane alone (= after unless fine-tuned)
+  // Of the test records, those with row blocks or replica slices, and the
+  // figures on them before and after (count 0: none).
+  std::vector<size_t> piece_test_idx;
+  AccuracyFigures pieces_before, pieces_after;
   ComputeData data;                      // the records; fit_idx fitted on, test_idx judged
   std::vector<size_t> fit_idx, test_idx;
 };
