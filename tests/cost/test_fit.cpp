@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <random>
 
 #include "cost/cost_test_util.h"
@@ -102,19 +101,7 @@ TEST(Fit, JudgesTheRecordsWithPiecesApart) {
   const NeuralModel shipped = load_neural_model(o.model_dir);
   write_file(dir.file("a.jsonl"), shipped, shipped.max_batch_size, 40, 3);
   write_file(dir.file("whole.jsonl"), shipped, shipped.max_batch_size, 30, 5);
-  // Of the judging records, the first table of every third is a row block
-  // and of the next a replica's slice; the rest stay whole.
-  {
-    std::ifstream in(dir.file("whole.jsonl"));
-    std::ofstream out(dir.file("c.jsonl"));
-    std::string line;
-    for (int k = -1; std::getline(in, line); ++k) {
-      nlohmann::json j = nlohmann::json::parse(line);
-      if (k >= 0 && k % 3 == 0) j["tables"][0]["row_offset"] = 0;
-      if (k >= 0 && k % 3 == 1) j["tables"][0]["batch_slice"] = {1, 2};
-      out << j.dump() << "\n";
-    }
-  }
+  testing::mark_pieces(dir.file("whole.jsonl"), dir.file("c.jsonl"));
   o.data_paths = {dir.file("a.jsonl")};
   o.test_paths = {dir.file("c.jsonl")};
   const FitResult r = fit_neural_model(o, silent_reporter());

@@ -53,6 +53,30 @@ TEST(FitFineTune, FollowsAMachineThatRanksShardsDifferently) {
   EXPECT_NEAR(predict_compute_ms(back, rec.tables, rec.batch),
               predict_compute_ms(r.model, rec.tables, rec.batch),
               1e-6 * predict_compute_ms(r.model, rec.tables, rec.batch));
+  EXPECT_EQ(r.pieces_before.count, 0);  // whole tables only
+}
+
+// The judging records with pieces are judged again after the fine-tune.
+TEST(FitFineTune, JudgesThePiecesAgain) {
+  testing::ScratchDir dir("fit_tune_pieces");
+  FitOptions o;
+  o.model_dir = shipped_models_dir() + "/neural";
+  const NeuralModel shipped = load_neural_model(o.model_dir);
+  const auto ms_of = [&](const std::vector<TableFeatures>& t, int64_t b) {
+    return other_ranking_ms(shipped, t, b);
+  };
+  testing::write_machine_compute(dir.file("a.jsonl"), 2048, 60, 3, ms_of);
+  testing::write_machine_compute(dir.file("whole.jsonl"), 2048, 30, 4, ms_of);
+  testing::mark_pieces(dir.file("whole.jsonl"), dir.file("b.jsonl"));
+  o.data_paths = {dir.file("a.jsonl")};
+  o.test_paths = {dir.file("b.jsonl")};
+  FitResult r = fit_neural_model(o, silent_reporter());
+  const double plane = r.pieces_after.mape_pct;
+  fine_tune_fitted_model(r, FineTuneOptions{}, silent_reporter());
+  EXPECT_EQ(r.pieces_after.count, 20);
+  EXPECT_NE(r.pieces_after.mape_pct, plane);
+  EXPECT_DOUBLE_EQ(r.model.info["fitted"]["test_pieces"]["mape_after_pct"].get<double>(),
+                   r.pieces_after.mape_pct);
 }
 
 TEST(FitFineTune, BadOptionsNameTheFlag) {
