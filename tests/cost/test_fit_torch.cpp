@@ -26,16 +26,25 @@ double other_ranking_ms(const NeuralModel& m, const std::vector<TableFeatures>& 
   return ms;
 }
 
-TEST(FitFineTune, FollowsAMachineThatRanksShardsDifferently) {
-  testing::ScratchDir dir("fit_tune");
+// A file of that machine's costs, and the options of a fit of the shipped model.
+void write_other_ranking(const std::string& path, int64_t batch, int samples, uint64_t seed) {
+  const NeuralModel shipped = load_neural_model(shipped_models_dir() + "/neural");
+  testing::write_machine_compute(path, batch, samples, seed,
+                                 [&](const std::vector<TableFeatures>& t, int64_t b) {
+                                   return other_ranking_ms(shipped, t, b);
+                                 });
+}
+FitOptions shipped_fit() {
   FitOptions o;
   o.model_dir = shipped_models_dir() + "/neural";
-  const NeuralModel shipped = load_neural_model(o.model_dir);
-  const auto ms_of = [&](const std::vector<TableFeatures>& t, int64_t b) {
-    return other_ranking_ms(shipped, t, b);
-  };
-  testing::write_machine_compute(dir.file("a.jsonl"), 2048, 60, 3, ms_of);
-  testing::write_machine_compute(dir.file("b.jsonl"), 4096, 60, 4, ms_of);
+  return o;
+}
+
+TEST(FitFineTune, FollowsAMachineThatRanksShardsDifferently) {
+  testing::ScratchDir dir("fit_tune");
+  FitOptions o = shipped_fit();
+  write_other_ranking(dir.file("a.jsonl"), 2048, 60, 3);
+  write_other_ranking(dir.file("b.jsonl"), 4096, 60, 4);
   o.data_paths = {dir.file("a.jsonl"), dir.file("b.jsonl")};
   FitResult r = fit_neural_model(o, silent_reporter());
   const double plane = r.after.mape_pct;
@@ -59,14 +68,9 @@ TEST(FitFineTune, FollowsAMachineThatRanksShardsDifferently) {
 // The judging records with pieces are judged again after the fine-tune.
 TEST(FitFineTune, JudgesThePiecesAgain) {
   testing::ScratchDir dir("fit_tune_pieces");
-  FitOptions o;
-  o.model_dir = shipped_models_dir() + "/neural";
-  const NeuralModel shipped = load_neural_model(o.model_dir);
-  const auto ms_of = [&](const std::vector<TableFeatures>& t, int64_t b) {
-    return other_ranking_ms(shipped, t, b);
-  };
-  testing::write_machine_compute(dir.file("a.jsonl"), 2048, 60, 3, ms_of);
-  testing::write_machine_compute(dir.file("whole.jsonl"), 2048, 30, 4, ms_of);
+  FitOptions o = shipped_fit();
+  write_other_ranking(dir.file("a.jsonl"), 2048, 60, 3);
+  write_other_ranking(dir.file("whole.jsonl"), 2048, 30, 4);
   testing::mark_pieces(dir.file("whole.jsonl"), dir.file("b.jsonl"));
   o.data_paths = {dir.file("a.jsonl")};
   o.test_paths = {dir.file("b.jsonl")};
@@ -81,13 +85,8 @@ TEST(FitFineTune, JudgesThePiecesAgain) {
 
 TEST(FitFineTune, BadOptionsNameTheFlag) {
   testing::ScratchDir dir("fit_tune_bad");
-  FitOptions o;
-  o.model_dir = shipped_models_dir() + "/neural";
-  const NeuralModel shipped = load_neural_model(o.model_dir);
-  testing::write_machine_compute(dir.file("a.jsonl"), 2048, 30, 5,
-                                 [&](const std::vector<TableFeatures>& t, int64_t b) {
-                                   return other_ranking_ms(shipped, t, b);
-                                 });
+  FitOptions o = shipped_fit();
+  write_other_ranking(dir.file("a.jsonl"), 2048, 30, 5);
   o.data_paths = {dir.file("a.jsonl")};
   FitResult r = fit_neural_model(o, silent_reporter());
   const NeuralModel before = r.model;
