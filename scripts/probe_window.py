@@ -17,14 +17,26 @@ import statistics
 
 
 def records(path):
-    with open(path, "rb") as f:
-        gz = f.read(2) == b"\x1f\x8b"
-    lines = (gzip.open if gz else open)(path, "rt").read().splitlines()
-    out = [json.loads(line) for line in lines[1:] if line.strip()]
+    try:
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        lines = (gzip.open if gz else open)(path, "rt").read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SystemExit(f"{path}: cannot be read: {e}")
+    out = []
+    for n, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise SystemExit(f"{path}: line {n} is not JSON: {e}")
+    if not out:
+        raise SystemExit(f"{path}: no records (a bench comm file: a header line, then one record per line)")
     for r in out:
         for field in ("fwd_ms", "bwd_ms", "raw_fwd_ms", "raw_bwd_ms", "probe_ms"):
-            if field not in r:
-                raise SystemExit(f"{path}: sample {r.get('sample')} has no {field}")
+            if not isinstance(r.get(field), list) or not r[field]:
+                raise SystemExit(f"{path}: sample {r.get('sample')} has no {field} list")
     return out
 
 
@@ -51,13 +63,19 @@ def main():
     p.add_argument("--windows", default="10,40,150")
     o = p.parse_args()
     a, b = records(o.a), records(o.b)
-    if [r["sample"] for r in a] != [r["sample"] for r in b]:
+    try:
+        windows = [int(w) for w in o.windows.split(",")]
+    except ValueError:
+        raise SystemExit(f"--windows {o.windows}: not a list of whole numbers")
+    if any(w < 0 for w in windows):
+        raise SystemExit(f"--windows {o.windows}: a window is at least 0 placements")
+    if [r.get("sample") for r in a] != [r.get("sample") for r in b]:
         raise SystemExit(f"{o.a} and {o.b} do not hold the same samples")
     print(f"{len(a)} placements, {o.a} against {o.b}: median / mean % apart, shift of the median")
     for field in ("fwd_ms", "bwd_ms"):
         print(f"{field[:3]}  per placement  {compare([r[field] for r in a], [r[field] for r in b])}")
         print(f"{field[:3]}  raw            {compare([r['raw_' + field] for r in a], [r['raw_' + field] for r in b])}")
-        for w in map(int, o.windows.split(",")):
+        for w in windows:
             print(f"{field[:3]}  window {w:<7} {compare(windowed(a, field, w), windowed(b, field, w))}")
 
 
