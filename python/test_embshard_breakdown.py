@@ -7,9 +7,17 @@ import unittest
 import embshard_breakdown as b
 
 
-def trace(devices):
-    """devices: [(compute, forward, backward) ms] -> an eval --trace-dir file's JSON."""
+def trace(devices, predicted=()):
+    """devices: [(compute, forward, backward) ms] -> an eval --trace-dir file's JSON;
+    `predicted`: the model's figures beside them, as a measured run writes them."""
     events = []
+    for d, (compute, fwd, bwd) in enumerate(predicted):
+        events.append({"ph": "X", "cat": "compute", "name": "fused embedding compute", "pid": 1,
+                       "tid": d, "ts": 0, "dur": compute * 1000})
+        events.append({"ph": "X", "cat": "comm", "name": "forward all-to-all", "pid": 1,
+                       "tid": d, "ts": 0, "dur": fwd * 1000})
+        events.append({"ph": "X", "cat": "comm", "name": "backward all-to-all", "pid": 1,
+                       "tid": d, "ts": 0, "dur": bwd * 1000})
     for d, (compute, fwd, bwd) in enumerate(devices):
         events.append({"ph": "M", "name": "thread_name", "tid": d, "args": {"name": f"device {d}"}})
         events.append({"ph": "X", "cat": "compute", "name": "fused embedding compute",
@@ -34,9 +42,13 @@ class Breakdown(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def write(self, run, task, algo, devices):
+    def write(self, run, task, algo, devices, predicted=None):
+        # A measured run's trace carries the model's figures too (process 1):
+        # they must not count as measured.
+        if predicted is None:
+            predicted = [(50, 50, 50)] * len(devices) if run != "pred" else ()
         with open(os.path.join(self.dirs[run], f"task{task}_{algo}.json"), "w") as f:
-            json.dump(trace(devices), f)
+            json.dump(trace(devices, predicted), f)
 
     def test_critical_paths_and_ratios(self):
         # a: balanced on the model, its device 1 slower measured; b: one device ahead.
@@ -54,9 +66,13 @@ class Breakdown(unittest.TestCase):
         self.assertAlmostEqual(a["predicted compute, measured exchanges"], 13)  # 10 + 1 + 2
         self.assertAlmostEqual(a["both measured"], 15)  # max(11, 13) + 2
         self.assertAlmostEqual(bb["both measured"], 17)  # 12 + 2 + 3
+        # The floor: mean measured compute, plus the least exchanges.
+        self.assertAlmostEqual(a[b.FLOOR], 13)  # (10 + 12) / 2 + 1 + 1
+        self.assertAlmostEqual(bb[b.FLOOR], 11)  # (12 + 6) / 2 + 1 + 1
         text = b.report(result, tasks, "b")
         self.assertIn("both measured", text)
         self.assertIn(f"{15 / 17:.3f}", text)
+        self.assertIn(f"{13 / 17:.3f}", text)  # a's floor against b's measured path
         # One task's traces are only in some directories: the missing one named.
         self.write("pred", 1, "a", [(10, 1, 1), (10, 1, 1)])
         self.write("m1", 1, "a", [(10, 1, 1), (10, 1, 1)])
@@ -69,6 +85,21 @@ class Breakdown(unittest.TestCase):
             b.breakdown(self.dirs["pred"], [self.dirs["m1"]], ["c"])
         with self.assertRaisesRegex(b.BreakdownError, "--against c: no such algorithm"):
             b.report(result, {"b": 1}, "c")
+
+    def test_a_measured_directory_alone_reads_its_predictions(self):
+        predicted = [(10, 1, 1), (8, 2, 1)]
+        self.write("pred", 0, "a", predicted)
+        self.write("m1", 0, "a", [(12, 2, 1), (9, 1, 1)], predicted)
+        alone, tasks = b.breakdown(None, [self.dirs["m1"]])
+        self.assertEqual(tasks, {"a": 1})
+        self.assertEqual(alone, b.breakdown(self.dirs["pred"], [self.dirs["m1"]])[0])
+        self.assertAlmostEqual(alone["a"]["predicted compute, predicted exchanges"], 13)  # 11 + 2
+        self.assertAlmostEqual(alone["a"]["both measured"], 15)  # 13 + 2
+        self.assertEqual(b.main([self.dirs["m1"]]), 0)
+        # A measured trace without the predicted figures: named, with what to do.
+        self.write("m2", 0, "a", [(12, 2, 1), (9, 1, 1)], ())
+        with self.assertRaisesRegex(b.BreakdownError, "m2/task0_a.json: no predicted figures"):
+            b.breakdown(None, [self.dirs["m2"]])
 
     def test_bad_traces_are_named(self):
         self.write("pred", 0, "a", [(10, 1, 1), (10, 1, 1)])

@@ -116,6 +116,14 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
         measured_costs ? predict_plan(task, r.plan, *measured_costs) : r.predicted;
     if (measured_costs) {
       record["measured_ms"] = iteration.cost_ms;
+      // Where the model erred, device by device: compute predicted and
+      // measured (the communication is measured for the plan as a whole).
+      json& devices = record["device_compute_ms"] = {{"predicted", json::array()},
+                                                     {"measured", json::array()}};
+      for (size_t d = 0; d < iteration.devices.size(); ++d) {
+        devices["predicted"].push_back(r.predicted.devices[d].compute_ms);
+        devices["measured"].push_back(iteration.devices[d].compute_ms);
+      }
       if (raw_costs) record["measured_raw_ms"] = predict_plan(task, r.plan, *raw_costs).cost_ms;
       if (o.comm_passes > 1) {
         record["measured_passes_ms"] = {iteration.cost_ms};
@@ -127,7 +135,11 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
       const std::string label = fmt::format("task {}, {}: {}", index, spec,
                                             truth != nullptr ? truth->name : model.name);
       write_file_atomic(trace_path(o.trace_dir, index, spec),
-                        iteration_trace(task, iteration, label).dump(1) + "\n");
+                        iteration_trace(task, r.plan, iteration, label,
+                                        measured_costs ? &r.predicted : nullptr,
+                                        "predicted: " + model.name)
+                                .dump(1) +
+                            "\n");
     }
   }
   // The plans' further passes, seconds apart: compute is cached (measured

@@ -293,59 +293,75 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
 
 namespace embshard {
 
-nlohmann::json iteration_trace(const PlanTask& task, const PlanPrediction& p,
-                               const std::string& label) {
-  // The forward all-to-all of device d waits for the last device to finish
-  // (comm models: wait = max delay - own delay, delay = compute + backward
-  // all-to-all over the fastest device's); what is left is the transfer.
-  const size_t n = p.devices.size();
-  double fastest = 1e300;
-  for (const DeviceCosts& c : p.devices) fastest = std::min(fastest, c.compute_ms + c.bwd_comm_ms);
-  double max_delay = 0;
-  for (const DeviceCosts& c : p.devices) {
-    max_delay = std::max(max_delay, c.compute_ms + c.bwd_comm_ms - fastest);
-  }
+nlohmann::json iteration_trace(const PlanTask& task, const Plan& plan, const PlanPrediction& p,
+                               const std::string& label, const PlanPrediction* predicted,
+                               const std::string& predicted_label) {
   nlohmann::json events = nlohmann::json::array();
-  const auto slice = [&](size_t d, const char* name, const char* category, double start_ms,
-                         double ms) {
-    if (ms <= 0) return;
-    events.push_back({{"name", name},
-                      {"cat", category},
-                      {"ph", "X"},
-                      {"pid", 0},
-                      {"tid", d},
-                      {"ts", 1e3 * start_ms},  // microseconds
-                      {"dur", 1e3 * ms}});
-  };
-  for (size_t d = 0; d < n; ++d) {
-    const DeviceCosts& c = p.devices[d];
-    events.push_back({{"name", "thread_name"},
-                      {"ph", "M"},
-                      {"pid", 0},
-                      {"tid", d},
-                      {"args", {{"name", fmt::format("device {}{}", d,
-                                                     static_cast<int>(d) == p.critical_device
-                                                         ? " (critical)"
-                                                         : "")}}}});
-    const double delay = c.compute_ms + c.bwd_comm_ms - fastest;
-    const double wait = std::min(c.fwd_comm_ms, std::max(0.0, max_delay - delay));
-    // In the models' order: the wait follows the backward all-to-all, whose
-    // time counts in the delay, so every forward transfer starts together,
-    // when the last device is done.
-    const double done = c.compute_ms + c.bwd_comm_ms;
-    slice(d, "fused embedding compute (fwd + bwd + update)", "compute", 0, c.compute_ms);
-    slice(d, "backward all-to-all", "comm", c.compute_ms, c.bwd_comm_ms);
-    slice(d, "wait for the last device", "wait", done, wait);
-    slice(d, "forward all-to-all", "comm", done + wait, c.fwd_comm_ms - wait);
+  // Each device's pieces, named as the terminal report's shard column.
+  const size_t n = p.devices.size();
+  std::vector<nlohmann::json> pieces(n, nlohmann::json::array());
+  for (const Shard& s : plan.shards) {
+    if (s.device < 0 || static_cast<size_t>(s.device) >= n) continue;
+    const TableSpec& t = task.tables[s.table];
+    pieces[s.device].push_back(
+        t.name + " " + shard_text(s.device, s.cols, s.row_offset, s.rows, t.rows, s.replica));
   }
-  return {{"traceEvents", events},
-          {"displayTimeUnit", "ms"},
-          {"otherData",
-           {{"what", label},
-            {"tables", task.num_tables()},
-            {"devices", task.num_devices()},
-            {"batch_size", task.batch_size},
-            {"cost_ms", p.cost_ms}}}};
+  // One process per figure set: its devices' tracks.
+  const auto add = [&](int pid, const PlanPrediction& costs, const std::string& name) {
+    // The forward all-to-all of device d waits for the last device to finish
+    // (comm models: wait = max delay - own delay, delay = compute + backward
+    // all-to-all over the fastest device's); what is left is the transfer.
+    double fastest = 1e300;
+    for (const DeviceCosts& c : costs.devices) fastest = std::min(fastest, c.compute_ms + c.bwd_comm_ms);
+    double max_delay = 0;
+    for (const DeviceCosts& c : costs.devices) {
+      max_delay = std::max(max_delay, c.compute_ms + c.bwd_comm_ms - fastest);
+    }
+    const auto slice = [&](size_t d, const char* what, const char* category, double start_ms,
+                           double ms, nlohmann::json args = nullptr) {
+      if (ms <= 0) return;
+      events.push_back({{"name", what},
+                        {"cat", category},
+                        {"ph", "X"},
+                        {"pid", pid},
+                        {"tid", d},
+                        {"ts", 1e3 * start_ms},  // microseconds
+                        {"dur", 1e3 * ms}});
+      if (!args.is_null()) events.back()["args"] = std::move(args);
+    };
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", name}}}});
+    for (size_t d = 0; d < costs.devices.size(); ++d) {
+      const DeviceCosts& c = costs.devices[d];
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", pid},
+                        {"tid", d},
+                        {"args", {{"name", fmt::format("device {}{}", d,
+                                                       static_cast<int>(d) == costs.critical_device
+                                                           ? " (critical)"
+                                                           : "")}}}});
+      const double delay = c.compute_ms + c.bwd_comm_ms - fastest;
+      const double wait = std::min(c.fwd_comm_ms, std::max(0.0, max_delay - delay));
+      // In the models' order: the wait follows the backward all-to-all, whose
+      // time counts in the delay, so every forward transfer starts together,
+      // when the last device is done.
+      const double done = c.compute_ms + c.bwd_comm_ms;
+      slice(d, "fused embedding compute (fwd + bwd + update)", "compute", 0, c.compute_ms,
+            {{"pieces", d < n ? pieces[d] : nlohmann::json::array()}});
+      slice(d, "backward all-to-all", "comm", c.compute_ms, c.bwd_comm_ms);
+      slice(d, "wait for the last device", "wait", done, wait);
+      slice(d, "forward all-to-all", "comm", done + wait, c.fwd_comm_ms - wait);
+    }
+  };
+  add(0, p, label);
+  if (predicted != nullptr) add(1, *predicted, predicted_label);
+  nlohmann::json other = {{"what", label},
+                          {"tables", task.num_tables()},
+                          {"devices", task.num_devices()},
+                          {"batch_size", task.batch_size},
+                          {"cost_ms", p.cost_ms}};
+  if (predicted != nullptr) other["predicted_cost_ms"] = predicted->cost_ms;
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", other}};
 }
 
 }  // namespace embshard

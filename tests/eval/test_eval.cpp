@@ -80,19 +80,35 @@ TEST(Eval, RunsResumesAndSummarises) {
   EXPECT_EQ(reporter.events().back().done, 3u);
   ASSERT_EQ(records.size(), 3u);
   // One trace per task and algorithm, one track per device, ending at the
-  // measured cost.
+  // measured cost; below it (process 1) the model's prediction of the plan,
+  // ending at the predicted cost.
   for (int t = 0; t < 3; ++t) {
     for (const char* a : {"size_greedy", "neuroshard+verify"}) {
       const json trace = json::parse(slurp(dir.file(fmt::format("traces/task{}_{}.json", t, a))));
-      std::set<int> tracks;
-      double end_us = 0;
+      std::set<int> tracks[2];
+      double end_us[2] = {0, 0};
       for (const json& e : trace["traceEvents"]) {
-        tracks.insert(e["tid"].get<int>());
-        if (e["ph"] == "X") end_us = std::max(end_us, e["ts"].get<double>() + e["dur"].get<double>());
+        if (e["ph"] != "X") continue;
+        const int pid = e["pid"].get<int>();
+        ASSERT_TRUE(pid == 0 || pid == 1) << pid;
+        tracks[pid].insert(e["tid"].get<int>());
+        end_us[pid] = std::max(end_us[pid], e["ts"].get<double>() + e["dur"].get<double>());
       }
-      EXPECT_EQ(tracks.size(), 2u) << t << " " << a;
-      EXPECT_NEAR(end_us / 1e3, records[t]["algos"][a]["measured_ms"].get<double>(),
-                  1e-6 * end_us) << t << " " << a;
+      const json& r = records[t]["algos"][a];
+      EXPECT_EQ(tracks[0].size(), 2u) << t << " " << a;
+      EXPECT_EQ(tracks[1].size(), 2u) << t << " " << a;
+      EXPECT_NEAR(end_us[0] / 1e3, r["measured_ms"].get<double>(), 1e-6 * end_us[0]) << t << " " << a;
+      EXPECT_NEAR(end_us[1] / 1e3, r["predicted_ms"].get<double>(), 1e-6 * end_us[1]) << t << " " << a;
+      // The record's per-device compute: the critical device's is within its cost.
+      const auto predicted = r["device_compute_ms"]["predicted"].get<std::vector<double>>();
+      const auto measured = r["device_compute_ms"]["measured"].get<std::vector<double>>();
+      ASSERT_EQ(predicted.size(), 2u);
+      ASSERT_EQ(measured.size(), 2u);
+      for (int d = 0; d < 2; ++d) {
+        EXPECT_GT(measured[d], 0);
+        EXPECT_LE(measured[d], r["measured_ms"].get<double>());
+        EXPECT_LE(predicted[d], r["predicted_ms"].get<double>() * (1 + 1e-9));
+      }
     }
   }
   for (const json& r : records) {
@@ -165,6 +181,7 @@ TEST(Eval, PredictOnlyExecutesNothing) {
     for (const char* a : {"size_greedy", "neuroshard"}) {
       EXPECT_GT(r["algos"][a]["predicted_ms"].get<double>(), 0) << a;
       EXPECT_FALSE(r["algos"][a].contains("measured_ms")) << a;
+      EXPECT_FALSE(r["algos"][a].contains("device_compute_ms")) << a;
     }
     // The search's beams, as plan's report gives them; none for a heuristic.
     EXPECT_NE(r["algos"]["neuroshard"].value("search", "").find("halvings: "), std::string::npos);
@@ -174,10 +191,11 @@ TEST(Eval, PredictOnlyExecutesNothing) {
   RecordFile::read_all(o.out_path, &header, nullptr);
   EXPECT_EQ(header["predict_only"], true);
   EXPECT_FALSE(header.contains("probe_reference"));
-  // The trace is the predicted iteration: it ends at the predicted cost.
+  // The trace is the predicted iteration alone: it ends at the predicted cost.
   const json trace = json::parse(slurp(dir.file("traces/task0_neuroshard.json")));
   double end_us = 0;
   for (const json& e : trace["traceEvents"]) {
+    EXPECT_EQ(e["pid"], 0);
     if (e["ph"] == "X") end_us = std::max(end_us, e["ts"].get<double>() + e["dur"].get<double>());
   }
   EXPECT_NEAR(end_us / 1e3, records[0]["algos"]["neuroshard"]["predicted_ms"].get<double>(),

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -428,7 +429,7 @@ TEST(Verification, TraceHasATrackPerDeviceAndEndsAtTheCost) {
   const PlanTask task = testing::random_task(12, 3, 1.3, 5);
   testing::ToyCostModel model;
   const PlanResult r = run("neuroshard", task);
-  const nlohmann::json trace = iteration_trace(task, r.predicted, "predicted");
+  const nlohmann::json trace = iteration_trace(task, r.plan, r.predicted, "predicted");
   std::set<int> tracks;
   double end_ms = 0, last_done_ms = 0;
   std::vector<double> transfer_starts_ms;
@@ -448,6 +449,45 @@ TEST(Verification, TraceHasATrackPerDeviceAndEndsAtTheCost) {
   ASSERT_EQ(transfer_starts_ms.size(), 3u);
   for (double t : transfer_starts_ms) EXPECT_NEAR(t, last_done_ms, 1e-9 * last_done_ms);
   EXPECT_NEAR(end_ms, r.predicted.cost_ms, 1e-9 * r.predicted.cost_ms);
+}
+
+TEST(Verification, TraceShowsMeasuredBesidePredictedWithEachDevicesPieces) {
+  const PlanTask task = testing::random_task(12, 3, 1.3, 5);
+  const PlanResult r = run("neuroshard", task);
+  // A "measurement": the same plan with every device's compute 1.5x.
+  PlanPrediction measured = r.predicted;
+  for (DeviceCosts& c : measured.devices) c.compute_ms *= 1.5;
+  const nlohmann::json trace =
+      iteration_trace(task, r.plan, measured, "measured", &r.predicted, "predicted");
+  std::map<int, double> end_ms;             // per process
+  std::map<int, std::set<int>> tracks;      // per process
+  std::multiset<std::string> pieces;        // process 0's compute slices
+  std::set<std::string> processes;
+  for (const auto& e : trace["traceEvents"]) {
+    const int pid = e["pid"].get<int>();
+    if (e["name"] == "process_name") processes.insert(e["args"]["name"].get<std::string>());
+    if (e["ph"] != "X") continue;
+    tracks[pid].insert(e["tid"].get<int>());
+    end_ms[pid] = std::max(end_ms[pid], (e["ts"].get<double>() + e["dur"].get<double>()) / 1e3);
+    if (e["cat"] == "compute" && pid == 0) {
+      for (const auto& p : e["args"]["pieces"]) pieces.insert(p.get<std::string>());
+    }
+  }
+  EXPECT_EQ(processes, (std::set<std::string>{"measured", "predicted"}));
+  EXPECT_EQ(tracks[0].size(), 3u);
+  EXPECT_EQ(tracks[1].size(), 3u);
+  EXPECT_NEAR(end_ms[1], r.predicted.cost_ms, 1e-9 * r.predicted.cost_ms);
+  EXPECT_GT(end_ms[0], end_ms[1]);
+  EXPECT_DOUBLE_EQ(trace["otherData"]["predicted_cost_ms"].get<double>(), r.predicted.cost_ms);
+  // Every shard is named on its device's compute slice (two equal column
+  // pieces of a table on one device read alike).
+  EXPECT_EQ(pieces.size(), r.plan.shards.size());
+  for (const Shard& s : r.plan.shards) {
+    EXPECT_GE(pieces.count(task.tables[s.table].name + " " +
+                           shard_text(s.device, s.cols, s.row_offset, s.rows,
+                                      task.tables[s.table].rows, s.replica)),
+              1u);
+  }
 }
 
 }  // namespace

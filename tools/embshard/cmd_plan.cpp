@@ -75,13 +75,15 @@ void run_plan(PlanArgs& a) {
   const std::string json = plan_to_json(p.task, p.result).dump(1) + "\n";
   const std::string svg = a.svg.empty() ? "" : plan_svg(p.task, p.result);
   const PlanResult& res = p.result;
+  const VerifiedCandidate* chosen =
+      res.verification ? &res.verification->candidates[res.verification->chosen] : nullptr;
   const std::string trace =
       a.trace.empty()
           ? ""
-          : (res.verification
-                 ? iteration_trace(p.task, res.verification->candidates[res.verification->chosen].measured,
-                                   "measured: " + res.verification->truth)
-                 : iteration_trace(p.task, res.predicted, "predicted: " + res.cost_model))
+          : (chosen ? iteration_trace(p.task, res.plan, chosen->measured,
+                                      "measured: " + res.verification->truth, &chosen->predicted,
+                                      "predicted: " + res.cost_model)
+                    : iteration_trace(p.task, res.plan, res.predicted, "predicted: " + res.cost_model))
                     .dump(1) +
                 "\n";
   fmt::print("{}", plan_report(p.task, p.result, a.verbose));

@@ -52,9 +52,14 @@ Imbalance imbalance_of(const std::vector<double>& values);
 // A plan's iteration as a Chrome / Perfetto trace (chrome://tracing,
 // ui.perfetto.dev): one track per device with its fused compute, its wait for
 // the last device and the transfer of the forward all-to-all, and the
-// backward all-to-all, from `costs` (predicted or measured; `label` says which).
-nlohmann::json iteration_trace(const PlanTask& task, const PlanPrediction& costs,
-                               const std::string& label);
+// backward all-to-all, from `costs` (predicted or measured; `label` says which),
+// as process 0; each compute slice lists the device's pieces of `plan`. With
+// `predicted` (beside measured `costs`), the model's figures for the same plan
+// are process 1, `predicted_label`, on the same time axis.
+nlohmann::json iteration_trace(const PlanTask& task, const Plan& plan, const PlanPrediction& costs,
+                               const std::string& label,
+                               const PlanPrediction* predicted = nullptr,
+                               const std::string& predicted_label = "");
 
 // The terminal report: one row per device and the summary lines; with
 // `per_table`, one row per table as well.
