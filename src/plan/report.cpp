@@ -196,11 +196,15 @@ std::string verification_report(const Verification& v) {
                      100 * (first - chosen) / first);
 }
 
+std::string piece_text(int cols, int64_t row_offset, int64_t rows, int64_t table_rows, bool replica) {
+  if (replica) return "all";
+  if (rows == table_rows) return std::to_string(cols);
+  return fmt::format("{}[{}:{}]", cols, row_offset, row_offset + rows);
+}
+
 std::string shard_text(int device, int cols, int64_t row_offset, int64_t rows, int64_t table_rows,
                        bool replica) {
-  if (replica) return fmt::format("{}:all", device);
-  if (rows == table_rows) return fmt::format("{}:{}", device, cols);
-  return fmt::format("{}:{}[{}:{}]", device, cols, row_offset, row_offset + rows);
+  return std::to_string(device) + ":" + piece_text(cols, row_offset, rows, table_rows, replica);
 }
 
 namespace {
@@ -297,14 +301,15 @@ nlohmann::json iteration_trace(const PlanTask& task, const Plan& plan, const Pla
                                const std::string& label, const PlanPrediction* predicted,
                                const std::string& predicted_label) {
   nlohmann::json events = nlohmann::json::array();
-  // Each device's pieces, named as the terminal report's shard column.
+  // Each device's pieces, named as the terminal report's shard column less
+  // the device (the lane says it).
   const size_t n = p.devices.size();
   std::vector<nlohmann::json> pieces(n, nlohmann::json::array());
   for (const Shard& s : plan.shards) {
     if (s.device < 0 || static_cast<size_t>(s.device) >= n) continue;
     const TableSpec& t = task.tables[s.table];
     pieces[s.device].push_back(
-        t.name + " " + shard_text(s.device, s.cols, s.row_offset, s.rows, t.rows, s.replica));
+        t.name + " " + piece_text(s.cols, s.row_offset, s.rows, t.rows, s.replica));
   }
   // One process per figure set: its devices' tracks.
   const auto add = [&](int pid, const PlanPrediction& costs, const std::string& name) {

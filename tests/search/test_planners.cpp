@@ -461,7 +461,7 @@ TEST(Verification, TraceShowsMeasuredBesidePredictedWithEachDevicesPieces) {
       iteration_trace(task, r.plan, measured, "measured", &r.predicted, "predicted");
   std::map<int, double> end_ms;             // per process
   std::map<int, std::set<int>> tracks;      // per process
-  std::multiset<std::string> pieces;        // process 0's compute slices
+  std::multiset<std::pair<int, std::string>> pieces;  // process 0's compute slices: (lane, piece)
   std::set<std::string> processes;
   for (const auto& e : trace["traceEvents"]) {
     const int pid = e["pid"].get<int>();
@@ -470,7 +470,7 @@ TEST(Verification, TraceShowsMeasuredBesidePredictedWithEachDevicesPieces) {
     tracks[pid].insert(e["tid"].get<int>());
     end_ms[pid] = std::max(end_ms[pid], (e["ts"].get<double>() + e["dur"].get<double>()) / 1e3);
     if (e["cat"] == "compute" && pid == 0) {
-      for (const auto& p : e["args"]["pieces"]) pieces.insert(p.get<std::string>());
+      for (const auto& p : e["args"]["pieces"]) pieces.insert({e["tid"].get<int>(), p.get<std::string>()});
     }
   }
   EXPECT_EQ(processes, (std::set<std::string>{"measured", "predicted"}));
@@ -479,13 +479,13 @@ TEST(Verification, TraceShowsMeasuredBesidePredictedWithEachDevicesPieces) {
   EXPECT_NEAR(end_ms[1], r.predicted.cost_ms, 1e-9 * r.predicted.cost_ms);
   EXPECT_GT(end_ms[0], end_ms[1]);
   EXPECT_DOUBLE_EQ(trace["otherData"]["predicted_cost_ms"].get<double>(), r.predicted.cost_ms);
-  // Every shard is named on its device's compute slice (two equal column
+  // Every shard is named on its own device's compute slice (two equal column
   // pieces of a table on one device read alike).
   EXPECT_EQ(pieces.size(), r.plan.shards.size());
   for (const Shard& s : r.plan.shards) {
-    EXPECT_GE(pieces.count(task.tables[s.table].name + " " +
-                           shard_text(s.device, s.cols, s.row_offset, s.rows,
-                                      task.tables[s.table].rows, s.replica)),
+    EXPECT_GE(pieces.count({s.device, task.tables[s.table].name + " " +
+                                          piece_text(s.cols, s.row_offset, s.rows,
+                                                     task.tables[s.table].rows, s.replica)}),
               1u);
   }
 }

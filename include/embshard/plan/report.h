@@ -39,6 +39,9 @@ std::string verification_report(const Verification& verification);
 // replica).
 std::string shard_text(int device, int cols, int64_t row_offset, int64_t rows, int64_t table_rows,
                        bool replica);
+// The same without the device: "64", "64[0:626707]", "all" (a trace's
+// device lane names its pieces so).
+std::string piece_text(int cols, int64_t row_offset, int64_t rows, int64_t table_rows, bool replica);
 
 // How unevenly a quantity (device totals, memory) is spread: what TorchRec's
 // planner prints as its imbalance statistics.
