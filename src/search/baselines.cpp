@@ -21,7 +21,12 @@ class RandomPlanner : public Planner {
   std::string name() const override { return "random"; }
 
   Plan plan(const PlanTask& task, ShardCosts& costs) override {
-    std::vector<Piece> pieces = search::initial_pieces(task, costs);
+    return search::place_with_fallback(task, costs, [&](search::Fit fit) { return place(task, costs, fit); });
+  }
+
+ private:
+  Plan place(const PlanTask& task, ShardCosts& costs, search::Fit fit) const {
+    std::vector<Piece> pieces = search::initial_pieces(task, costs, fit);
     std::mt19937_64 rng(seed_);
     std::shuffle(pieces.begin(), pieces.end(), rng);
     // Pinned pieces first, so a random choice never takes their room.
@@ -29,15 +34,19 @@ class RandomPlanner : public Planner {
                           [&](const Piece& p) { return task.pinned_device[p.table] >= 0; });
     std::vector<int64_t> used(task.num_devices(), 0);
     std::vector<int> device_of, feasible;
+    search::GroupDevices groups(pieces, task.num_devices());
     for (size_t i = 0; i < pieces.size(); ++i) {
       feasible.clear();
       for (int d = 0; d < task.num_devices(); ++d) {
-        if (search::fits(task, pieces[i], used, d)) feasible.push_back(d);
+        if (search::fits(task, pieces[i], used, d) && !groups.taken(pieces[i], d)) {
+          feasible.push_back(d);
+        }
       }
       if (feasible.empty()) {
         // Out of room: halve the piece where allowed, as the greedy ones do.
         const Piece p = pieces[i];
-        if (!task.splittable(p.table) || !task.split.can_halve(p.cols)) {
+        if (!p.full_rows() || !task.splittable(p.table) || !task.split.can_halve(p.cols) ||
+            !task.types.allows(ShardingType::kColumnWise)) {
           search::throw_no_room(task, name(), p, used);
         }
         pieces[i] = search::make_piece(task, costs, p.table, p.cols / 2);
@@ -47,12 +56,12 @@ class RandomPlanner : public Planner {
       }
       const int d = feasible[std::uniform_int_distribution<size_t>(0, feasible.size() - 1)(rng)];
       device_of.push_back(d);
+      groups.take(pieces[i], d);
       used[d] += pieces[i].mem_bytes;
     }
     return search::plan_from_pieces(task, pieces, device_of);
   }
 
- private:
   uint64_t seed_;
 };
 
@@ -64,7 +73,12 @@ class ScoreGreedyPlanner : public Planner {
   std::string name() const override { return name_; }
 
   Plan plan(const PlanTask& task, ShardCosts& costs) override {
-    std::vector<Piece> pieces = search::initial_pieces(task, costs);
+    return search::place_with_fallback(task, costs, [&](search::Fit fit) { return place(task, costs, fit); });
+  }
+
+ private:
+  Plan place(const PlanTask& task, ShardCosts& costs, search::Fit fit) const {
+    std::vector<Piece> pieces = search::initial_pieces(task, costs, fit);
     std::vector<double> score(pieces.size());
     for (size_t i = 0; i < pieces.size(); ++i) score[i] = score_of(task, pieces[i]);
     std::vector<size_t> order(pieces.size());
@@ -79,7 +93,6 @@ class ScoreGreedyPlanner : public Planner {
     return search::plan_from_pieces(task, sorted, device_of);
   }
 
- private:
   double score_of(const PlanTask& task, const Piece& p) const {
     const TableSpec& t = task.tables[p.table];
     switch (score_) {

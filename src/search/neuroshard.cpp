@@ -233,8 +233,9 @@ void NeuroShardPlanner::more_moves(const PlanTask& task, ShardCosts& costs, cons
   top_k(rows_ok, k, [&](size_t i) { return pieces[i].single_ms; }, pieces, seen, picked);
   top_k(rows_ok, k, [&](size_t i) { return task.tables[pieces[i].table].pooling_factor; }, pieces, seen, picked);
   for (size_t i : picked) {
-    for (int blocks : {2, n}) {
-      if (blocks == n && n == 2) continue;  // the same split as 2
+    const int splits[] = {2, n};
+    for (int j = 0; j < (n == 2 ? 1 : 2); ++j) {  // on 2 devices, 2 and n are one split
+      const int blocks = splits[j];
       if (!task.row_splittable(pieces[i].table, blocks)) continue;
       BeamState next = child(task, s, i, search::split_rows(task, costs, pieces[i], blocks, pieces));
       if (search::types_allowed(task, next.pieces)) out.push_back(std::move(next));
@@ -376,112 +377,125 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
     grids.push_back(std::make_unique<search::GridGreedy>(task, costs.model(), options_));
   }
   BeamState start;
-  start.pieces = search::initial_pieces(task, costs);
-  // Pieces by cost, as NeuroShard places them; where that leaves a big piece
-  // without room, the big pieces first.
-  for (const bool big_first : {false, true}) {
-    big_first_ = big_first;
-    std::sort(start.pieces.begin(), start.pieces.end(), PieceOrder(task, big_first));
-    start.cost_ms = grids[0]->run(start.pieces, start.device_of);
-    start.cap = grids[0]->best_cap();
-    if (std::isfinite(start.cost_ms)) break;
-  }
-  start.signature = signature(start.pieces);
   std::vector<BeamState> best;
-  remember(best, start, count);
-  // NeuroShard's beam over halvings alone, then (where the task allows other
-  // types) the beam with every move: a wider space must not crowd the
-  // halvings' lineage out of a beam of width 3, so the search keeps the best
-  // of all and is never rated worse than the table- and column-wise search.
-  // Last, when TorchRec's greedy proposal (greedy_proposal) beats every plan
-  // found so far, a third beam with every move starts from it (a beam of its
-  // own: in the second one its children crowded out the start's lineage).
-  // The wider beams each get the work the halvings' beam took (pieces placed
-  // by the children it rated), counted, not timed, so that plans do not
-  // depend on the machine: every type costs at most about twice the search
-  // time, three times where the third beam runs.
-  const bool wider = task.types.any_row_split() || task.types.allows(ShardingType::kDataParallel);
-  size_t halvings_work = 0;
   summary_.clear();
   Ratings screened, rated;
-  enum Phase { kHalvings, kEveryMove, kFromProposal };
-  for (const Phase phase : {kHalvings, kEveryMove, kFromProposal}) {
-    const bool extended = phase != kHalvings;
-    if (extended && !wider) break;
-    std::vector<BeamState> beam{start}, children, more;
-    std::unordered_set<uint64_t> seen{start.signature};
-    size_t work = 0;
-    if (phase == kFromProposal) {
-      BeamState p = greedy_proposal(task, costs, grids, rated, seen, work);
-      const bool cheaper = !best.empty() ? p.cost_ms < best.front().cost_ms : std::isfinite(p.cost_ms);
-      summary_ += p.pieces.empty()               ? "; TorchRec's greedy proposal splits no rows"
-                  : !std::isfinite(p.cost_ms) ? "; TorchRec's greedy proposal cannot be placed within the devices' memory"
-                  : fmt::format("; TorchRec's greedy proposal {:.3f} ms{}", p.cost_ms,
-                                cheaper ? "" : " (not cheaper: no beam from it)");
-      if (!cheaper) break;
-      remember(best, p, count);
-      beam = {std::move(p)};
+  // Tables that fit no device come with their columns halved first
+  // (NeuroShard's way); where no plan comes of that start (each half adds
+  // optimizer state), the search runs again from their rows split first.
+  for (const search::Fit fit : {search::Fit::kColumnsFirst, search::Fit::kRowsFirst}) {
+    std::vector<Piece> pieces = search::initial_pieces(task, costs, fit);
+    if (fit == search::Fit::kRowsFirst) {
+      if (!best.empty() || signature(pieces) == start.signature) break;
+      summary_ += "; no plan from the start with columns halved first; from rows split first";
     }
-    double phase_best = beam.front().cost_ms;
-    int stale_steps = 0;  // steps in a row that found nothing cheaper than phase_best
-    int steps = 0;
-    std::string stop;  // why the beam ended before max_steps
-    for (; steps < options_.max_steps; ++steps) {
-      if (extended && work >= halvings_work) {
-        stop = "the halvings' work spent";
-        break;
+    start = BeamState{};
+    start.pieces = std::move(pieces);
+    // Pieces by cost, as NeuroShard places them; where that leaves a big piece
+    // without room, the big pieces first.
+    for (const bool big_first : {false, true}) {
+      big_first_ = big_first;
+      std::sort(start.pieces.begin(), start.pieces.end(), PieceOrder(task, big_first));
+      start.cost_ms = grids[0]->run(start.pieces, start.device_of);
+      start.cap = grids[0]->best_cap();
+      if (std::isfinite(start.cost_ms)) break;
+    }
+    start.signature = signature(start.pieces);
+    remember(best, start, count);
+    // NeuroShard's beam over halvings alone, then (where the task allows other
+    // types) the beam with every move: a wider space must not crowd the
+    // halvings' lineage out of a beam of width 3, so the search keeps the best
+    // of all and is never rated worse than the table- and column-wise search.
+    // Last, when TorchRec's greedy proposal (greedy_proposal) beats every plan
+    // found so far, a third beam with every move starts from it (a beam of its
+    // own: in the second one its children crowded out the start's lineage).
+    // The wider beams each get the work the halvings' beam took (pieces placed
+    // by the children it rated), counted, not timed, so that plans do not
+    // depend on the machine: every type costs at most about twice the search
+    // time, three times where the third beam runs.
+    const bool wider = task.types.any_row_split() || task.types.allows(ShardingType::kDataParallel);
+    size_t halvings_work = 0;
+    enum Phase { kHalvings, kEveryMove, kFromProposal };
+    for (const Phase phase : {kHalvings, kEveryMove, kFromProposal}) {
+      const bool extended = phase != kHalvings;
+      if (extended && !wider) break;
+      std::vector<BeamState> beam{start}, children, more;
+      std::unordered_set<uint64_t> seen{start.signature};
+      size_t work = 0;
+      if (phase == kFromProposal) {
+        BeamState p = greedy_proposal(task, costs, grids, rated, seen, work);
+        const bool cheaper = !best.empty() ? p.cost_ms < best.front().cost_ms : std::isfinite(p.cost_ms);
+        summary_ += p.pieces.empty()               ? "; TorchRec's greedy proposal splits no rows"
+                    : !std::isfinite(p.cost_ms) ? "; TorchRec's greedy proposal cannot be placed within the devices' memory"
+                    : fmt::format("; TorchRec's greedy proposal {:.3f} ms{}", p.cost_ms,
+                                  cheaper ? "" : " (not cheaper: no beam from it)");
+        if (!cheaper) break;
+        remember(best, p, count);
+        beam = {std::move(p)};
       }
-      children.clear();
-      for (size_t b = 0; b < beam.size(); ++b) {
-        const BeamState& s = beam[b];
-        for (size_t i : candidates(task, s)) {
-          BeamState child = split(task, costs, s, i);
-          if (!search::types_allowed(task, child.pieces)) continue;
-          child.parent = b;
-          if (seen.insert(child.signature).second) children.push_back(std::move(child));
+      double phase_best = beam.front().cost_ms;
+      int stale_steps = 0;  // steps in a row that found nothing cheaper than phase_best
+      int steps = 0;
+      std::string stop;  // why the beam ended before max_steps
+      for (; steps < options_.max_steps; ++steps) {
+        // (Where the halvings' beam had nothing to halve, as with column-wise
+        // not allowed, the wider beams are bounded by the steps alone.)
+        if (extended && halvings_work > 0 && work >= halvings_work) {
+          stop = "the halvings' work spent";
+          break;
         }
-        if (!extended) continue;
-        more.clear();
-        more_moves(task, costs, s, more);
-        for (BeamState& child : more) {
-          child.parent = b;
-          if (seen.insert(child.signature).second) children.push_back(std::move(child));
+        children.clear();
+        for (size_t b = 0; b < beam.size(); ++b) {
+          const BeamState& s = beam[b];
+          for (size_t i : candidates(task, s)) {
+            BeamState child = split(task, costs, s, i);
+            if (!search::types_allowed(task, child.pieces)) continue;
+            child.parent = b;
+            if (seen.insert(child.signature).second) children.push_back(std::move(child));
+          }
+          if (!extended) continue;
+          more.clear();
+          more_moves(task, costs, s, more);
+          for (BeamState& child : more) {
+            child.parent = b;
+            if (seen.insert(child.signature).second) children.push_back(std::move(child));
+          }
         }
-      }
-      if (children.empty()) {
-        stop = "no new candidates";
-        break;
-      }
-      for (const BeamState& c : children) work += c.pieces.size();
-      if (!extended) halvings_work = work;
-      const size_t keep = static_cast<size_t>(options_.screen_keep) * options_.beam_width;
-      if (keep > 0 && children.size() > keep) {
-        // The screen: each child rated on its parent's best cap alone; the
-        // keep best go on to the whole grid.
-        rate_children(children, keep, grids, screened, options_, &beam);
+        if (children.empty()) {
+          stop = "no new candidates";
+          break;
+        }
+        for (const BeamState& c : children) work += c.pieces.size();
+        if (!extended) halvings_work = work;
+        const size_t keep = static_cast<size_t>(options_.screen_keep) * options_.beam_width;
+        if (keep > 0 && children.size() > keep) {
+          // The screen: each child rated on its parent's best cap alone; the
+          // keep best go on to the whole grid.
+          rate_children(children, keep, grids, screened, options_, &beam);
+          by_cost(children);
+          children.resize(keep);
+        }
+        rate_children(children, options_.beam_width, grids, rated, options_, nullptr);
         by_cost(children);
-        children.resize(keep);
+        for (const BeamState& c : children) remember(best, c, count);
+        if (children.size() > static_cast<size_t>(options_.beam_width)) {
+          children.resize(options_.beam_width);
+        }
+        beam.swap(children);
+        if (beam.front().cost_ms < phase_best) {
+          phase_best = beam.front().cost_ms;
+          stale_steps = 0;
+        } else if (options_.step_patience > 0 && ++stale_steps >= options_.step_patience) {
+          ++steps;
+          stop = fmt::format("the last {} without a cheaper plan", options_.step_patience);
+          break;
+        }
       }
-      rate_children(children, options_.beam_width, grids, rated, options_, nullptr);
-      by_cost(children);
-      for (const BeamState& c : children) remember(best, c, count);
-      if (children.size() > static_cast<size_t>(options_.beam_width)) {
-        children.resize(options_.beam_width);
-      }
-      beam.swap(children);
-      if (beam.front().cost_ms < phase_best) {
-        phase_best = beam.front().cost_ms;
-        stale_steps = 0;
-      } else if (options_.step_patience > 0 && ++stale_steps >= options_.step_patience) {
-        ++steps;
-        stop = fmt::format("the last {} without a cheaper plan", options_.step_patience);
-        break;
-      }
+      static const char* const kNames[] = {"halvings", "every move", "every move from it"};
+      summary_ += fmt::format("{}{}: {} of {} beam steps{}", summary_.empty() ? "" : "; ",
+                              kNames[phase], steps, options_.max_steps,
+                              stop.empty() ? "" : " (" + stop + ")");
     }
-    static const char* const kNames[] = {"halvings", "every move", "every move from it"};
-    summary_ += fmt::format("{}{}: {} of {} beam steps{}", summary_.empty() ? "" : "; ",
-                            kNames[phase], steps, options_.max_steps,
-                            stop.empty() ? "" : " (" + stop + ")");
   }
   if (best.empty()) {
     // Every greedy run ran out of memory somewhere: name the biggest piece.

@@ -2,6 +2,7 @@
 #include "pieces.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "embshard/util/error.h"
@@ -109,21 +110,24 @@ bool types_allowed(const PlanTask& task, const std::vector<Piece>& pieces) {
 
 namespace {
 
-// The fewest row blocks (2..devices) of `cols` columns of table t that each
-// fit `largest` bytes and that the allowed types permit; 0 if none.
-int fewest_row_blocks(const PlanTask& task, int t, int cols, int64_t largest) {
+// The fewest row blocks (2..devices) of `cols` columns of table t that the
+// allowed types permit and whose blocks each fit a device of their own (the
+// k-th largest holds one); 0 if none.
+int fewest_row_blocks(const PlanTask& task, int t, int cols) {
   const TableSpec& s = task.tables[t];
   if (cols != s.dim && !task.types.allows(ShardingType::kGridShard)) return 0;
+  std::vector<int64_t> caps = task.device_mem_bytes;
+  std::sort(caps.begin(), caps.end(), std::greater<>());
   for (int k = 2; k <= task.num_devices(); ++k) {
     if (!task.row_splittable(t, k)) continue;
-    if (task.memory.shard_bytes((s.rows + k - 1) / k, cols) <= largest) return k;
+    if (task.memory.shard_bytes((s.rows + k - 1) / k, cols) <= caps[k - 1]) return k;
   }
   return 0;
 }
 
 }  // namespace
 
-std::vector<Piece> initial_pieces(const PlanTask& task, ShardCosts& costs) {
+std::vector<Piece> initial_pieces(const PlanTask& task, ShardCosts& costs, Fit fit) {
   const int64_t largest = *std::max_element(task.device_mem_bytes.begin(),
                                             task.device_mem_bytes.end());
   const bool halve = task.types.allows(ShardingType::kColumnWise);
@@ -131,6 +135,15 @@ std::vector<Piece> initial_pieces(const PlanTask& task, ShardCosts& costs) {
   for (int t = 0; t < task.num_tables(); ++t) {
     int cols = task.tables[t].dim;
     int count = 1;
+    if (fit == Fit::kRowsFirst && task.splittable(t) &&
+        task.memory.shard_bytes(task.tables[t].rows, cols) > largest) {
+      if (const int k = fewest_row_blocks(task, t, cols); k > 0) {
+        for (const Piece& r : split_rows(task, costs, make_piece(task, costs, t, cols), k, pieces)) {
+          pieces.push_back(r);
+        }
+        continue;
+      }
+    }
     while (halve && task.splittable(t) &&
            task.memory.shard_bytes(task.tables[t].rows, cols) > largest &&
            task.split.can_halve(cols)) {
@@ -139,9 +152,9 @@ std::vector<Piece> initial_pieces(const PlanTask& task, ShardCosts& costs) {
     }
     if (task.splittable(t) && task.memory.shard_bytes(task.tables[t].rows, cols) > largest) {
       // Still too big: split by rows, at this width if a grid is allowed, else whole.
-      int k = fewest_row_blocks(task, t, cols, largest);
+      int k = fewest_row_blocks(task, t, cols);
       if (k == 0 && cols != task.tables[t].dim) {
-        k = fewest_row_blocks(task, t, task.tables[t].dim, largest);
+        k = fewest_row_blocks(task, t, task.tables[t].dim);
         if (k > 0) cols = task.tables[t].dim, count = 1;
       }
       if (k > 0) {
@@ -219,9 +232,18 @@ void throw_no_room(const PlanTask& task, const std::string& planner, const Piece
     if (best < 0 || free > most_free) most_free = free, best = d;
   }
   const TableSpec& s = task.tables[piece.table];
-  ES_THROW("{}: no device has room for table '{}' ({} rows x {} of its {} columns, {} bytes): "
-           "the most free memory left is {} bytes on device {}",
-           planner, s.name, s.rows, piece.cols, s.dim, piece.mem_bytes, most_free, best);
+  const std::string rows = piece.row_piece()
+                               ? fmt::format("rows [{}, {}) of its {}", piece.row_offset,
+                                             piece.row_offset + piece.rows, s.rows)
+                               : fmt::format("{} rows", s.rows);
+  // A row block that fits by memory is out of devices its group has not taken.
+  const std::string why = piece.row_piece() && most_free >= piece.mem_bytes
+                              ? "; the devices with room hold another block of its row split "
+                                "(a split's blocks go to distinct devices)"
+                              : "";
+  ES_THROW("{}: no device has room for table '{}' ({} x {} of its {} columns, {} bytes): "
+           "the most free memory left is {} bytes on device {}{}",
+           planner, s.name, rows, piece.cols, s.dim, piece.mem_bytes, most_free, best, why);
 }
 
 std::vector<int> greedy_by_score(const PlanTask& task, const std::string& planner,

@@ -4,12 +4,15 @@
 // devices); or a replica: the whole table on every device.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
 #include "embshard/plan/plan.h"
 #include "embshard/plan/predict.h"
+#include "embshard/util/error.h"
 
 namespace embshard::search {
 
@@ -47,8 +50,36 @@ bool types_allowed(const PlanTask& task, const std::vector<Piece>& pieces);
 // One piece per table, except that a table too big for every device it may
 // go to is halved (as often as needed and allowed) so that each half fits,
 // and where halving is not allowed or not enough, split by rows over the
-// fewest devices whose blocks fit.
-std::vector<Piece> initial_pieces(const PlanTask& task, ShardCosts& costs);
+// fewest devices whose blocks fit. kRowsFirst splits such a table by rows
+// first where that is allowed: no half adds its own optimizer state, so
+// tasks too tight for the halves may fit (a planner's second try).
+enum class Fit { kColumnsFirst, kRowsFirst };
+std::vector<Piece> initial_pieces(const PlanTask& task, ShardCosts& costs,
+                                  Fit fit = Fit::kColumnsFirst);
+
+// A placement from initial_pieces: `place(fit)` with the columns-first start,
+// and where that finds no room (an Error) and the rows-first start has other
+// pieces, once more with that one; if both fail, the first error.
+template <class Place>
+auto place_with_fallback(const PlanTask& task, ShardCosts& costs, Place place) {
+  try {
+    return place(Fit::kColumnsFirst);
+  } catch (const Error&) {
+    const auto ids = [&](Fit fit) {
+      std::vector<int> out;
+      for (const Piece& p : initial_pieces(task, costs, fit)) out.push_back(p.id);
+      std::sort(out.begin(), out.end());
+      return out;
+    };
+    if (ids(Fit::kColumnsFirst) == ids(Fit::kRowsFirst)) throw;
+    const std::exception_ptr first = std::current_exception();
+    try {
+      return place(Fit::kRowsFirst);
+    } catch (const Error&) {
+      std::rethrow_exception(first);
+    }
+  }
+}
 
 // TorchRec's GreedyProposer's first proposal (torchrec.cpp): each table in
 // the form of the lowest TorchRec perf the task allows (table-wise, column

@@ -203,5 +203,52 @@ TEST(ShardingSearch, PlansWhereTheStartPlacesNowhere) {
   }
 }
 
+
+// Without column-wise the halvings' beam has nothing to halve; the wider
+// beams still search (they were given the halvings' work, none, and split
+// nothing). Three equal tables on two devices fit only with one split by rows.
+TEST(ShardingSearch, SearchesRowSplitsWithoutColumnWise) {
+  std::vector<TableSpec> tables = testing::random_tables(3, 1);
+  for (TableSpec& t : tables) t.rows = 40000, t.dim = 64, t.pooling_factor = 3;
+  const int64_t table = MemoryModel{}.shard_bytes(40000, 64);
+  TaskConstraints c;
+  c.types = types("table_wise,row_wise");
+  const PlanTask task = make_task(tables, 4096, {table * 3 / 2, table * 3 / 2}, c);
+  ToyCostModel model;
+  auto planner = create_planner("neuroshard", {});
+  PlanResult r;
+  ASSERT_NO_THROW(r = make_plan(*planner, task, model)) << planner->search_summary();
+  EXPECT_EQ(types_in(task, r.plan), (std::set<std::string>{"table_wise", "row_wise"}));
+}
+
+
+// A table that fits no device: its column halves each carry their own
+// optimizer state, so where memory is tight only a row split fits (the
+// planners' second try), and a split's blocks each need a device of their
+// own (with one big device, three blocks on the three small ones).
+TEST(ShardingSearch, TablesTooTightForColumnHalvesGoByRows) {
+  std::vector<TableSpec> one = testing::random_tables(1, 2);
+  one[0].rows = 100000, one[0].dim = 64;
+  const int64_t bytes = MemoryModel{}.shard_bytes(100000, 64);
+  std::vector<TableSpec> two = testing::random_tables(2, 3);
+  two[0].rows = 600000, two[0].dim = 64;
+  two[1].rows = 1000, two[1].dim = 16;
+  const int64_t big = MemoryModel{}.shard_bytes(600000, 64);
+  const PlanTask tasks[] = {
+      make_task(one, 4096, {bytes / 2, bytes / 2}, {}),
+      make_task(two, 4096, {big * 2 / 3, big * 2 / 5, big * 2 / 5, big * 2 / 5},
+                {.types = types("table_wise,row_wise,table_row_wise")})};
+  for (const PlanTask& task : tasks) {
+    for (const std::string& algo : {"neuroshard", "size_greedy", "random", "torchrec"}) {
+      ToyCostModel model;
+      PlanResult r;
+      ASSERT_NO_THROW(r = make_plan(*create_planner(algo, {}), task, model))
+          << algo << " on " << task.num_devices() << " devices";
+      const std::string type = sharding_type(task, r.plan, 0);
+      EXPECT_TRUE(type == "row_wise" || type == "table_row_wise") << algo << " " << type;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace embshard
