@@ -175,6 +175,12 @@ def _check_table(where, name, t, world):
                 raise PlanError(f"{where}: field '{path}.shards': shards[{j}] and shards[{i}] "
                                 "overlap")
         pieces.append((row0, n_rows, col0, n_cols))
+        block = -(-rows // world)
+        if kind == "row_wise" and row0 // block != device:
+            # TorchRec sends the lookups of row block b to rank b.
+            raise PlanError(f"{where}: field '{field}' holds rows {row0}..{row0 + n_rows} on "
+                            f"rank {device}: in a row_wise table TorchRec serves row block b "
+                            f"(rows b x {block} onwards) from rank b")
     # Inside the table and disjoint: they cover it exactly when the areas add up.
     area = sum(nr * nc for _, nr, _, nc in pieces)
     if area != rows * dim:

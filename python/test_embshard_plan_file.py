@@ -163,6 +163,20 @@ class PlanChecks(unittest.TestCase):
         self.assertRejected(broken(assign(["tables", "a", "shards", 1, "shard_offsets"], [0, 0])),
                             "p.json: field 'tables.a.shards': shards[0] and shards[1] overlap")
 
+    def test_row_wise_blocks_on_their_own_ranks(self):
+        plan = sample_plan()
+        plan["tables"]["a"].update(sharding_type="row_wise", ranks=[0, 1], shards=[
+            {"shard_offsets": [0, 0], "shard_sizes": [50, 64], "placement": "rank:0/cuda:0"},
+            {"shard_offsets": [50, 0], "shard_sizes": [50, 64], "placement": "rank:1/cuda:1"}])
+        et.check_plan(plan, "p.json")
+        swapped = json.loads(json.dumps(plan))
+        swapped["tables"]["a"]["ranks"] = [1, 0]
+        swapped["tables"]["a"]["shards"][0]["placement"] = "rank:1/cuda:1"
+        swapped["tables"]["a"]["shards"][1]["placement"] = "rank:0/cuda:0"
+        self.assertRejected(swapped, "p.json: field 'tables.a.shards[0]' holds rows 0..50 on "
+                                     "rank 1: in a row_wise table TorchRec serves row block b "
+                                     "(rows b x 50 onwards) from rank b")
+
     def test_a_sharded_table_has_shards(self):
         self.assertRejected(broken(assign(["tables", "b", "shards"], None)),
                             "p.json: field 'tables.b.shards' is null, expected an array")

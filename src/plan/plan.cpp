@@ -358,6 +358,21 @@ void check_type_allowed(const PlanTask& task, const Plan& plan, int t) {
            type, task.types.str());
 }
 
+// TorchRec's row-wise input distribution sends the lookups of rows
+// [b x block, (b + 1) x block) to rank b, so block b must be on device b.
+void check_row_wise_order(const PlanTask& task, const Plan& plan, int t,
+                          const std::vector<const Shard*>& shards) {
+  if (sharding_type(task, plan, t) != "row_wise") return;
+  const TableSpec& spec = task.tables[t];
+  const int64_t block = (spec.rows + task.num_devices() - 1) / task.num_devices();
+  for (const Shard* s : shards) {
+    ES_CHECK(s->row_offset / block == s->device,
+             "table '{}' is row_wise, and TorchRec serves row block b (rows [b x {}, (b + 1) x "
+             "{})) from rank b, but rows [{}, {}) are on device {}",
+             spec.name, block, block, s->row_offset, s->row_offset + s->rows, s->device);
+  }
+}
+
 }  // namespace
 
 void validate_plan(const PlanTask& task, const Plan& plan) {
@@ -380,6 +395,7 @@ void validate_plan(const PlanTask& task, const Plan& plan) {
     }
     check_constraints(task, t, shards);
     check_type_allowed(task, plan, t);
+    check_row_wise_order(task, plan, t, shards);
   }
   const std::vector<int64_t> used = device_memory_bytes(task, plan);
   for (int d = 0; d < task.num_devices(); ++d) {

@@ -255,6 +255,18 @@ PlanFileTable read_table(const Reader& r, const std::string& name, const json& j
              index_path(ranks_field, i), t.ranks[i], field, t.shards.back().device);
   }
   check_cover(r, shards_field, t);
+  if (t.sharding_type == "row_wise") {
+    // TorchRec sends the lookups of row block b to rank b.
+    const int64_t block = (t.rows + num_devices - 1) / num_devices;
+    for (size_t i = 0; i < t.shards.size(); ++i) {
+      const PlanFileShard& s = t.shards[i];
+      ES_CHECK(s.row_offset / block == s.device,
+               "{}: field '{}' holds rows {}..{} on rank {}: in a row_wise table TorchRec "
+               "serves row block b (rows b x {} onwards) from rank b",
+               r.source(), index_path(shards_field, i), s.row_offset, s.row_offset + s.rows,
+               s.device, block);
+    }
+  }
   return t;
 }
 

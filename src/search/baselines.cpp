@@ -29,9 +29,10 @@ class RandomPlanner : public Planner {
     std::vector<Piece> pieces = search::initial_pieces(task, costs, fit);
     std::mt19937_64 rng(seed_);
     std::shuffle(pieces.begin(), pieces.end(), rng);
-    // Pinned pieces first, so a random choice never takes their room.
+    // Pieces with one device (pins, row-wise blocks) first, so a random choice
+    // never takes their room.
     std::stable_partition(pieces.begin(), pieces.end(),
-                          [&](const Piece& p) { return task.pinned_device[p.table] >= 0; });
+                          [&](const Piece& p) { return search::required_device(task, p) >= 0; });
     std::vector<int64_t> used(task.num_devices(), 0);
     std::vector<int> device_of, feasible;
     search::GroupDevices groups(pieces, task.num_devices());

@@ -248,7 +248,7 @@ void GridGreedy::descend(Layout& L, size_t next, std::vector<int> caps) {
     if (prune_ && L.compute_ms[L.by_compute.back()] + comm_floor_ms_ >= best_ms_) return;
     const Piece& p = pieces[i];
     if (p.replica) continue;  // placed on every device at the root
-    const int pin = task_.pinned_device[p.table];
+    const int pin = required_device(task_, p);
     if (pin >= 0) {
       if (L.mem_bytes[pin] + p.mem_bytes > task_.device_mem_bytes[pin]) return;
       L.place(i, pin, p, fused_ms(L, pin, p), compute_);

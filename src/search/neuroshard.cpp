@@ -76,7 +76,7 @@ class Ratings {
   std::unordered_map<uint64_t, Rating> ratings_;
 };
 
-// Pinned pieces first (they have one device; the rest go around them), then
+// Pieces with one device (pins, row-wise blocks) first (the rest go around them), then
 // by descending predicted cost; ties by table and width for determinism. With
 // `big_first`, pieces over half the smallest device's memory go right after
 // the pinned ones, largest first: each needs a device nearly to itself, and
@@ -89,7 +89,8 @@ class PieceOrder {
                                             task.device_mem_bytes.end()) / 2
                         : std::numeric_limits<int64_t>::max()) {}
   bool operator()(const Piece& a, const Piece& b) const {
-    const bool pa = task_.pinned_device[a.table] >= 0, pb = task_.pinned_device[b.table] >= 0;
+    const bool pa = search::required_device(task_, a) >= 0,
+               pb = search::required_device(task_, b) >= 0;
     if (pa != pb) return pa;
     const bool ba = a.mem_bytes > half_, bb = b.mem_bytes > half_;
     if (ba != bb) return ba;

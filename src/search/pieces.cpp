@@ -35,6 +35,7 @@ Piece make_row_piece(const PlanTask& task, ShardCosts& costs, int table, int col
   p.single_ms = costs.single_ms(p.id);
   p.index_bytes = spec.pooling_factor * static_cast<double>(task.batch_size) *
                   task.lookup_share(table, p.row_offset, p.rows) * 8.0;
+  if (k == task.num_devices() && cols == spec.dim) p.block_device = block;
   return p;
 }
 
@@ -226,7 +227,7 @@ void throw_no_room(const PlanTask& task, const std::string& planner, const Piece
   int64_t most_free = 0;
   int best = -1;
   for (int d = 0; d < task.num_devices(); ++d) {
-    const int pin = task.pinned_device[piece.table];
+    const int pin = required_device(task, piece);
     if (pin >= 0 && pin != d) continue;
     const int64_t free = task.device_mem_bytes[d] - used[d];
     if (best < 0 || free > most_free) most_free = free, best = d;
@@ -249,11 +250,11 @@ void throw_no_room(const PlanTask& task, const std::string& planner, const Piece
 std::vector<int> greedy_by_score(const PlanTask& task, const std::string& planner,
                                  ShardCosts& costs, std::vector<Piece>& pieces,
                                  std::vector<double>& score) {
-  // Pinned pieces first: they have one device, the others can go around them.
+  // Pieces with one device (pins, row-wise blocks) first: the others can go around them.
   std::vector<size_t> order(pieces.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_partition(order.begin(), order.end(),
-                        [&](size_t i) { return task.pinned_device[pieces[i].table] >= 0; });
+                        [&](size_t i) { return required_device(task, pieces[i]) >= 0; });
   std::vector<Piece> sorted;
   std::vector<double> sorted_score;
   for (size_t i : order) sorted.push_back(pieces[i]), sorted_score.push_back(score[i]);

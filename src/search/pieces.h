@@ -27,6 +27,10 @@ struct Piece {
   int group = -1;          // row pieces of one split share it; -1: not a row piece
   bool replica = false;
   double index_bytes = 0;  // row pieces: the global batch's indices in its rows (8 bytes each)
+  // Block b of a row-wise split (every device, every column) goes to device
+  // b: TorchRec's row-wise input distribution sends block b's lookups to
+  // rank b. -1 for every other piece.
+  int block_device = -1;
 
   bool row_piece() const { return group >= 0; }
   bool full_rows() const { return group < 0 && !replica; }
@@ -96,9 +100,15 @@ Plan plan_from_pieces(const PlanTask& task, const std::vector<Piece>& pieces,
 [[noreturn]] void throw_no_room(const PlanTask& task, const std::string& planner,
                                 const Piece& piece, const std::vector<int64_t>& used);
 
+// The one device a piece may go to (its table's pin, or a row-wise block's
+// own device); -1 if any.
+inline int required_device(const PlanTask& task, const Piece& p) {
+  return p.block_device >= 0 ? p.block_device : task.pinned_device[p.table];
+}
+
 // Whether a piece fits device d given the memory already used.
 inline bool fits(const PlanTask& task, const Piece& p, const std::vector<int64_t>& used, int d) {
-  const int pin = task.pinned_device[p.table];
+  const int pin = required_device(task, p);
   return (pin < 0 || pin == d) && used[d] + p.mem_bytes <= task.device_mem_bytes[d];
 }
 
@@ -119,7 +129,7 @@ class GroupDevices {
   std::vector<uint8_t> on_;
 };
 
-// Places pieces in the given order (pinned ones first; replicas on every
+// Places pieces in the given order (those with a required device first; replicas on every
 // device before the rest), each on the device that fits it with the lowest
 // accumulated score (ties: the lowest index; row pieces of a group on
 // distinct devices). A full-row piece that fits nowhere is halved where the

@@ -25,7 +25,8 @@ PlanTask piece_task(const PlanTask& task, const std::vector<Piece>& pieces) {
   for (const Piece& p : pieces) {
     sub.tables.push_back(task.tables[p.table]);
     sub.tables.back().dim = p.cols;
-    sub.pinned_device.push_back(task.pinned_device[p.table]);
+    if (p.row_piece()) sub.tables.back().rows = p.rows;  // a block's own memory
+    sub.pinned_device.push_back(search::required_device(task, p));
     sub.no_split.push_back(1);
   }
   return sub;
@@ -52,7 +53,8 @@ class PolicyPlanner : public Planner {
       const Episode ep = run_episode(nets_, sub, in, &sub_costs, o);
       if (!ep.overflow) return search::plan_from_pieces(task, pieces, ep.device_of);
       const Piece p = pieces[ep.stuck_table];
-      ES_CHECK(task.splittable(p.table) && task.split.can_halve(p.cols),
+      ES_CHECK(p.full_rows() && task.splittable(p.table) && task.split.can_halve(p.cols) &&
+                   task.types.allows(ShardingType::kColumnWise),
                "{}: no device has room for table '{}' ({} columns, {} bytes; the most free "
                "memory left on a device is {} bytes) and it may not be halved",
                name(), task.tables[p.table].name, p.cols, p.mem_bytes,

@@ -37,9 +37,9 @@ const char* const kSmallPlan = R"({
           "rows": 50, "dim": 16, "memory_bytes": 3600},
     "c": {"sharding_type": "data_parallel", "compute_kernel": "dense", "ranks": [0, 1],
           "shards": null, "rows": 10, "dim": 8, "memory_bytes": 720},
-    "d": {"sharding_type": "row_wise", "compute_kernel": "fused", "ranks": [1, 0],
-          "shards": [{"shard_offsets": [0, 0], "shard_sizes": [20, 4], "placement": "rank:1/cuda:1"},
-                     {"shard_offsets": [20, 0], "shard_sizes": [20, 4], "placement": "rank:0/cuda:0"}],
+    "d": {"sharding_type": "row_wise", "compute_kernel": "fused", "ranks": [0, 1],
+          "shards": [{"shard_offsets": [0, 0], "shard_sizes": [20, 4], "placement": "rank:0/cuda:0"},
+                     {"shard_offsets": [20, 0], "shard_sizes": [20, 4], "placement": "rank:1/cuda:1"}],
           "rows": 40, "dim": 4, "memory_bytes": 800}},
   "predicted": {"cost_ms": 3.5, "critical_device": 1, "imbalance": 1.1, "lower_bound_ms": 3.0,
     "gap": 0.1667, "search_s": 0.01,
@@ -79,7 +79,7 @@ TEST(PlanFile, ReadsEveryField) {
   EXPECT_TRUE(p.tables[2].shards.empty());
   EXPECT_EQ(p.tables[2].ranks, (std::vector<int>{0, 1}));
   EXPECT_EQ(p.tables[3].shards[1].row_offset, 20);
-  EXPECT_EQ(p.tables[3].shards[1].device, 0);
+  EXPECT_EQ(p.tables[3].shards[1].device, 1);
   EXPECT_DOUBLE_EQ(p.predicted.cost_ms, 3.5);
   EXPECT_EQ(p.predicted.critical_device, 1);
   ASSERT_EQ(p.predicted.devices.size(), 2u);
@@ -117,6 +117,12 @@ TEST(PlanFile, ErrorsNameTheFileFieldAndValue) {
        {"tables.b.shards[1].placement", "rank 7 is outside 0..1"}},
       {[](json& j) { j["tables"]["b"]["ranks"][1] = 0; },
        {"field 'tables.b.ranks[1]' is 0 but tables.b.shards[1].placement says rank 1"}},
+      {[](json& j) {
+         j["tables"]["d"]["ranks"] = {1, 0};
+         j["tables"]["d"]["shards"][0]["placement"] = "rank:1/cuda:1";
+         j["tables"]["d"]["shards"][1]["placement"] = "rank:0/cuda:0";
+       },
+       {"field 'tables.d.shards[0]' holds rows 0..20 on rank 1", "row block b", "from rank b"}},
       {[](json& j) {
          j["tables"]["b"]["shards"][1]["shard_sizes"] = {50, 9};
        },
@@ -237,7 +243,7 @@ TEST(PlanDiff, IdenticalPlansHaveNoChanges) {
   EXPECT_DOUBLE_EQ(d.cost_ratio(), 1.0);
   EXPECT_EQ(table_of(d, "b").placement_a, "0:8 1:8");
   EXPECT_EQ(table_of(d, "c").placement_a, "0:all 1:all");
-  EXPECT_EQ(table_of(d, "d").placement_a, "1:4[0:20] 0:4[20:40]");
+  EXPECT_EQ(table_of(d, "d").placement_a, "0:4[0:20] 1:4[20:40]");
   const std::string text = plan_diff_text(d, false);
   EXPECT_NE(text.find("tables changed: none of 4"), std::string::npos) << text;
   EXPECT_NE(text.find("B / A = 1.000 (the same)"), std::string::npos) << text;
@@ -276,14 +282,14 @@ TEST(PlanDiff, MovedBytesAndKindsOfChange) {
   EXPECT_TRUE(tc.change.type && !tc.change.devices);  // device 1 already held a copy
   EXPECT_EQ(tc.moved_bytes, 0);
   const TableComparison& td = table_of(d, "d");
-  // Rows 20..30 go from device 0 to device 1.
+  // Rows 20..30 go from device 1 to device 0.
   EXPECT_TRUE(td.change.split && td.change.devices && !td.change.type);
   EXPECT_EQ(td.moved_bytes, 10 * (4 * 4 + 4));
-  EXPECT_EQ(td.placement_b, "1:4[0:30] 0:4[30:40]");
+  EXPECT_EQ(td.placement_b, "0:4[0:30] 1:4[30:40]");
   EXPECT_EQ(d.moved_bytes, ta.moved_bytes + tb.moved_bytes + td.moved_bytes);
-  // Device 1 receives a, b's first half and rows 20..30 of d; device 0 b's second half.
-  EXPECT_EQ(d.devices[1].received_bytes, 6800 + 1800 + 200);
-  EXPECT_EQ(d.devices[0].received_bytes, 1800);
+  // Device 1 receives a and b's first half; device 0 b's second half and rows 20..30 of d.
+  EXPECT_EQ(d.devices[1].received_bytes, 6800 + 1800);
+  EXPECT_EQ(d.devices[0].received_bytes, 1800 + 200);
   EXPECT_DOUBLE_EQ(d.cost_ratio(), 2.0);
   const json out = plan_diff_json(d, false);
   EXPECT_EQ(out["changed_tables"], json({"a", "b", "c", "d"}));

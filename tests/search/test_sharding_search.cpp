@@ -83,6 +83,29 @@ TEST(ShardingSearch, HugeTableGoesByRowsOnlyWhenColumnsCannotHelp) {
   EXPECT_EQ(static_cast<int>(devices.size()), pieces);
 }
 
+// TorchRec serves row block b of a row-wise table from rank b: every planner
+// puts it there (make_plan's validation refuses any other order).
+TEST(ShardingSearch, RowWiseBlocksGoToTheirOwnRanks) {
+  int row_wise = 0;
+  for (int devices : {2, 4, 8}) {
+    for (uint64_t seed : {1, 2, 3}) {
+      const PlanTask task = hot_task(devices, seed, types("table_wise,row_wise"), 2.0);
+      for (const std::string& algo : planner_names()) {
+        ToyCostModel model;
+        PlanResult r;
+        ASSERT_NO_THROW(r = make_plan(*create_planner(algo, {}), task, model)) << algo;
+        for (const Shard& s : r.plan.shards) {
+          if (sharding_type(task, r.plan, s.table) != "row_wise") continue;
+          const int64_t block = (task.tables[s.table].rows + devices - 1) / devices;
+          EXPECT_EQ(s.device, s.row_offset / block) << algo << " " << task.tables[s.table].name;
+          ++row_wise;
+        }
+      }
+    }
+  }
+  EXPECT_GT(row_wise, 0);
+}
+
 TEST(ShardingSearch, TableWiseColumnWiseOnlyHasNoNewPieces) {
   for (uint64_t seed : {1, 2, 3}) {
     const PlanTask task = testing::random_task(30, 4, 1.3, seed);
