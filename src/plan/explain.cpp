@@ -104,6 +104,11 @@ std::vector<Decision> explain_plan(const PlanTask& task, const Plan& plan, Shard
         d.alternative_ms = ms;
       }
     }
+    if (d.alternative.empty()) {
+      d.no_alternative = task.pinned_device[t] >= 0 ? fmt::format("pinned to device {}", task.pinned_device[t])
+                         : task.num_devices() == 1 ? "no other device"
+                                                   : "none fits in memory";
+    }
     out.push_back(std::move(d));
   }
   return out;
@@ -119,7 +124,7 @@ std::string explain_report(const PlanTask& task, const std::vector<Decision>& de
   for (const Decision* d : order) {
     const bool none = d->alternative.empty();
     table.add_row({task.tables[d->table].name, d->decision, fmt::format("{:.3f}", d->cost_ms),
-                   none ? "none fits in memory" : d->alternative,
+                   none ? d->no_alternative : d->alternative,
                    none ? "-" : fmt::format("{:.3f}", d->alternative_ms),
                    none ? "-" : fmt::format("{:+.1f}%", 100.0 * d->saving())});
   }

@@ -83,6 +83,7 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
                      {"cost_ms", d.cost_ms},
                      {"alternative", d.alternative.empty() ? nlohmann::json() : nlohmann::json(d.alternative)},
                      {"alternative_ms", d.alternative.empty() ? nlohmann::json() : nlohmann::json(d.alternative_ms)},
+                     {"no_alternative", d.alternative.empty() ? nlohmann::json(d.no_alternative) : nlohmann::json()},
                      {"saving", d.saving()}});
     }
     j["explanation"] = why;

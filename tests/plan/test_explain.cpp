@@ -60,6 +60,7 @@ TEST(Explain, EachDecisionAgainstItsBestAlternative) {
   EXPECT_LT(why[0].saving(), 0.0);
   EXPECT_EQ(why[2].decision, "split: 2 column pieces on devices 1,2");
   EXPECT_TRUE(why[2].alternative.empty()) << why[2].alternative;  // fits no device whole
+  EXPECT_EQ(why[2].no_alternative, "none fits in memory");
   EXPECT_EQ(why[2].saving(), 0.0);
   const std::string report = explain_report(task, why);
   EXPECT_NE(report.find("none fits in memory"), std::string::npos);
@@ -94,7 +95,15 @@ TEST(Explain, PinsAreKept) {
   ShardCosts costs(task, model);
   const std::vector<Decision> why = explain_plan(task, plan, costs);
   EXPECT_TRUE(why[0].alternative.empty());  // pinned to device 0: no alternative
+  EXPECT_EQ(why[0].no_alternative, "pinned to device 0");
   EXPECT_EQ(why[1].alternative, "whole on device 1");
+  EXPECT_NE(explain_report(task, why).find("pinned to device 0"), std::string::npos);
+  // One device: nowhere else to go, whatever the memory.
+  const PlanTask one = make_task({table("a", 1000, 64, 20)}, 4096, {cap}, {});
+  Plan alone;
+  alone.shards = {{0, 0, 64, 0, 1000, 0, false}};
+  ShardCosts one_costs(one, model);
+  EXPECT_EQ(explain_plan(one, alone, one_costs)[0].no_alternative, "no other device");
 }
 
 TEST(ModelSourceNotes, SayWhenATaskLeavesWhatWasMeasured) {

@@ -58,9 +58,9 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--index-bytes", args->options.index_bytes, "Trace index width: 4 or 8")
       ->capture_default_str();
   cmd->add_option("--huge-tables", args->options.huge_tables,
-                  "Stress: the first N tables get --huge-rows rows (off the published statistics)")
+                  "Stress: the first N tables get at least --huge-rows rows (off the published statistics)")
       ->capture_default_str();
-  cmd->add_option("--huge-rows", args->options.huge_rows, "Stress: rows of the huge tables")
+  cmd->add_option("--huge-rows", args->options.huge_rows, "Stress: rows of the huge tables (at least; a table drawn bigger keeps its rows)")
       ->capture_default_str();
   cmd->add_option("--hot-tables", args->options.hot_tables,
                   "Stress: the next N tables get pooling factor --hot-pooling")

@@ -18,6 +18,7 @@ struct Decision {
   int table = 0;
   std::string decision;      // "whole on device 2", "split: 2 column pieces on devices 0,1"
   std::string alternative;   // "whole on device 7"; "" when no other placement fits
+  std::string no_alternative;  // then why: "pinned to device 0", "no other device", "none fits in memory"
   double cost_ms = 0;        // the plan's predicted cost
   double alternative_ms = 0; // the plan's predicted cost with the alternative instead
   // What the decision saves against the alternative, as a share of the plan's
