@@ -23,6 +23,8 @@ void check_feasible(const PlanTask& task) {
                                             task.device_mem_bytes.end());
   int64_t total_need = 0, total_have = 0;
   for (int64_t c : task.device_mem_bytes) total_have += c;
+  std::vector<int64_t> pinned(task.device_mem_bytes.size(), 0);
+  std::vector<std::string> pinned_names(task.device_mem_bytes.size());
   for (int t = 0; t < task.num_tables(); ++t) {
     const TableSpec& s = task.tables[t];
     const int pin = task.pinned_device[t];
@@ -33,6 +35,11 @@ void check_feasible(const PlanTask& task) {
                "{}",
                s.name, s.rows, s.dim, gb(task.table_bytes(t)), pin,
                gb(task.device_mem_bytes[pin]));
+      pinned[pin] += task.table_bytes(t);
+      pinned_names[pin] += (pinned_names[pin].empty() ? "'" : ", '") + s.name + "'";
+      ES_CHECK(pinned[pin] <= task.device_mem_bytes[pin],
+               "the tables pinned to device {} ({}) need {} together but it holds {}", pin,
+               pinned_names[pin], gb(pinned[pin]), gb(task.device_mem_bytes[pin]));
       continue;
     }
     const int cols = task.min_piece_cols(t);

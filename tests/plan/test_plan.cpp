@@ -325,6 +325,9 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
       {"--devices 3 --mem 1000000000,1000000000", "--mem lists 2 capacities but --devices is 3"},
       {"--devices 2 --mem 100000000,2000000000 --pin big=0",
        "table 'big' (1000000 rows x dim 128) needs 0.516 GB (516000000 bytes) but is pinned to device 0"},
+      {"--devices 2 --mem 516300000,2000000000 --pin big=0 --pin b=0",
+       "the tables pinned to device 0 ('big', 'b') need 0.517 GB (516660000 bytes) together but "
+       "it holds 0.516 GB (516300000 bytes)"},
       {"--devices 2 --mem-per-device 1000000000 --pin nope=0", "table 'nope'"},
       {"--devices 2 --policy " + dir_.file("p"), "--algo neuroshard plans without a policy"},
       {"--devices 2 --mem-per-device 1GB --pin big=0 --pin big=1",
