@@ -43,7 +43,12 @@ class PolicyPlanner : public Planner {
   std::string name() const override { return policy_kind_name(nets_.kind); }
 
   Plan plan(const PlanTask& task, ShardCosts& costs) override {
-    std::vector<Piece> pieces = search::initial_pieces(task, costs);
+    return search::place_with_fallback(task, costs, [&](search::Fit fit) { return place(task, costs, fit); });
+  }
+
+ private:
+  Plan place(const PlanTask& task, ShardCosts& costs, search::Fit fit) const {
+    std::vector<Piece> pieces = search::initial_pieces(task, costs, fit);
     for (;;) {
       const PlanTask sub = piece_task(task, pieces);
       ShardCosts sub_costs(sub, costs.model());
@@ -64,7 +69,6 @@ class PolicyPlanner : public Planner {
     }
   }
 
- private:
   PolicyNets nets_;
 };
 

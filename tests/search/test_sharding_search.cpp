@@ -9,6 +9,7 @@
 #include <set>
 
 #include "embshard/search/planner.h"
+#include "embshard/search/policy.h"
 #include "embshard/util/error.h"
 #include "search/task_util.h"
 #include "search/toy_cost_model.h"
@@ -269,6 +270,28 @@ TEST(ShardingSearch, TablesTooTightForColumnHalvesGoByRows) {
           << algo << " on " << task.num_devices() << " devices";
       const std::string type = sharding_type(task, r.plan, 0);
       EXPECT_TRUE(type == "row_wise" || type == "table_row_wise") << algo << " " << type;
+    }
+  }
+}
+
+
+// The learned policies place a row block as a table of the block's rows (they
+// saw the whole table's rows before and refused every block as too big).
+TEST(ShardingSearch, PoliciesPlanTablesOnlyRowsCanSplit) {
+  std::vector<TableSpec> tables = testing::random_tables(6, 4);
+  for (TableSpec& t : tables) t.rows = std::min<int64_t>(t.rows, 20000);
+  tables[0].rows = 3'000'000;
+  tables[0].dim = 8;
+  const int64_t cap = MemoryModel{}.shard_bytes(3'000'000, 8) * 4 / 10;
+  for (const char* allowed : {"table_wise,row_wise", "table_wise,table_row_wise"}) {
+    TaskConstraints c;
+    c.types = types(allowed);
+    const PlanTask task = make_task(tables, 4096, std::vector<int64_t>(4, cap), c);
+    for (const std::string& algo : policy_kind_names()) {
+      ToyCostModel model;
+      PlanResult r;
+      ASSERT_NO_THROW(r = make_plan(*create_planner(algo, {}), task, model)) << algo << " " << allowed;
+      EXPECT_NE(sharding_type(task, r.plan, 0), "table_wise") << algo;
     }
   }
 }
