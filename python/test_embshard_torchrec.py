@@ -480,6 +480,12 @@ class WriteFile(unittest.TestCase):
                 self.assertEqual(json.load(f), specs)
             self.assertEqual(os.listdir(tmp), ["tables.json"])
 
+    def test_an_unwritable_path_is_named(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "no_such_dir", "tables.json")
+            with self.assertRaisesRegex(OSError, "cannot write " + re.escape(path)):
+                et.write_table_specs(path, one_table(), make_kjt({"f": [[1], [2]]}))
+
 
 def run_main(argv):
     out, err = io.StringIO(), io.StringIO()
