@@ -427,7 +427,7 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
         BeamState p = greedy_proposal(task, costs, grids, rated, seen, work);
         const bool cheaper = !best.empty() ? p.cost_ms < best.front().cost_ms : std::isfinite(p.cost_ms);
         summary_ += p.pieces.empty()               ? "; TorchRec's greedy proposal splits no rows"
-                    : !std::isfinite(p.cost_ms) ? "; TorchRec's greedy proposal cannot be placed within the devices' memory"
+                    : !std::isfinite(p.cost_ms) ? "; TorchRec's greedy proposal: its pieces, placed by this search's grid, do not fit the devices' memory (the torchrec planner places them its own way)"
                     : fmt::format("; TorchRec's greedy proposal {:.3f} ms{}", p.cost_ms,
                                   cheaper ? "" : " (not cheaper: no beam from it)");
         if (!cheaper) break;
