@@ -161,6 +161,22 @@ TEST(NeuralModel, BadDirectoriesNameTheFile) {
   write_file_atomic(weights, bytes);
   expect_error_naming(d, "compute_head.bin");
 
+  // An intact weight file of another model, same sizes: its own checksum
+  // holds, the manifest's CRC of the weights does not.
+  ScratchDir other("neural_bad_other");
+  save_neural_model(random_model(4), other.path().string());
+  save_neural_model(random_model(3), d);
+  std::filesystem::copy_file(other.file("compute_head.bin"), weights,
+                             std::filesystem::copy_options::overwrite_existing);
+  expect_error_naming(d, "compute_head.bin");
+  // A manifest from before stop 37 holds the whole file's CRC, the residue
+  // any intact file has: it still loads (it cannot tell a replaced file).
+  save_neural_model(random_model(4), d);
+  auto old = nlohmann::json::parse(read_file(dir.file("manifest.json")));
+  old["networks"]["compute"]["head_mlp"]["crc32"] = 0x2144df1c;
+  write_file_atomic(dir.file("manifest.json"), old.dump());
+  EXPECT_NO_THROW(load_neural_model(d));
+
   save_neural_model(random_model(3), d);
   std::filesystem::remove(dir.file("comm_fwd.bin"));
   expect_error_naming(d, "comm_fwd.bin");

@@ -27,6 +27,9 @@ using nlohmann::json;
 constexpr char kWeightMagic[8] = {'E', 'S', 'N', 'N', 'W', 'T', 'S', '\0'};
 constexpr uint32_t kWeightVersion = 1;
 
+// The CRC-32 of any byte string followed by its own CRC-32 (little-endian).
+constexpr uint32_t kCrcResidue = 0x2144df1c;
+
 uint32_t crc32_of(const void* data, size_t size) {
   uLong crc = crc32(0L, Z_NULL, 0);
   const auto* bytes = static_cast<const Bytef*>(data);
@@ -159,17 +162,24 @@ Normaliser normaliser_from(const json& j, size_t features, const std::string& wh
 json mlp_entry(const std::string& dir, const std::string& file, const Mlp& mlp) {
   const std::string bytes = encode_mlp(mlp);
   write_file_atomic((std::filesystem::path(dir) / file).string(), bytes);
-  return {{"file", file}, {"sizes", mlp.sizes()}, {"crc32", crc32_of(bytes.data(), bytes.size())}};
+  // The weights' CRC (the file's own trailer), not the whole file's: a file
+  // that ends in its CRC always has the same whole-file CRC (kCrcResidue).
+  return {{"file", file}, {"sizes", mlp.sizes()}, {"crc32", crc32_of(bytes.data(), bytes.size() - 4)}};
 }
 
 Mlp mlp_from(const std::string& dir, const json& entry, const std::string& manifest) {
   const std::string path =
       (std::filesystem::path(dir) / entry.at("file").get<std::string>()).string();
   ES_CHECK(file_exists(path), "{}: weight file missing (named by {})", path, manifest);
-  Mlp mlp = decode_mlp(path, entry.at("sizes").get<std::vector<int>>());
+  Mlp mlp = decode_mlp(path, entry.at("sizes").get<std::vector<int>>());  // checks the trailer
   const std::string bytes = read_file(path);
-  ES_CHECK(crc32_of(bytes.data(), bytes.size()) == entry.at("crc32").get<uint32_t>(),
-           "{}: file CRC differs from {} (the file was replaced or edited)", path, manifest);
+  // Manifests written before 2026-11-26 (stop 37) hold the whole file's CRC,
+  // the residue every intact file has: they cannot tell a replaced file.
+  const uint32_t expected = entry.at("crc32").get<uint32_t>();
+  ES_CHECK(expected == kCrcResidue || crc32_of(bytes.data(), bytes.size() - 4) == expected,
+           "{}: weights differ from those {} names (CRC {:08x}, expected {:08x}): the file was "
+           "replaced or edited",
+           path, manifest, crc32_of(bytes.data(), bytes.size() - 4), expected);
   return mlp;
 }
 
