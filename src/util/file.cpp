@@ -90,16 +90,56 @@ void remove_temp_files_on_signals() {
   for (int s : {SIGINT, SIGTERM, SIGHUP}) std::signal(s, remove_temp_files_and_reraise);
 }
 
-std::string temp_path_for(const std::string& path) {
-  return fmt::format("{}.tmp.{}", path, static_cast<long>(getpid()));
+namespace {
+
+// What an output path names: a link's target (the rename replaces the file it
+// points to, not the link), else the path itself.
+std::string output_target(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_symlink(path, ec)) return path;
+  const std::filesystem::path target = std::filesystem::weakly_canonical(path, ec);
+  return ec ? path : target.string();
 }
 
-void commit_file(const std::string& from, const std::string& to) {
+// Copies `from` into the device or pipe `to` (/dev/null, a FIFO): written
+// into, never replaced by a regular file.
+void write_into(const std::string& from, const std::string& to) {
+  const std::string bytes = read_file(from);
+  std::remove(from.c_str());
+  const int fd = ::open(to.c_str(), O_WRONLY);
+  ES_CHECK(fd >= 0, "cannot open '{}' for writing: {}", to, std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      ES_THROW("cannot write '{}': {}", to, std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+}
+
+}  // namespace
+
+std::string temp_path_for(const std::string& path) {
+  return fmt::format("{}.tmp.{}", output_target(path), static_cast<long>(getpid()));
+}
+
+void commit_file(const std::string& from, const std::string& to_path) {
   int fd = ::open(from.c_str(), O_RDONLY);
   ES_CHECK(fd >= 0, "cannot open '{}' to commit it: {}", from, std::strerror(errno));
   const int sync_rc = ::fsync(fd);
   ::close(fd);
   ES_CHECK(sync_rc == 0, "cannot fsync '{}': {}", from, std::strerror(errno));
+  const std::string to = output_target(to_path);
+  struct stat st;
+  if (::stat(to.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) return write_into(from, to);
+    ::chmod(from.c_str(), st.st_mode & 07777);  // the file it replaces keeps its mode
+  }
   if (std::rename(from.c_str(), to.c_str()) != 0) {
     const int err = errno;
     std::remove(from.c_str());

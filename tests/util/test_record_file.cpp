@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <thread>
 #include <utility>
 
 #include "embshard/cost/cost_data.h"
@@ -45,6 +48,32 @@ TEST(OutputDirectoryGuard, TakesOnlyTheDirectoryItMadeAndNotKept) {
   EXPECT_NE(testing::error_of([&] { OutputDirectoryGuard guard(dir.file("file")); })
                 .find("cannot create the directory '" + dir.file("file") + "'"),
             std::string::npos);
+}
+
+// An output written over a link replaces the file it points to and keeps the
+// link; over a file, keeps that file's mode; into a pipe (a device such as
+// /dev/null alike), writes into it and leaves no regular file in its place.
+TEST(WriteFileAtomic, LinksModesAndPipes) {
+  namespace fs = std::filesystem;
+  ScratchDir dir("atomic_targets");
+  const std::string target = dir.file("target.json"), link = dir.file("link.json");
+  write_file_atomic(target, "old");
+  fs::permissions(target, fs::perms::owner_read | fs::perms::owner_write);
+  fs::create_symlink(target, link);
+  write_file_atomic(link, "new");
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(read_file(target), "new");
+  EXPECT_EQ(fs::status(target).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  const std::string fifo = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string got;
+  std::thread reader([&] { got = read_file(fifo); });
+  write_file_atomic(fifo, "through the pipe");
+  reader.join();
+  EXPECT_EQ(got, "through the pipe");
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_FALSE(fs::exists(temp_path_for(fifo)));
 }
 
 TEST(RecordFile, AppendsAndResumes) {

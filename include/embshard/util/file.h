@@ -37,10 +37,13 @@ void check_writable(const std::string& path, const std::string& what);
 void check_distinct_outputs(const std::vector<std::pair<std::string, std::string>>& outputs);
 uint64_t file_size_bytes(const std::string& path);
 
-// A temporary path next to `path` ("<path>.tmp.<pid>"), for write-then-rename.
+// A temporary path next to `path` ("<path>.tmp.<pid>"; next to its target
+// where `path` is a symbolic link), for write-then-rename.
 std::string temp_path_for(const std::string& path);
 
 // Renames `from` onto `to` after fsyncing `from`; throws Error on failure.
+// A link's target is replaced, not the link; a file replaced keeps its mode;
+// a device or pipe (/dev/null) is written into and `from` removed.
 void commit_file(const std::string& from, const std::string& to);
 
 // A temporary file this process is writing, removed if SIGINT, SIGTERM or
