@@ -436,6 +436,14 @@ def table_specs(configs, samples=None, profile="2021", batch_size=None):
 
 def _write_json_atomic(path, obj):
     # A crash or a full disk never leaves a half-written spec behind for plan.
+    # A link's target is replaced (not the link); a device or pipe such as
+    # /dev/null is written into, never replaced by a regular file.
+    path = os.path.realpath(path) if os.path.islink(path) else path
+    if os.path.exists(path) and not os.path.isfile(path):
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=1)
+            f.write("\n")
+        return
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".")

@@ -17,6 +17,7 @@ import json
 import os
 import random
 import re
+import threading
 import subprocess
 import sys
 import tempfile
@@ -479,6 +480,26 @@ class WriteFile(unittest.TestCase):
             with open(path) as f:
                 self.assertEqual(json.load(f), specs)
             self.assertEqual(os.listdir(tmp), ["tables.json"])
+
+    def test_links_and_devices_are_written_through(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            target, link = os.path.join(tmp, "target.json"), os.path.join(tmp, "link.json")
+            with open(target, "w") as f:
+                f.write("old")
+            os.symlink(target, link)
+            specs = et.write_table_specs(link, one_table(), make_kjt({"f": [[1], [2]]}))
+            self.assertTrue(os.path.islink(link))
+            with open(target) as f:
+                self.assertEqual(json.load(f), specs)
+            # A pipe (as /dev/null, a device): written into, left a pipe.
+            pipe, got = os.path.join(tmp, "pipe"), []
+            os.mkfifo(pipe)
+            reader = threading.Thread(target=lambda: got.append(open(pipe).read()))
+            reader.start()
+            specs = et.write_table_specs(pipe, one_table(), make_kjt({"f": [[1], [2]]}))
+            reader.join()
+            self.assertEqual(json.loads(got[0]), specs)
+            self.assertFalse(os.path.isfile(pipe))
 
     def test_an_unwritable_path_is_named(self):
         with tempfile.TemporaryDirectory() as tmp:
