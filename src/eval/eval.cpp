@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -239,6 +240,11 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   const std::vector<EvalTask> tasks = load_tasks(o.tasks_path, &pool_dir);
   const Workload pool = load_workload(pool_dir);
   const auto piece_stats = std::make_shared<PieceStats>(pool.trace_path());
+  // Every table the tasks use, read once now: a corrupt trace or an index
+  // outside its table is an error, not a task left out as if it did not fit.
+  std::set<int> used;
+  for (const EvalTask& t : tasks) used.insert(t.tables.begin(), t.tables.end());
+  for (int t : used) piece_stats->piece(t, pool.tables[t], 0, pool.tables[t].rows);
   CostModelOptions mo;
   mo.model_dir = o.model_dir;
   mo.workload_dir = pool_dir;

@@ -2,6 +2,7 @@
 #include "embshard/plan/plan.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <unordered_map>
 
@@ -22,7 +23,12 @@ void check_feasible(const PlanTask& task) {
   const int64_t largest = *std::max_element(task.device_mem_bytes.begin(),
                                             task.device_mem_bytes.end());
   int64_t total_need = 0, total_have = 0;
-  for (int64_t c : task.device_mem_bytes) total_have += c;
+  // Capacities sum up to INT64_MAX at most (9e18 bytes each is a valid --mem).
+  for (int64_t c : task.device_mem_bytes) {
+    total_have = c > std::numeric_limits<int64_t>::max() - total_have
+                     ? std::numeric_limits<int64_t>::max()
+                     : total_have + c;
+  }
   std::vector<int64_t> pinned(task.device_mem_bytes.size(), 0);
   std::vector<std::string> pinned_names(task.device_mem_bytes.size());
   for (int t = 0; t < task.num_tables(); ++t) {

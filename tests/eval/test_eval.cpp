@@ -165,6 +165,28 @@ TEST(Eval, RunsResumesAndSummarises) {
 // --predict-only: the plans and their predicted costs, nothing executed; the
 // summary ranks on the predictions and says so; a measuring run cannot
 // resume its file, and a verified algorithm (which measures) is refused.
+// A trace whose indices fall outside their table's rows is an error naming
+// the table, not tasks left out as if they did not fit the devices.
+TEST(Eval, ATraceOutsideItsTablesIsAnError) {
+  ScratchDir dir("eval_bad_trace");
+  EvalOptions o;
+  o.tasks_path = make_tasks(dir);
+  std::string pool_dir;
+  load_tasks(o.tasks_path, &pool_dir);
+  const std::string tables = (std::filesystem::path(pool_dir) / "tables.json").string();
+  json spec = json::parse(slurp(tables));
+  for (json& t : spec["tables"]) t["rows"] = 10, t.erase("unique_rows");
+  write_file_atomic(tables, spec.dump());
+  o.algos = {"size_greedy"};
+  o.devices = 2;
+  o.cost_model = "analytic";
+  o.out_path = dir.file("eval.jsonl");
+  o.predict_only = true;
+  const std::string e = testing::error_of([&] { run_eval(o, silent_reporter()); });
+  EXPECT_NE(e.find("table"), std::string::npos) << e;
+  EXPECT_NE(e.find("outside"), std::string::npos) << e;
+}
+
 TEST(Eval, PredictOnlyExecutesNothing) {
   ScratchDir dir("eval_predict");
   EvalOptions o;
