@@ -92,6 +92,16 @@ TEST(Validator, RejectsBrokenPlans) {
 
 // Without a memory flag: 1.25 x an even split, or 1.25 x the largest table's
 // 4-column piece on so many devices that an even split is smaller.
+// Capacities whose sum passes INT64_MAX (9e18 bytes each is a valid --mem)
+// hold everything; the sum once wrapped negative and refused every task.
+TEST(DefaultCapacity, HugeCapacitiesDoNotOverflow) {
+  const std::vector<TableSpec> tables = testing::random_tables(5, 4);
+  const int64_t huge = 9'000'000'000'000'000'000;
+  testing::ToyCostModel model;
+  EXPECT_NO_THROW(make_plan(*create_planner("size_greedy", {}),
+                            make_task(tables, 4096, {huge, huge}, {}), model));
+}
+
 TEST(DefaultCapacity, EvenSplitOrTheLargestPiece) {
   std::vector<TableSpec> tables = testing::random_tables(10, 3);
   tables[0].rows = 20'000'000;
