@@ -1,6 +1,7 @@
 // Task sets for evaluation: NeuroShard's task generator.
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -65,6 +66,29 @@ void save_tasks(const std::string& path, const std::string& pool_dir,
   write_file_atomic(path, j.dump(1) + "\n");
 }
 
+namespace {
+
+// Field `field` of tasks[i]: integers in [lo, hi] (a value such as 3.9 or
+// 2^32 + 5 is an error, never truncated).
+std::vector<int64_t> integers(const json& t, const char* field, const std::string& path, size_t i,
+                              int64_t lo, int64_t hi) {
+  ES_CHECK(t.is_object() && t.contains(field), "{}: tasks[{}]: missing field '{}'", path, i, field);
+  const json& v = t[field];
+  const bool array = v.is_array();
+  std::vector<int64_t> out;
+  for (size_t k = 0; k < (array ? v.size() : 1); ++k) {
+    const json& x = array ? v[k] : v;
+    const std::string where = array ? fmt::format("{}[{}]", field, k) : field;
+    ES_CHECK(x.is_number_integer() && !(x.is_number_unsigned() && x.get<uint64_t>() > static_cast<uint64_t>(hi)) &&
+                 x.get<int64_t>() >= lo && x.get<int64_t>() <= hi,
+             "{}: field 'tasks[{}].{}' is {}, expected an integer in {}..{}", path, i, where, x.dump(), lo, hi);
+    out.push_back(x.get<int64_t>());
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<EvalTask> load_tasks(const std::string& path, std::string* pool_dir) {
   json j;
   try {
@@ -80,26 +104,26 @@ std::vector<EvalTask> load_tasks(const std::string& path, std::string* pool_dir)
   const Workload w = load_workload(pool);
   std::vector<EvalTask> tasks;
   ES_CHECK(j.contains("tasks") && j["tasks"].is_array(), "{}: missing array 'tasks'", path);
+  ES_CHECK(!j["tasks"].empty(), "{}: field 'tasks' is empty: no task to run", path);
   for (size_t i = 0; i < j["tasks"].size(); ++i) {
     const json& t = j["tasks"][i];
     EvalTask task;
-    try {
-      task.tables = t.at("tables").get<std::vector<int>>();
-      task.dims = t.at("dims").get<std::vector<int>>();
-      task.mem_cap_bytes = t.at("mem_cap_bytes").get<int64_t>();
-    } catch (const json::exception& e) {
-      ES_THROW("{}: tasks[{}]: {}", path, i, e.what());
+    ES_CHECK(t.is_object() && t.contains("tables") && t["tables"].is_array() && t.contains("dims") &&
+                 t["dims"].is_array(),
+             "{}: tasks[{}] is {}, expected an object with arrays 'tables' and 'dims'", path, i,
+             t.dump().substr(0, 80));
+    for (int64_t v : integers(t, "tables", path, i, 0, std::numeric_limits<int>::max())) {
+      task.tables.push_back(static_cast<int>(v));
     }
+    for (int64_t v : integers(t, "dims", path, i, 1, 1024)) task.dims.push_back(static_cast<int>(v));
+    task.mem_cap_bytes =
+        integers(t, "mem_cap_bytes", path, i, 1, std::numeric_limits<int64_t>::max()).front();
     ES_CHECK(!task.tables.empty() && task.tables.size() == task.dims.size(),
              "{}: tasks[{}]: {} tables and {} dims", path, i, task.tables.size(), task.dims.size());
-    ES_CHECK(task.mem_cap_bytes > 0, "{}: tasks[{}]: mem_cap_bytes is {}", path, i,
-             task.mem_cap_bytes);
     for (size_t k = 0; k < task.tables.size(); ++k) {
       ES_CHECK(task.tables[k] >= 0 && task.tables[k] < static_cast<int>(w.tables.size()),
                "{}: tasks[{}].tables[{}] = {} is out of range: the pool '{}' has {} tables", path,
                i, k, task.tables[k], pool, w.tables.size());
-      ES_CHECK(task.dims[k] >= 1 && task.dims[k] <= 1024, "{}: tasks[{}].dims[{}] = {}", path, i,
-               k, task.dims[k]);
       const auto first = std::find(task.tables.begin(), task.tables.end(), task.tables[k]);
       ES_CHECK(first - task.tables.begin() == static_cast<ptrdiff_t>(k),
                "{}: tasks[{}].tables[{}] = {}, as tables[{}]: a task holds a table once", path, i,

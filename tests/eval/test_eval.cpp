@@ -61,6 +61,34 @@ TEST(Eval, TasksRoundTripAndRejectBadIds) {
                 .find("tasks[1].tables[1] = " + j["tasks"][1]["tables"][1].dump() +
                       ", as tables[0]: a task holds a table once"),
             std::string::npos);
+  // Numbers that are not integers of the field's range are errors, never
+  // truncated (3.9 read as table 3, 2^32 + 5 as table 5).
+  const struct {
+    const char* field;
+    json value;
+    std::string message;
+  } bad[] = {
+      {"tables", json::array({3.9}), "field 'tasks[0].tables[0]' is 3.9, expected an integer"},
+      {"tables", json::array({4294967301LL}), "field 'tasks[0].tables[0]' is 4294967301"},
+      {"dims", json::array({8.5}), "field 'tasks[0].dims[0]' is 8.5, expected an integer in 1..1024"},
+      {"mem_cap_bytes", 18446744073709551615ULL, "field 'tasks[0].mem_cap_bytes' is 18446744073709551615"},
+      {"mem_cap_bytes", "1GB", "field 'tasks[0].mem_cap_bytes' is \"1GB\""},
+  };
+  for (const auto& b : bad) {
+    json one = json::parse(slurp(path));
+    one["tasks"] = json::array({json::parse(slurp(path))["tasks"][0]});
+    one["tasks"][0]["tables"] = json::array({0});
+    one["tasks"][0]["dims"] = json::array({8});
+    one["tasks"][0][b.field] = b.value;
+    spit(path, one.dump());
+    EXPECT_NE(testing::error_of([&] { load_tasks(path, nullptr); }).find(b.message), std::string::npos)
+        << b.message;
+  }
+  json none = json::parse(slurp(path));
+  none["tasks"] = json::array();
+  spit(path, none.dump());
+  EXPECT_NE(testing::error_of([&] { load_tasks(path, nullptr); }).find("field 'tasks' is empty"),
+            std::string::npos);
 }
 
 TEST(Eval, RunsResumesAndSummarises) {
