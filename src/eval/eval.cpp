@@ -16,6 +16,7 @@
 #include "embshard/bench/shard_timer.h"
 #include "embshard/cost/cost_model.h"
 #include "embshard/cost/measured_model.h"
+#include "embshard/cost/neural/model_file.h"
 #include "embshard/plan/predict.h"
 #include "embshard/plan/report.h"
 #include "embshard/search/planning.h"
@@ -317,8 +318,11 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     header["comm_probe"] = comm_probe;
     if (o.comm_passes > 1) header["comm_passes"] = o.comm_passes;  // absent: one
   }
+  // The task file's content, not only its path: a task file made again at the
+  // same path must not resume on the old one's records.
+  header["tasks_crc32"] = fmt::format("{:08x}", file_crc32(o.tasks_path));
   RecordFile out(o.out_path, header,
-                 {"format", "version", "machine", "tasks", "pool", "devices", "algos", "sharding_types",
+                 {"format", "version", "machine", "tasks", "tasks_crc32", "pool", "devices", "algos", "sharding_types",
                   "cost_model", "model_dir", "threads", "comm", "predict_only", "executor",
                   "comm_passes", "raw_clock"});
   if (out.dropped_bytes() > 0) {
@@ -326,6 +330,14 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
                               out.dropped_bytes(), o.out_path));
   }
   const size_t done = out.records().size();
+  ES_CHECK(done <= tasks.size(), "{}: holds {} records but {} has {} tasks: not this task file's run",
+           o.out_path, done, o.tasks_path, tasks.size());
+  for (size_t k = 0; k < done; ++k) {
+    const json& r = out.records()[k];
+    ES_CHECK(r.is_object() && r.contains("task") && r["task"] == k,
+             "{}: record {} is {}, expected task {}'s (each task once, in order)", o.out_path, k + 1,
+             r.dump().substr(0, 60), k);
+  }
   Progress progress(reporter, "eval", tasks.size(), done);
   for (size_t i = done; i < tasks.size(); ++i) {
     PlanTask task;

@@ -160,6 +160,29 @@ TEST(Eval, RunsResumesAndSummarises) {
     for (const std::string& n : torn.notes()) said = said || n.find("torn last record") != n.npos;
     EXPECT_TRUE(said);
   }
+  {
+    // Task 0's record twice, in task 1's place (task 1 would never be
+    // planned): an error naming the file; one record too many, too.
+    const std::string whole = slurp(o.out_path);
+    const size_t first = whole.find('\n') + 1, second = whole.find('\n', first) + 1,
+                 third = whole.find('\n', second) + 1;
+    spit(o.out_path, whole + whole.substr(first, second - first));
+    EXPECT_NE(testing::error_of([&] { run_eval(o, silent_reporter()); }).find("holds 4 records"),
+              std::string::npos);
+    spit(o.out_path, whole.substr(0, second) + whole.substr(first, second - first) +
+                         whole.substr(third));
+    const std::string e = testing::error_of([&] { run_eval(o, silent_reporter()); });
+    EXPECT_NE(e.find("record 2 is {\"algos\""), std::string::npos) << e;
+    spit(o.out_path, whole);
+    // The task file made again at the same path: not resumed on the old records.
+    const std::string original = slurp(o.tasks_path);
+    json tasks = json::parse(original);
+    tasks["tasks"].erase(tasks["tasks"].begin());
+    spit(o.tasks_path, tasks.dump());
+    EXPECT_NE(testing::error_of([&] { run_eval(o, silent_reporter()); }).find("tasks_crc32"),
+              std::string::npos);
+    spit(o.tasks_path, original);
+  }
   const EvalSummary summary = summarize_eval(records, o.algos);
   ASSERT_EQ(summary.algos.size(), 3u);
   EXPECT_EQ(summary.tasks, 3);
