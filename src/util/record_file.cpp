@@ -35,6 +35,10 @@ ParsedFile parse_records(const std::string& path, const std::string& text) {
     const bool last = next >= text.size();
     if (!complete || value.is_discarded() || !value.is_object()) {
       if (line_number == 1 && complete) check_not_a_json_document(path, text, "records");
+      // The header is written whole or not at all (write_file_atomic): a first
+      // line that is not one is another file, never a torn header to drop.
+      ES_CHECK(line_number > 1, "{}: line 1 is not a records header ('{}'): not a records file; "
+               "give another output path", path, line.substr(0, 80));
       // Only the last line can be torn by a crash; anything earlier is corruption.
       ES_CHECK(last, "{}: line {} is not a valid JSON record ('{}'): the file is corrupted", path,
                line_number, line.substr(0, 80));
@@ -118,8 +122,6 @@ RecordFile::RecordFile(std::string path, const json& header,
       ES_CHECK(::lseek(fd_, 0, SEEK_END) >= 0, "cannot seek '{}'", path_);
       return;
     }
-    // Only a torn header: nothing was recorded yet, start over.
-    dropped_bytes_ = parsed.dropped_bytes;
   }
   // The header appears whole or not at all.
   write_file_atomic(path_, header.dump() + "\n");

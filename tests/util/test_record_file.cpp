@@ -108,6 +108,13 @@ TEST(RecordFile, DropsTornLastLineOnly) {
   spit(path, "{\"format\":\"x\"}\n{\"sample\":0}\n\0\0\0\n");
   RecordFile g(path, header, {"format"});
   EXPECT_EQ(g.records().size(), 1u);
+  // A first line that is no header is another file: refused, left as it was
+  // (it was dropped as a torn header and the file written over).
+  spit(path, "notes: keep these\n");
+  EXPECT_NE(testing::error_of([&] { RecordFile h(path, header, {"format"}); })
+                .find("line 1 is not a records header ('notes: keep these')"),
+            std::string::npos);
+  EXPECT_EQ(slurp(path), "notes: keep these\n");
 }
 
 TEST(RecordFile, CorruptMiddleLineAndHeaderMismatchAreErrors) {
@@ -242,7 +249,7 @@ TEST(RecordFile, AWholeJsonDocumentIsNamedAsOne) {
   spit(dir.file("torn.jsonl"), "{\"format\": \n{\"sample\": 0}\n");  // not a document
   EXPECT_NE(testing::error_of([&] {
               RecordFile::read_all(dir.file("torn.jsonl"), nullptr, nullptr);
-            }).find("line 1 is not a valid JSON record"),
+            }).find("line 1 is not a records header"),
             std::string::npos);
 }
 
