@@ -34,6 +34,8 @@ def load_plan(path):
             plan = json.load(f)
         except json.JSONDecodeError as e:
             raise PlanError(f"{path}: not a plan file: not valid JSON ({e})") from None
+        except UnicodeDecodeError:
+            raise PlanError(f"{path}: not a plan file: not UTF-8 text (a binary file?)") from None
     check_plan(plan, path)
     return plan
 
@@ -141,6 +143,10 @@ def _check_table(where, name, t, world):
         for i, r in enumerate(ranks):
             if r in ranks[:i]:
                 raise PlanError(f"{where}: field '{path}.ranks' lists device {r} twice")
+        if len(ranks) != world:
+            # TorchRec replicates a data-parallel table on every rank.
+            raise PlanError(f"{where}: field '{path}.ranks' lists {len(ranks)} of the {world} "
+                            "devices: a data_parallel table is on every device")
         return
     if not isinstance(shards, (list, tuple)):
         raise PlanError(f"{where}: field '{path}.shards' is {_show(shards)}, expected an array")

@@ -30,6 +30,10 @@ class PlanChecks(unittest.TestCase):
                 json.dump(broken(delete(["num_devices"])), f)
             with self.assertRaisesRegex(et.PlanError, re.escape(f"{path}: missing field 'num_devices'")):
                 et.load_plan(path)
+            with open(path, "wb") as f:
+                f.write(b"\x1f\x8b\x08\x00\xff\xfe")  # gzip, not text
+            with self.assertRaisesRegex(et.PlanError, re.escape(f"{path}: not a plan file: not UTF-8")):
+                et.load_plan(path)
 
     def test_missing_fields_are_named(self):
         for path in (["format"], ["version"], ["num_devices"], ["tables"],
@@ -193,6 +197,9 @@ class PlanChecks(unittest.TestCase):
                             "needs a device")
         self.assertRejected(broken(assign(["tables", "c", "ranks"], [1, 1])),
                             "p.json: field 'tables.c.ranks' lists device 1 twice")
+        self.assertRejected(broken(assign(["tables", "c", "ranks"], [1])),
+                            "p.json: field 'tables.c.ranks' lists 1 of the 2 devices: a "
+                            "data_parallel table is on every device")
 
 
 if __name__ == "__main__":

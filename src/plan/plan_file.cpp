@@ -239,6 +239,10 @@ PlanFileTable read_table(const Reader& r, const std::string& name, const json& j
       ES_CHECK(seen.insert(d).second, "{}: field '{}' lists device {} twice", r.source(),
                ranks_field, d);
     }
+    // TorchRec replicates a data-parallel table on every rank.
+    ES_CHECK(static_cast<int>(t.ranks.size()) == num_devices,
+             "{}: field '{}' lists {} of the {} devices: a data_parallel table is on every device",
+             r.source(), ranks_field, t.ranks.size(), num_devices);
     return t;
   }
   r.array(shards, shards_field);

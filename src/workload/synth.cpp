@@ -271,6 +271,10 @@ void validate_synth_options(const SynthOptions& o) {
            o.hot_tables, o.num_tables);
   ES_CHECK(o.huge_tables == 0 || o.huge_rows > 0, "synth: --huge-tables {} needs --huge-rows > 0",
            o.huge_tables);
+  ES_CHECK(o.huge_tables == 0 || o.index_bytes == 8 ||
+               o.huge_rows <= std::numeric_limits<int32_t>::max(),
+           "synth: --huge-rows {} is more than 4-byte indices hold; use --index-bytes 8",
+           o.huge_rows);
   ES_CHECK(o.hot_tables == 0 || o.hot_pooling > 0, "synth: --hot-tables {} needs --hot-pooling > 0",
            o.hot_tables);
 }

@@ -187,6 +187,18 @@ TEST(NeuralModel, BadDirectoriesNameTheFile) {
   write_file_atomic(dir.file("manifest.json"), manifest.dump());
   expect_error_naming(d, "manifest.json");
 
+  // Numbers that would predict absurd costs with no error.
+  for (const auto& [pointer, value] : std::vector<std::pair<std::string, double>>{
+           {"/networks/compute/target/std", 0.0},
+           {"/networks/compute/target/mean", 1e308},
+           {"/networks/comm_bwd/normaliser/scale/0", 0.0}}) {
+    save_neural_model(random_model(3), d);
+    manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
+    manifest[nlohmann::json::json_pointer(pointer)] = value;
+    write_file_atomic(dir.file("manifest.json"), manifest.dump());
+    expect_error_naming(d, "manifest.json");
+  }
+
   save_neural_model(random_model(3), d);
   manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
   manifest["version"] = 99;

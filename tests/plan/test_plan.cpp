@@ -344,6 +344,8 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
        "--pin big=1: table 'big' is already pinned to device 0"},
       {"--devices 2 --mem-per-device 100000000 --no-split big", "table 'big'"},
       {"--devices 2 --mem-per-device 0", "--mem-per-device is 0"},
+      {"--devices 2 --verify -1", "--verify is -1"},
+      {"--devices 2 --reference-window-s -5", "--reference-window-s is -5"},
       {"--devices 2 --mem-per-device 1GB --mem 1GB,1GB", "excludes"},
       {"--devices 2 --mem-per-device 1GB --svg " + dir_.file("plan.json"), "name the same file"},
   };

@@ -117,6 +117,8 @@ TEST(PlanFile, ErrorsNameTheFileFieldAndValue) {
        {"tables.b.shards[1].placement", "rank 7 is outside 0..1"}},
       {[](json& j) { j["tables"]["b"]["ranks"][1] = 0; },
        {"field 'tables.b.ranks[1]' is 0 but tables.b.shards[1].placement says rank 1"}},
+      {[](json& j) { j["tables"]["c"]["ranks"] = {1}; },
+       {"field 'tables.c.ranks' lists 1 of the 2 devices: a data_parallel table is on every device"}},
       {[](json& j) {
          j["tables"]["d"]["ranks"] = {1, 0};
          j["tables"]["d"]["shards"][0]["placement"] = "rank:1/cuda:1";

@@ -155,6 +155,10 @@ TEST(Synth, OptionChecks) {
   o = options("2021", 1);
   o.index_bytes = 2;
   expect_invalid(o, "--index-bytes is 2, must be 4 or 8");
+  o = options("2021", 1);
+  o.huge_tables = 1;
+  o.huge_rows = 3'000'000'000;
+  expect_invalid(o, "--huge-rows 3000000000 is more than 4-byte indices hold; use --index-bytes 8");
 }
 
 TEST(Synth, TinyWorkloadsStayValid) {

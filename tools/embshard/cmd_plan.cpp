@@ -1,4 +1,5 @@
 // embshard plan: shard a workload's tables across devices and show the plan.
+#include <cmath>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -65,6 +66,11 @@ void run_plan(PlanArgs& a) {
   }
   ES_CHECK(!a.mem_per_device_given || r.mem_per_device_bytes > 0,
            "--mem-per-device is 0: a device needs memory (leave it out for the default)");
+  // Before the search, not after it.
+  ES_CHECK(r.verify >= 0, "--verify is {}: the number of plans to measure, 0 (the default) for none",
+           r.verify);
+  ES_CHECK(std::isfinite(r.reference_window_s) && r.reference_window_s >= 0,
+           "--reference-window-s is {}: seconds, at least 0", r.reference_window_s);
   check_distinct_outputs({{"--out", a.out}, {"--svg", a.svg}, {"--trace", a.trace}});
   if (!a.out.empty()) check_writable(a.out, "--out");
   if (!a.svg.empty()) check_writable(a.svg, "--svg");

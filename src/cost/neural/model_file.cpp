@@ -146,8 +146,9 @@ Normaliser normaliser_from(const json& j, size_t features, const std::string& wh
            "{}: normalisation has {} means and {} scales, expected {} (one per feature)", where,
            n.mean.size(), n.scale.size(), features);
   for (size_t i = 0; i < features; ++i) {
-    ES_CHECK(std::isfinite(n.mean[i]) && std::isfinite(n.scale[i]),
-             "{}: non-finite normalisation of feature {}", where, i);
+    ES_CHECK(std::isfinite(n.mean[i]) && std::isfinite(n.scale[i]) && n.scale[i] > 0,
+             "{}: normalisation of feature {} is mean {} and scale {}, expected finite, scale > 0",
+             where, i, n.mean[i], n.scale[i]);
   }
   if (j.contains("clamp")) {
     ES_CHECK(j["clamp"].is_number(), "{}: field 'clamp' is {}, expected a number", where,
@@ -184,6 +185,18 @@ Mlp mlp_from(const std::string& dir, const json& entry, const std::string& manif
 }
 
 namespace {
+
+// A network's target (standardised log ms): a finite mean within e^+-50 ms
+// and a positive std (a bad one predicts absurd costs with no error).
+void read_target(const json& net, const std::string& manifest, const char* which, double& mean,
+                 double& std) {
+  mean = net.at("target").at("mean").get<double>();
+  std = net.at("target").at("std").get<double>();
+  ES_CHECK(std::isfinite(mean) && std::abs(mean) <= 50 && std::isfinite(std) && std > 0 && std <= 50,
+           "{}: the {} network's target is mean {} and std {}, expected |mean| <= 50 and 0 < std "
+           "<= 50 (log ms)",
+           manifest, which, mean, std);
+}
 
 void check_names(const json& net, const std::vector<std::string>& expected,
                  const std::string& manifest, const char* which) {
@@ -267,8 +280,7 @@ NeuralModel load_neural_model(const std::string& given) {
     m.compute.features = normaliser_from(c.at("normaliser"), compute_feature_names().size(), path);
     m.compute.table = mlp_from(dir, c.at("table_mlp"), path);
     m.compute.head = mlp_from(dir, c.at("head_mlp"), path);
-    m.compute.target_mean = c.at("target").at("mean").get<double>();
-    m.compute.target_std = c.at("target").at("std").get<double>();
+    read_target(c, path, "compute", m.compute.target_mean, m.compute.target_std);
     ES_CHECK(m.compute.table.in() == static_cast<int>(compute_feature_names().size()) &&
                  m.compute.table.out() == m.compute.head.in() && m.compute.head.out() == 1,
              "{}: compute networks do not fit together (sizes {} -> {} -> {} -> 1)", path,
@@ -279,8 +291,7 @@ NeuralModel load_neural_model(const std::string& given) {
       check_names(j, names, path, key);
       net.features = normaliser_from(j.at("normaliser"), names.size(), path);
       net.mlp = mlp_from(dir, j.at("mlp"), path);
-      net.target_mean = j.at("target").at("mean").get<double>();
-      net.target_std = j.at("target").at("std").get<double>();
+      read_target(j, path, key, net.target_mean, net.target_std);
       ES_CHECK(net.mlp.in() == static_cast<int>(names.size()) && net.mlp.out() == 1,
                "{}: the {} network is {} -> {}, expected {} -> 1", path, key, net.mlp.in(),
                net.mlp.out(), names.size());
