@@ -385,9 +385,10 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
   // (NeuroShard's way); where no plan comes of that start (each half adds
   // optimizer state), the search runs again from their rows split first.
   for (const search::Fit fit : {search::Fit::kColumnsFirst, search::Fit::kRowsFirst}) {
+    if (fit == search::Fit::kRowsFirst && !best.empty()) break;
     std::vector<Piece> pieces = search::initial_pieces(task, costs, fit);
     if (fit == search::Fit::kRowsFirst) {
-      if (!best.empty() || signature(pieces) == start.signature) break;
+      if (signature(pieces) == start.signature) break;
       summary_ += "; no plan from the start with columns halved first; from rows split first";
     }
     start = BeamState{};
