@@ -128,6 +128,29 @@ std::string temp_path_for(const std::string& path) {
   return fmt::format("{}.tmp.{}", output_target(path), static_cast<long>(getpid()));
 }
 
+int remove_stale_temp_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(output_target(path));
+  const std::string prefix = target.filename().string() + ".tmp.";
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  std::error_code ec;
+  int removed = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    const long pid = std::stol(digits);
+    // Only a writer that no longer runs; a live one (or this process) keeps its file.
+    if (pid == static_cast<long>(getpid()) || ::kill(static_cast<pid_t>(pid), 0) == 0 ||
+        errno != ESRCH) {
+      continue;
+    }
+    if (fs::remove(e.path(), ec)) ++removed;
+  }
+  return removed;
+}
+
 void commit_file(const std::string& from, const std::string& to_path) {
   int fd = ::open(from.c_str(), O_RDONLY);
   ES_CHECK(fd >= 0, "cannot open '{}' to commit it: {}", from, std::strerror(errno));
@@ -236,6 +259,19 @@ void check_writable(const std::string& path, const std::string& what) {
                                : fmt::format("directory '{}' does not exist", dir.string()));
   ES_CHECK(::access(dir.c_str(), W_OK) == 0, "{}cannot write '{}': directory '{}' is not "
            "writable", prefix, path, dir.string());
+}
+
+void check_writable_directory(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  const std::string prefix = what.empty() ? "" : what + ": ";
+  std::error_code ec;
+  fs::path dir = fs::absolute(path, ec);
+  while (!fs::exists(dir, ec) && dir.has_relative_path()) dir = dir.parent_path();
+  const bool exists = dir == fs::absolute(path, ec);
+  ES_CHECK(fs::is_directory(dir, ec), "{}cannot write the directory '{}': '{}' is a file, not a "
+           "directory", prefix, path, exists ? path : dir.string());
+  ES_CHECK(::access(dir.c_str(), W_OK) == 0, "{}cannot write the directory '{}': '{}' is not "
+           "writable", prefix, path, exists ? path : dir.string());
 }
 
 void check_distinct_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {

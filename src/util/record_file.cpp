@@ -1,6 +1,7 @@
 #include "embshard/util/record_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,8 +36,8 @@ ParsedFile parse_records(const std::string& path, const std::string& text) {
     const bool last = next >= text.size();
     if (!complete || value.is_discarded() || !value.is_object()) {
       if (line_number == 1 && complete) check_not_a_json_document(path, text, "records");
-      // The header is written whole or not at all (write_file_atomic): a first
-      // line that is not one is another file, never a torn header to drop.
+      // The header goes into an empty file in one write() before any record: a
+      // first line that is not one is another file, never a torn header to drop.
       ES_CHECK(line_number > 1, "{}: line 1 is not a records header ('{}'): not a records file; "
                "give another output path", path, line.substr(0, 80));
       // Only the last line can be torn by a crash; anything earlier is corruption.
@@ -92,9 +93,30 @@ std::vector<json> RecordFile::read_all(const std::string& path, json* header,
 RecordFile::RecordFile(std::string path, const json& header,
                        const std::vector<std::string>& must_match)
     : path_(std::move(path)), header_(header) {
-  const bool exists = file_exists(path_) && file_size_bytes(path_) > 0;
-  if (exists) {
-    const std::string text = read_file(path_);
+  // Opened, never truncated, and locked before it is read: a second process
+  // given the same file fails here instead of interleaving its records.
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ES_CHECK(fd_ >= 0, "cannot open '{}' for appending: {}", path_, std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    ::close(fd_);
+    fd_ = -1;
+    ES_CHECK(error != EWOULDBLOCK, "{}: another process is writing this file (wait for it, or "
+             "give another output path)", path_);
+    ES_THROW("cannot lock '{}': {}", path_, std::strerror(error));
+  }
+  try {
+    open_locked(must_match);
+  } catch (...) {
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
+}
+
+void RecordFile::open_locked(const std::vector<std::string>& must_match) {
+  const std::string text = file_size_bytes(path_) > 0 ? read_file(path_) : std::string();
+  if (!text.empty()) {
     ES_CHECK(!is_gzip(text),
              "{}: is gzip-compressed; records are appended to a plain file: give another "
              "output path (or gunzip it to resume into it)",
@@ -106,7 +128,7 @@ RecordFile::RecordFile(std::string path, const json& header,
       };
       for (const std::string& key : must_match) {
         const json stored = parsed.header.value(key, json());
-        const json wanted = header.value(key, json());
+        const json wanted = header_.value(key, json());
         ES_CHECK(stored == wanted,
                  "{}: cannot resume: header field '{}' is {} in the file but {} in this run "
                  "(use another --out file, or the same options)",
@@ -115,18 +137,17 @@ RecordFile::RecordFile(std::string path, const json& header,
       header_ = parsed.header;
       records_ = std::move(parsed.records);
       dropped_bytes_ = parsed.dropped_bytes;
-      fd_ = ::open(path_.c_str(), O_WRONLY);
-      ES_CHECK(fd_ >= 0, "cannot open '{}' for appending: {}", path_, std::strerror(errno));
       ES_CHECK(::ftruncate(fd_, static_cast<off_t>(parsed.good_bytes)) == 0,
                "cannot drop the torn last record of '{}': {}", path_, std::strerror(errno));
       ES_CHECK(::lseek(fd_, 0, SEEK_END) >= 0, "cannot seek '{}'", path_);
       return;
     }
   }
-  // The header appears whole or not at all.
-  write_file_atomic(path_, header.dump() + "\n");
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND);
-  ES_CHECK(fd_ >= 0, "cannot open '{}' for appending: {}", path_, std::strerror(errno));
+  // An empty file (new, or one a crash left before its header): the header
+  // in one write, synced before any record follows it.
+  write_all(fd_, header_.dump() + "\n", path_);
+  ES_CHECK(::fdatasync(fd_) == 0 || errno == EINVAL, "cannot sync '{}': {}", path_,
+           std::strerror(errno));
 }
 
 RecordFile::~RecordFile() {
@@ -136,7 +157,8 @@ RecordFile::~RecordFile() {
 void RecordFile::append(const json& record) {
   // One write of the whole line, then fdatasync: a crash tears at most this line.
   write_all(fd_, record.dump() + "\n", path_);
-  ES_CHECK(::fdatasync(fd_) == 0, "cannot sync '{}': {}", path_, std::strerror(errno));
+  ES_CHECK(::fdatasync(fd_) == 0 || errno == EINVAL, "cannot sync '{}': {}", path_,
+           std::strerror(errno));  // EINVAL: a device such as /dev/null, which keeps nothing
   records_.push_back(record);
 }
 

@@ -88,6 +88,7 @@ TraceWriter::TraceWriter(std::string path, uint64_t num_tables, uint64_t batch_s
            "trace file '{}': index_bytes is {}, must be 4 or 8", path_, index_bytes);
   ES_CHECK(batch_size > 0, "trace file '{}': batch_size must be positive", path_);
   info_ = {index_bytes, num_tables, batch_size, 0};
+  remove_stale_temp_files(path_);  // a killed writer's (SIGKILL) partial trace: hundreds of MB
   file_ = std::fopen(tmp_path_.c_str(), "wb");
   ES_CHECK(file_ != nullptr, "cannot create '{}': {}", tmp_path_, std::strerror(errno));
   unsigned char zero[kHeaderBytes] = {};

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <thread>
@@ -92,6 +94,30 @@ TEST(RecordFile, AppendsAndResumes) {
   EXPECT_EQ(again.dropped_bytes(), 0u);
 }
 
+// Two writers of one file would interleave and duplicate records: the second
+// is refused while the first has it open, and the file is left as it was.
+TEST(RecordFile, OneWriterAtATime) {
+  ScratchDir dir("records_lock");
+  const std::string path = dir.file("r.jsonl");
+  const json header{{"format", "x"}};
+  {
+    RecordFile first(path, header, {"format"});
+    first.append({{"sample", 0}});
+    EXPECT_EQ(testing::error_of([&] { RecordFile second(path, header, {"format"}); })
+                  .rfind(path + ": another process is writing this file (wait for it, or give "
+                                "another output path)",
+                         0),
+              0u);
+    first.append({{"sample", 1}});
+  }
+  EXPECT_EQ(slurp(path), "{\"format\":\"x\"}\n{\"sample\":0}\n{\"sample\":1}\n");
+  EXPECT_EQ(RecordFile(path, header, {"format"}).records().size(), 2u);
+  // An empty file (a crash before its header) gets the header.
+  spit(path, "");
+  RecordFile(path, header, {"format"}).append({{"sample", 0}});
+  EXPECT_EQ(slurp(path), "{\"format\":\"x\"}\n{\"sample\":0}\n");
+}
+
 TEST(RecordFile, DropsTornLastLineOnly) {
   ScratchDir dir("records_torn");
   const std::string path = dir.file("r.jsonl");
@@ -106,8 +132,7 @@ TEST(RecordFile, DropsTornLastLineOnly) {
   EXPECT_EQ(slurp(path), "{\"format\":\"x\"}\n{\"sample\":0}\n{\"sample\":1}\n");
   // A complete but garbled last line (e.g. zeros after a power cut) is torn too.
   spit(path, "{\"format\":\"x\"}\n{\"sample\":0}\n\0\0\0\n");
-  RecordFile g(path, header, {"format"});
-  EXPECT_EQ(g.records().size(), 1u);
+  EXPECT_EQ(RecordFile(path, header, {"format"}).records().size(), 1u);
   // A first line that is no header is another file: refused, left as it was
   // (it was dropped as a torn header and the file written over).
   spit(path, "notes: keep these\n");
@@ -231,6 +256,43 @@ TEST(Outputs, OneFileHoweverSpeltIsRefusedAndAFileIsNoDirectory) {
                               "': directory '" + dir.file("nodir") + "' does not exist", 0),
             0u)
       << missing;
+}
+
+// A writer killed with SIGKILL leaves "<path>.tmp.<pid>": the next writer of
+// the path removes it, and leaves a live writer's alone.
+TEST(Outputs, StaleTemporaryFilesOfDeadWritersAreRemoved) {
+  ScratchDir dir("stale_temps");
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // a pid that no longer runs
+  const std::string path = dir.file("trace.bin");
+  const std::string dead = path + ".tmp." + std::to_string(child);
+  const std::string mine = temp_path_for(path);
+  const std::string other = dir.file("other.tmp.") + std::to_string(child);
+  for (const std::string& f : {dead, mine, path + ".tmp.x1", other}) spit(f, "x");
+  EXPECT_EQ(remove_stale_temp_files(path), 1);
+  EXPECT_FALSE(std::filesystem::exists(dead));
+  EXPECT_TRUE(std::filesystem::exists(mine));
+  EXPECT_TRUE(std::filesystem::exists(path + ".tmp.x1"));
+  EXPECT_TRUE(std::filesystem::exists(other));
+}
+
+// train and fit check their output directory before minutes of work.
+TEST(Outputs, ADirectoryToWriteIsCheckedFirst) {
+  ScratchDir dir("output_dirs");
+  spit(dir.file("afile"), "x");
+  EXPECT_NO_THROW(check_writable_directory(dir.path().string(), "--out"));
+  EXPECT_NO_THROW(check_writable_directory(dir.file("new/deeper"), "--out"));
+  for (const std::string& bad : {dir.file("afile"), dir.file("afile/model")}) {
+    const std::string e = testing::error_of([&] { check_writable_directory(bad, "train: --out"); });
+    EXPECT_EQ(e.rfind("train: --out: cannot write the directory '" + bad + "': '" +
+                          dir.file("afile") + "' is a file, not a directory",
+                      0),
+              0u)
+        << e;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("new")));
 }
 
 // A plan or a tables.json given where records are read is named as what it

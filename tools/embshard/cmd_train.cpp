@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "options.h"
 #include "embshard/util/error.h"
+#include "embshard/util/file.h"
 #include "embshard/util/text_table.h"
 
 #ifdef EMBSHARD_WITH_TORCH
@@ -38,6 +39,7 @@ void print_figures(const std::vector<Comparison>& comparisons) {
 }
 
 void run_train(const TrainArgs& args) {
+  check_writable_directory(args.out_dir, "train: --out");  // before the training, not after
   TrainOptions options = args.options;
   options.reporter = &stderr_reporter();
   TrainResult result = train_neural_model(options);

@@ -31,6 +31,11 @@ bool file_exists(const std::string& path);
 // `what` (the option; empty: none) and the path.
 void check_writable(const std::string& path, const std::string& what);
 
+// The same for an output directory: `path` is a writable directory, or it
+// does not exist and the nearest part of it that does is one (so that
+// create_directories can make the rest).
+void check_writable_directory(const std::string& path, const std::string& what);
+
 // Checks that no two of a command's outputs (option, path; empty: not given)
 // name one file, however spelt ("a.json", "./a.json", "../dir/a.json"):
 // otherwise the last one written would be all that is left.
@@ -40,6 +45,11 @@ uint64_t file_size_bytes(const std::string& path);
 // A temporary path next to `path` ("<path>.tmp.<pid>"; next to its target
 // where `path` is a symbolic link), for write-then-rename.
 std::string temp_path_for(const std::string& path);
+
+// Removes the temporary files of `path` (temp_path_for's "<path>.tmp.<pid>")
+// whose writer no longer runs: what a writer killed with SIGKILL, which no
+// handler sees, left behind. Returns how many it removed.
+int remove_stale_temp_files(const std::string& path);
 
 // Renames `from` onto `to` after fsyncing `from`; throws Error on failure.
 // A link's target is replaced, not the link; a file replaced keeps its mode;

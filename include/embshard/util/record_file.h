@@ -1,8 +1,9 @@
 // An append-only file of JSON records, one per line, that survives kill -9.
 //
-// Line 1 is a header naming what the records are and how they were made; every
-// later line is one record, written with a single write() and fdatasync'd, so a
-// crash loses at most the record being written. Reopening the file checks the
+// Line 1 is a header naming what the records are and how they were made,
+// written in one write() before any record; every later line is one record,
+// written with a single write() and fdatasync'd, so a crash loses at most the
+// record being written. Reopening the file checks the
 // header against the current run (the fields that must match), drops a torn
 // last line (no trailing newline, or not valid JSON) and hands back the
 // records already there, so that the caller resumes where it stopped.
@@ -26,7 +27,9 @@ class RecordFile {
  public:
   // Creates `path` with `header` or reopens it. When reopening, every key of
   // `header` listed in `must_match` must be equal in the file's header, else
-  // Error names the file, the field and both values.
+  // Error names the file, the field and both values. The file is locked
+  // (flock) while this lives: another RecordFile on it, in this process or
+  // another, is an Error.
   RecordFile(std::string path, const nlohmann::json& header,
              const std::vector<std::string>& must_match);
   ~RecordFile();
@@ -46,6 +49,8 @@ class RecordFile {
                                               uint64_t* dropped_bytes);
 
  private:
+  void open_locked(const std::vector<std::string>& must_match);
+
   std::string path_;
   int fd_ = -1;
   nlohmann::json header_;
