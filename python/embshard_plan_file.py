@@ -12,6 +12,8 @@ SHARDING_TYPES = {
     "data_parallel", "table_wise", "column_wise", "row_wise",
     "table_row_wise", "table_column_wise", "grid_shard",
 }
+# TorchRec's training kernels for a sharded (not data-parallel) table.
+SHARDED_KERNELS = {"fused", "fused_uvm", "fused_uvm_caching", "key_value"}
 
 
 class PlanError(ValueError):
@@ -121,9 +123,12 @@ def _check_table(where, name, t, world):
         raise PlanError(f"{where}: field '{path}.sharding_type' is {_show(kind)}, expected one "
                         f"of {', '.join(sorted(SHARDING_TYPES))}")
     kernel = _member(where, t, path, "compute_kernel")
-    if not isinstance(kernel, str):
+    # TorchRec's EmbeddingComputeKernel values: "dense" is data parallel's.
+    kernels = {"dense"} if kind == "data_parallel" else SHARDED_KERNELS
+    if not isinstance(kernel, str) or kernel not in kernels:
         raise PlanError(f"{where}: field '{path}.compute_kernel' is {_show(kernel)}, expected "
-                        "a string")
+                        f"{'one of ' if len(kernels) > 1 else ''}"
+                        f"{', '.join(sorted(kernels))} for a {kind} table")
     dim = _integer(where, _member(where, t, path, "dim"), f"{path}.dim", 1, PLAN_MAX_DIM)
     rows = _integer(where, _member(where, t, path, "rows"), f"{path}.rows", 1, PLAN_MAX_ROWS)
     ranks = _member(where, t, path, "ranks")
@@ -181,12 +186,22 @@ def _check_table(where, name, t, world):
                 raise PlanError(f"{where}: field '{path}.shards': shards[{j}] and shards[{i}] "
                                 "overlap")
         pieces.append((row0, n_rows, col0, n_cols))
+        # TorchRec builds a table's shards from its type.
+        if kind in ("column_wise", "table_column_wise") and (row0 != 0 or n_rows != rows):
+            raise PlanError(f"{where}: field '{field}' holds rows {row0}..{row0 + n_rows} of "
+                            f"{rows}: a {kind} shard holds every row (a range of columns)")
+        if kind in ("row_wise", "table_row_wise") and (col0 != 0 or n_cols != dim):
+            raise PlanError(f"{where}: field '{field}' holds columns {col0}..{col0 + n_cols} of "
+                            f"{dim}: a {kind} shard holds every column (a range of rows)")
         block = -(-rows // world)
         if kind == "row_wise" and row0 // block != device:
             # TorchRec sends the lookups of row block b to rank b.
             raise PlanError(f"{where}: field '{field}' holds rows {row0}..{row0 + n_rows} on "
                             f"rank {device}: in a row_wise table TorchRec serves row block b "
                             f"(rows b x {block} onwards) from rank b")
+    if kind == "table_wise" and len(shards) != 1:
+        raise PlanError(f"{where}: field '{path}.shards' has {len(shards)} shards: a "
+                        "table_wise table is one shard")
     # Inside the table and disjoint: they cover it exactly when the areas add up.
     area = sum(nr * nc for _, nr, _, nc in pieces)
     if area != rows * dim:

@@ -95,7 +95,12 @@ class PlanChecks(unittest.TestCase):
                             "p.json: field 'tables.b.sharding_type' is an array of 1 values, "
                             "expected one of column_wise, data_parallel")
         self.assertRejected(broken(assign(["tables", "b", "compute_kernel"], 5)),
-                            "p.json: field 'tables.b.compute_kernel' is 5, expected a string")
+                            "p.json: field 'tables.b.compute_kernel' is 5, expected one of "
+                            "fused, fused_uvm, fused_uvm_caching, key_value for a table_wise "
+                            "table")
+        self.assertRejected(broken(assign(["tables", "c", "compute_kernel"], "fused")),
+                            "p.json: field 'tables.c.compute_kernel' is \"fused\", expected "
+                            "dense for a data_parallel table")
         self.assertRejected(broken(assign(["tables", "b", "rows"], "10")),
                             "p.json: field 'tables.b.rows' is \"10\", expected an integer")
         self.assertRejected(broken(assign(["tables", "b", "dim"], 0)),
@@ -180,6 +185,21 @@ class PlanChecks(unittest.TestCase):
         self.assertRejected(swapped, "p.json: field 'tables.a.shards[0]' holds rows 0..50 on "
                                      "rank 1: in a row_wise table TorchRec serves row block b "
                                      "(rows b x 50 onwards) from rank b")
+
+    def test_shards_shaped_as_their_type(self):
+        # TorchRec builds a table's shards from its type.
+        self.assertRejected(broken(assign(["tables", "a", "sharding_type"], "row_wise")),
+                            "p.json: field 'tables.a.shards[0]' holds columns 0..32 of 64: a "
+                            "row_wise shard holds every column (a range of rows)")
+        self.assertRejected(broken(assign(["tables", "a", "sharding_type"], "table_wise")),
+                            "p.json: field 'tables.a.shards' has 2 shards: a table_wise table "
+                            "is one shard")
+        plan = sample_plan()
+        plan["tables"]["a"].update(shards=[
+            {"shard_offsets": [0, 0], "shard_sizes": [50, 64], "placement": "rank:0/cuda:0"},
+            {"shard_offsets": [50, 0], "shard_sizes": [50, 64], "placement": "rank:1/cuda:1"}])
+        self.assertRejected(plan, "p.json: field 'tables.a.shards[0]' holds rows 0..50 of 100: "
+                                  "a column_wise shard holds every row (a range of columns)")
 
     def test_a_sharded_table_has_shards(self):
         self.assertRejected(broken(assign(["tables", "b", "shards"], None)),

@@ -33,6 +33,8 @@ constexpr int64_t kMaxPlanValues = int64_t{1} << 50;  // rows x dim over tables 
 const char* const kShardingTypes[] = {"table_wise",        "column_wise",    "row_wise",
                                       "table_column_wise", "table_row_wise", "grid_shard",
                                       "data_parallel"};
+// TorchRec's training kernels for a sharded (not data-parallel) table.
+const char* const kShardedKernels[] = {"fused", "fused_uvm", "fused_uvm_caching", "key_value"};
 
 // A value as a message shows it. Containers by kind and size only: a damaged
 // file can hold a value of any size or depth, and dumping it would flood the
@@ -207,6 +209,29 @@ void check_cover(const Reader& r, const std::string& where, const PlanFileTable&
            r.source(), where, covered, t.name, area);
 }
 
+// Shards shaped as the table's sharding type says: TorchRec builds a table's
+// shards from its type, so a row block labelled column_wise loads as another
+// plan than the one written.
+void check_shapes(const Reader& r, const std::string& where, const PlanFileTable& t) {
+  const std::string& type = t.sharding_type;
+  ES_CHECK(type != "table_wise" || t.shards.size() == 1,
+           "{}: field '{}' has {} shards: a table_wise table is one shard", r.source(), where,
+           t.shards.size());
+  const bool whole_rows = type == "column_wise" || type == "table_column_wise";
+  const bool whole_cols = type == "row_wise" || type == "table_row_wise";
+  for (size_t i = 0; i < t.shards.size(); ++i) {
+    const PlanFileShard& s = t.shards[i];
+    ES_CHECK(!whole_rows || (s.row_offset == 0 && s.rows == t.rows),
+             "{}: field '{}' holds rows {}..{} of {}: a {} shard holds every row (a range of "
+             "columns)",
+             r.source(), index_path(where, i), s.row_offset, s.row_offset + s.rows, t.rows, type);
+    ES_CHECK(!whole_cols || (s.col_offset == 0 && s.cols == t.dim),
+             "{}: field '{}' holds columns {}..{} of {}: a {} shard holds every column (a range "
+             "of rows)",
+             r.source(), index_path(where, i), s.col_offset, s.col_offset + s.cols, t.dim, type);
+  }
+}
+
 PlanFileTable read_table(const Reader& r, const std::string& name, const json& j, int num_devices) {
   const std::string where = member_path("tables", name);
   PlanFileTable t;
@@ -218,6 +243,15 @@ PlanFileTable read_table(const Reader& r, const std::string& name, const json& j
            "table_column_wise, table_row_wise, grid_shard, data_parallel",
            r.source(), member_path(where, "sharding_type"), show(json(t.sharding_type)));
   t.compute_kernel = r.string_at(j, where, "compute_kernel");
+  // TorchRec's EmbeddingComputeKernel values: "dense" is data parallel's.
+  const bool dense = t.sharding_type == "data_parallel";
+  ES_CHECK(dense ? t.compute_kernel == "dense"
+                 : std::find(std::begin(kShardedKernels), std::end(kShardedKernels),
+                             t.compute_kernel) != std::end(kShardedKernels),
+           "{}: field '{}' is {}, expected {} for a {} table", r.source(),
+           member_path(where, "compute_kernel"), show(json(t.compute_kernel)),
+           dense ? "\"dense\"" : "one of fused, fused_uvm, fused_uvm_caching, key_value",
+           t.sharding_type);
   t.dim = static_cast<int>(r.integer_at(j, where, "dim", 1, kMaxDim));
   t.rows = r.integer_at(j, where, "rows", 1, kMaxRows);
   t.memory_bytes = r.integer_at(j, where, "memory_bytes", 0, kInt64Max);
@@ -258,6 +292,7 @@ PlanFileTable read_table(const Reader& r, const std::string& name, const json& j
              "{}: field '{}' is {} but {}.placement says rank {}", r.source(),
              index_path(ranks_field, i), t.ranks[i], field, t.shards.back().device);
   }
+  check_shapes(r, shards_field, t);
   check_cover(r, shards_field, t);
   if (t.sharding_type == "row_wise") {
     // TorchRec sends the lookups of row block b to rank b.

@@ -134,11 +134,24 @@ TEST(PlanFile, ErrorsNameTheFileFieldAndValue) {
        },
        {"field 'tables.b.shards': shards[0] and shards[1] overlap"}},
       {[](json& j) {
-         j["tables"]["b"]["shards"][1]["shard_sizes"] = {40, 8};
+         j["tables"]["b"]["shards"][1]["shard_sizes"] = {50, 7};
        },
-       {"field 'tables.b.shards': the shards cover 720 of table 'b''s 800 values"}},
+       {"field 'tables.b.shards': the shards cover 750 of table 'b''s 800 values"}},
       {[](json& j) { j["tables"]["c"]["shards"] = json::array(); },
        {"field 'tables.c.shards' is an array of 0 values, expected null"}},
+      // Shards shaped as their type says, and TorchRec's kernels.
+      {[](json& j) { j["tables"]["d"]["sharding_type"] = "column_wise"; },
+       {"field 'tables.d.shards[0]' holds rows 0..20 of 40: a column_wise shard holds every row"}},
+      {[](json& j) { j["tables"]["b"]["sharding_type"] = "row_wise"; },
+       {"field 'tables.b.shards[0]' holds columns 0..8 of 16: a row_wise shard holds every "
+        "column"}},
+      {[](json& j) { j["tables"]["b"]["sharding_type"] = "table_wise"; },
+       {"field 'tables.b.shards' has 2 shards: a table_wise table is one shard"}},
+      {[](json& j) { j["tables"]["a"]["compute_kernel"] = "gpu_magic"; },
+       {"field 'tables.a.compute_kernel' is \"gpu_magic\", expected one of fused, fused_uvm"}},
+      {[](json& j) { j["tables"]["c"]["compute_kernel"] = "fused"; },
+       {"field 'tables.c.compute_kernel' is \"fused\", expected \"dense\" for a data_parallel "
+        "table"}},
       {[](json& j) { j["tables"]["a"]["sharding_type"] = "diagonal"; },
        {"field 'tables.a.sharding_type' is \"diagonal\""}},
       {[](json& j) { j["table_order"][1] = "zz"; },
