@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "embshard/cost/cost_data.h"
@@ -249,8 +250,16 @@ int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter
                     static_cast<uint64_t>(next));
   for (; next < options.samples; ++next) {
     const std::vector<ShardTable> shard = draw_shard(workload, options, next);
-    const ShardMeasurement m = timer.measure(shard, fmt::format("{}: sample {}", options.out_path,
-                                                                next));
+    ShardMeasurement m;
+    try {
+      m = timer.measure(shard, fmt::format("{}: sample {}", options.out_path, next));
+    } catch (const Error& e) {
+      // The executor numbers the shard's tables from 0: name them.
+      std::vector<std::string> names;
+      for (const ShardTable& t : shard) names.push_back(workload.tables[t.table].name);
+      ES_THROW("bench compute: {}: sample {} (tables 0.. of the shard: {}): {}",
+               options.workload_dir, next, fmt::join(names, ", "), e.what());
+    }
     json tables = json::array();
     for (const ShardTable& t : shard) tables.push_back(table_record(timer, t));
     json record = interleaved_summary_json(m.interleaved);

@@ -240,15 +240,25 @@ CostDataKind detect_cost_data_kind(const std::string& path) {
   ES_THROW("{}: format is '{}', expected '{}' or '{}'", path, format, kComputeFormat, kCommFormat);
 }
 
+// A header's positive integer field, named with its value when it is not one.
+int64_t header_count(const std::string& path, const json& header, const std::string& key,
+                     int64_t max = int64_t{1} << 40) {
+  const auto it = header.find(key);
+  ES_CHECK(it != header.end(), "{}: the header has no field '{}'", path, key);
+  ES_CHECK(it->is_number_integer() && it->get<int64_t>() > 0 && it->get<int64_t>() <= max,
+           "{}: header field '{}' is {}, expected an integer in 1..{}", path, key,
+           it->dump().substr(0, 80), max);
+  return it->get<int64_t>();
+}
+
 ComputeData load_compute_data(const std::string& path, const LoadOptions& options) {
   Lines lines = read_lines(path);
   ComputeData data;
   data.normalized = check_header(path, lines.header, kComputeFormat);
   data.path = path;
   data.header = lines.header;
-  data.batch_size = lines.header.value("batch_size", int64_t{0});
+  data.batch_size = header_count(path, lines.header, "batch_size");
   data.max_batch_size = data.batch_size;
-  ES_CHECK(data.batch_size > 0, "{}: header batch_size is {}", path, data.batch_size);
   data.records = parse_all<ComputeRecord>(path, lines, options, parse_compute);
   for (ComputeRecord& r : data.records) {
     r.batch = data.batch_size;
@@ -267,11 +277,8 @@ CommData load_comm_data(const std::string& path, const LoadOptions& options) {
   data.path = path;
   data.header = lines.header;
   // Version 1 spelled it "batch".
-  data.batch_size = lines.header.value(data.normalized ? "batch_size" : "batch", int64_t{0});
-  data.num_devices = lines.header.value("num_devices", 0);
-  ES_CHECK(data.batch_size > 0 && data.num_devices > 0,
-           "{}: header batch_size {} / num_devices {} invalid", path, data.batch_size,
-           data.num_devices);
+  data.batch_size = header_count(path, lines.header, data.normalized ? "batch_size" : "batch");
+  data.num_devices = static_cast<int>(header_count(path, lines.header, "num_devices", 1 << 16));
   const int n = data.num_devices;
   data.records = parse_all<CommRecord>(path, lines, options,
                                        [n, &options](const json& r) {
@@ -288,11 +295,8 @@ CollectiveData load_collective_data(const std::string& path, const LoadOptions& 
   CollectiveData data;
   check_header(path, lines.header, kCollectiveFormat);
   data.path = path;
-  data.batch_size = lines.header.value("batch_size", int64_t{0});
-  data.num_devices = lines.header.value("num_devices", 0);
-  ES_CHECK(data.batch_size > 0 && data.num_devices > 0,
-           "{}: header batch_size {} / num_devices {} invalid", path, data.batch_size,
-           data.num_devices);
+  data.batch_size = header_count(path, lines.header, "batch_size");
+  data.num_devices = static_cast<int>(header_count(path, lines.header, "num_devices", 1 << 16));
   const int n = data.num_devices;
   data.records = parse_all<CollectiveRecord>(
       path, lines, options, [n](const json& r) { return parse_collective(r, n); });

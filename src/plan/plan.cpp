@@ -151,7 +151,10 @@ ShardingTypes ShardingTypes::parse(const std::string& list, const std::string& o
   size_t start = 0;
   while (start <= list.size()) {
     const size_t end = std::min(list.find(',', start), list.size());
-    const std::string name = list.substr(start, end - start);
+    // "table_wise, column_wise" as the shell passes it quoted: spaces around a name.
+    std::string name = list.substr(start, end - start);
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
     const auto& names = sharding_type_names();
     const auto it = std::find(names.begin(), names.end(), name);
     ES_CHECK(it != names.end(), "{} {}: unknown sharding type '{}'; valid types: {}", option,

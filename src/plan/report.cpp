@@ -190,11 +190,14 @@ std::string verification_report(const Verification& v) {
   }
   const double first = v.candidates.front().measured.cost_ms;
   const double chosen = v.candidates[v.chosen].measured.cost_ms;
+  const std::string against =
+      v.chosen == 0 ? "the search's own pick measured fastest"
+                    : fmt::format("{:.1f}% below the search's own pick",
+                                  100 * (first - chosen) / first);
   return fmt::format("verification: the search's {} best plans, measured ({}), in {:.1f} s\n{}"
-                     "chosen: candidate {}, {:.3f} ms measured, {:.1f}% below the search's own "
-                     "pick\n",
+                     "chosen: candidate {}, {:.3f} ms measured: {}\n",
                      v.candidates.size(), v.truth, v.verify_s, table.render(), v.chosen, chosen,
-                     100 * (first - chosen) / first);
+                     against);
 }
 
 std::string piece_text(int cols, int64_t row_offset, int64_t rows, int64_t table_rows, bool replica) {

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <vector>
 
 #include <fmt/ranges.h>
@@ -88,15 +87,12 @@ Workload load_table_specs(const std::string& path, const std::string& profile,
   const PublishedStats stats = load_published_profile(name.get<std::string>());
   const json& tables = j["tables"];
   ES_CHECK(!tables.empty(), "{}: 'tables' is empty", path);
-  std::map<std::string, size_t> index_of;
   for (size_t i = 0; i < tables.size(); ++i) {
     const std::string where = fmt::format("{}: tables[{}]", path, i);
     out.tables.push_back(
         table_from_json(complete_table(tables[i], stats, out.batch_size, where), where));
-    const auto [it, fresh] = index_of.emplace(out.tables.back().name, i);
-    ES_CHECK(fresh, "{}: field 'name' is '{}', as tables[{}]'s: every table needs its own name",
-             where, it->first, it->second);
   }
+  check_table_names(out.tables, path);
   return out;
 }
 

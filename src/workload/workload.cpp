@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "embshard/util/error.h"
@@ -26,7 +27,7 @@ int64_t positive_int(const json& j, const char* name, const std::string& context
   ES_CHECK(v.is_number_integer(), "{}: field '{}' is {}, expected an integer", context, name,
            v.dump());
   const int64_t value = v.get<int64_t>();
-  ES_CHECK(value > 0, "{}: field '{}' is {}, must be positive", context, name, value);
+  ES_CHECK(value > 0, "{}: field '{}' is {}, must be in 1..2^63-1", context, name, v.dump());
   return value;
 }
 
@@ -61,6 +62,15 @@ ReuseHistogram histogram(const json& j, const char* name, const std::string& con
 std::string Workload::trace_path() const {
   ES_CHECK(trace_file.has_value(), "workload '{}' has no index trace (spec only)", dir);
   return (std::filesystem::path(dir) / *trace_file).string();
+}
+
+void check_table_names(const std::vector<TableSpec>& tables, const std::string& path) {
+  std::map<std::string, size_t> index_of;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const auto [it, fresh] = index_of.emplace(tables[i].name, i);
+    ES_CHECK(fresh, "{}: tables[{}]: field 'name' is '{}', as tables[{}]'s: every table needs "
+             "its own name", path, i, it->first, it->second);
+  }
 }
 
 TableSpec table_from_json(const json& j, const std::string& context) {
@@ -130,6 +140,7 @@ Workload load_workload(const std::string& dir) {
   for (size_t i = 0; i < tables.size(); ++i) {
     w.tables.push_back(table_from_json(tables[i], fmt::format("{}: tables[{}]", path, i)));
   }
+  check_table_names(w.tables, path);
   if (auto it = j.find("trace"); it != j.end() && !it->is_null()) {
     ES_CHECK(it->is_string(), "{}: field 'trace' is {}, expected a file name or null", path,
              it->dump());

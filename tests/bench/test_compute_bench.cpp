@@ -145,6 +145,26 @@ TEST(ComputeBench, ShardThatCannotFitTheCapIsAnError) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("costs.jsonl")));
 }
 
+// A trace with indices past a table's rows: the error names the sample and
+// the shard's tables (the executor numbers them from 0), and no record is kept.
+TEST(ComputeBench, AnIndexPastATablesRowsNamesTheTables) {
+  ScratchDir dir("compute_bad_index");
+  const std::string workload = make_workload(dir, 3);
+  json specs = json::parse(slurp(workload + "/tables.json"));
+  for (json& t : specs["tables"]) {
+    t["rows"] = 2;
+    t["unique_rows"] = 2;
+  }
+  spit(workload + "/tables.json", specs.dump());
+  const ComputeBenchOptions o = small_options(workload, dir.file("costs.jsonl"));
+  const std::string e = testing::error_of([&] { run_compute_bench(o, silent_reporter()); });
+  EXPECT_NE(e.find("bench compute: " + workload + ": sample 0 (tables 0.. of the shard: t"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("out of range"), std::string::npos) << e;
+  EXPECT_EQ(RecordFile::read_all(dir.file("costs.jsonl"), nullptr, nullptr).size(), 0u);
+}
+
 // Another command's file, as the output or the reference, is named as such;
 // an output in a missing directory fails before the reference window.
 TEST(ComputeBench, ForeignFilesAndMissingDirectoriesFailFirst) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "embshard/cost/cost_data.h"
 #include "embshard/util/file.h"
 #include "embshard/util/record_file.h"
 #include "embshard/workload/table.h"
@@ -51,7 +52,7 @@ inline double synth_cost_ms(const std::vector<std::pair<SynthTable, int>>& shard
 
 inline nlohmann::json compute_header(int64_t batch) {
   return {{"format", "embshard-compute-costs"},
-          {"version", 1},
+          {"version", kCostDataVersion},
           {"batch_size", batch},
           {"threads", 1},
           {"machine", {{"cpu", "synthetic"}}}};
@@ -154,9 +155,9 @@ inline void write_synth_comm(const std::string& path, int devices, int samples, 
   const int64_t batch = 1024;
   RecordFile out(path,
                  {{"format", "embshard-comm-costs"},
-                  {"version", 1},
+                  {"version", kCostDataVersion},
                   {"num_devices", devices},
-                  {"batch", batch},
+                  {"batch_size", batch},
                   {"machine", {{"cpu", "synthetic"}}}},
                  {});
   for (int s = 0; s < samples; ++s) {

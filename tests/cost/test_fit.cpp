@@ -49,6 +49,14 @@ TEST(Fit, RecoversAKnownDistortionAndSavesIt) {
   const NeuralModel back = load_neural_model(dir.file("fitted"));
   EXPECT_DOUBLE_EQ(back.batch_correction, r.model.batch_correction);
   EXPECT_EQ(back.info["fitted"]["from"], o.model_dir);
+  // It describes the machine it was fitted to, not the pre-training's.
+  const auto fitted_model = std::make_shared<const NeuralModel>(back);
+  EXPECT_EQ(make_neural_cost_model(fitted_model, 2048, std::nullopt).source.hardware,
+            "cpu on synthetic");
+  EXPECT_NE(make_neural_cost_model(std::make_shared<const NeuralModel>(shipped), 2048,
+                                   std::nullopt)
+                .source.hardware,
+            "cpu on synthetic");
   const auto pool = testing::synth_pool(3, 9);
   const std::vector<TableFeatures> t = {
       {pool[0].rows, 32, pool[0].pooling, pool[0].row_reuse, pool[0].lookup_reuse}};
@@ -166,9 +174,9 @@ void write_machine_comm(const std::string& path, const NeuralModel& m, int devic
   std::uniform_real_distribution<double> u(0, 1);
   RecordFile out(path,
                  {{"format", "embshard-comm-costs"},
-                  {"version", 1},
+                  {"version", kCostDataVersion},
                   {"num_devices", devices},
-                  {"batch", m.comm_batch_size},
+                  {"batch_size", m.comm_batch_size},
                   {"machine", {{"cpu", "synthetic"}}}},
                  {});
   for (int s = 0; s < samples; ++s) {
@@ -250,6 +258,25 @@ TEST(Fit, TooFewRecordsIsAnError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("at least 10"), std::string::npos) << e.what();
   }
+}
+
+// Version 1 records hold raw medians: fitting a normalized model to them is
+// refused by name, unless the fit is of raw medians (--raw).
+TEST(Fit, RawRecordsNeedRaw) {
+  testing::ScratchDir dir("fit_v1");
+  FitOptions o;
+  o.model_dir = shipped_models_dir() + "/neural";
+  write_file(dir.file("a.jsonl"), load_neural_model(o.model_dir), 2048, 40, 5);
+  const std::string text = read_file(dir.file("a.jsonl"));
+  auto header = nlohmann::json::parse(text.substr(0, text.find('\n')));
+  header["version"] = 1;
+  write_file_atomic(dir.file("a.jsonl"), header.dump() + text.substr(text.find('\n')));
+  o.data_paths = {dir.file("a.jsonl")};
+  EXPECT_EQ(testing::error_of([&] { fit_neural_model(o, silent_reporter()); })
+                .rfind("fit: " + dir.file("a.jsonl") + ": version 1 records (raw medians", 0),
+            0u);
+  o.raw = true;
+  EXPECT_GT(fit_neural_model(o, silent_reporter()).fit_records, 0);
 }
 
 // Options refused before anything is measured leave no output directory.

@@ -299,6 +299,32 @@ TEST(CostData, BadRecordsAreSkippedAndCounted) {
   EXPECT_THROW(load_comm_data(path), Error);
 }
 
+// A header's counts are named with the value found, or said to be missing.
+TEST(CostData, HeaderCountsAreNamed) {
+  ScratchDir dir("cost_data_header");
+  const std::string path = dir.file("compute.jsonl");
+  testing::write_synth_compute(path, 5, 1);
+  const std::string text = read_file(path);
+  const auto header = nlohmann::json::parse(text.substr(0, text.find('\n')));
+  const std::string rest = text.substr(text.find('\n'));
+  const std::pair<nlohmann::json, std::string> cases[] = {
+      {nullptr, "the header has no field 'batch_size'"},
+      {"2048", "header field 'batch_size' is \"2048\", expected an integer in 1..1099511627776"},
+      {0, "header field 'batch_size' is 0, expected"},
+      {18446744073709551615ull, "header field 'batch_size' is 18446744073709551615, expected"}};
+  for (const auto& [value, message] : cases) {
+    auto h = header;
+    if (value.is_null()) {
+      h.erase("batch_size");
+    } else {
+      h["batch_size"] = value;
+    }
+    write_file_atomic(path, h.dump() + rest);
+    const std::string e = testing::error_of([&] { load_compute_data(path); });
+    EXPECT_EQ(e.rfind(path + ": " + message, 0), 0u) << e;
+  }
+}
+
 TEST(CostData, GzipFilesReadAsThePlainOnes) {
   ScratchDir dir("cost_data_gzip");
   testing::write_synth_compute(dir.file("compute.jsonl"), 12, 3);
@@ -433,6 +459,23 @@ TEST(Registry, UnknownNameListsValidNames) {
   EXPECT_THROW(create_cost_model("neural", missing), Error);
   // No directory given: the shipped models (models/neural), which load.
   EXPECT_EQ(create_cost_model("neural", {}).name.empty(), false);
+}
+
+// A model of normalized costs judged on version 1 records (raw medians) would
+// compare two scales: refused by name, unless judged on raw medians.
+TEST(NeuralValidate, RawRecordsAreRefusedForANormalizedModel) {
+  ScratchDir dir("validate_v1");
+  const NeuralModel m = random_model(8);
+  const std::string data = dir.file("data.jsonl");
+  testing::write_synth_compute(data, 20, 4);
+  const std::string text = read_file(data);
+  auto header = nlohmann::json::parse(text.substr(0, text.find('\n')));
+  header["version"] = 1;
+  write_file_atomic(data, header.dump() + text.substr(text.find('\n')));
+  EXPECT_EQ(testing::error_of([&] { validate_on_file(m, "model", data, silent_reporter(), false); })
+                .rfind(data + ": version 1 records (raw medians", 0),
+            0u);
+  EXPECT_NO_THROW(validate_on_file(m, "model", data, silent_reporter(), true));
 }
 
 TEST(NeuralValidate, JudgesOnTheModelsGroundTruthAndNamesAnotherMachine) {

@@ -121,6 +121,29 @@ TEST(DefaultCapacity, EvenSplitOrTheLargestPiece) {
                             model));
 }
 
+// The verification report says how far the measured fastest is below the
+// search's own pick, and says so in words when they are the same plan.
+TEST(Verification, ReportSaysWhichPlanWasFastest) {
+  Verification v;
+  v.truth = "test";
+  v.candidates.resize(2);
+  v.candidates[0].predicted.cost_ms = 10;
+  v.candidates[0].measured.cost_ms = 20;
+  v.candidates[1].predicted.cost_ms = 11;
+  v.candidates[1].measured.cost_ms = 15;
+  v.chosen = 1;
+  EXPECT_NE(verification_report(v).find("chosen: candidate 1, 15.000 ms measured: 25.0% below "
+                                        "the search's own pick"),
+            std::string::npos)
+      << verification_report(v);
+  v.chosen = 0;
+  v.candidates[1].measured.cost_ms = 25;
+  EXPECT_NE(verification_report(v).find("chosen: candidate 0, 20.000 ms measured: the search's "
+                                        "own pick measured fastest"),
+            std::string::npos)
+      << verification_report(v);
+}
+
 TEST(PlanJson, HasTorchRecShapeAndPredictions) {
   const PlanTask task = testing::random_task(12, 4, 1.3, 2);
   testing::ToyCostModel model;
@@ -381,6 +404,8 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
        "field 'profile' is \"2020\" (valid profiles: 2021, 2022)"},
       {R"({"batch_size": 64, "tables": [)" + t + "," + t + "]}",
        "tables[1]: field 'name' is 't', as tables[0]'s"},
+      {R"({"batch_size": 64, "tables": [{"name": "t", "rows": 18446744073709551615, "dim": 16}]})",
+       "field 'rows' is 18446744073709551615, must be in 1..2^63-1"},
   };
   for (const auto& c : specs) {
     write_file_atomic(dir_.file("spec.json"), c.spec);

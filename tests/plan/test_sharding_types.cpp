@@ -27,6 +27,12 @@ TEST(ShardingTypes, ParsesNamesAndRejectsUnknownOnesByName) {
   EXPECT_FALSE(t.allows(ShardingType::kColumnWise));
   EXPECT_FALSE(t.allows(ShardingType::kDataParallel));
   EXPECT_EQ(t.str(), "table_wise,row_wise");
+  // Spaces around a name, as "table_wise, row_wise" quoted in a shell gives them.
+  EXPECT_EQ(ShardingTypes::parse(" table_wise,  row_wise ", "--sharding-types").str(),
+            "table_wise,row_wise");
+  EXPECT_NE(error_of([] { ShardingTypes::parse("table_wise, ", "--sharding-types"); })
+                .find("unknown sharding type ''"),
+            std::string::npos);
   EXPECT_EQ(ShardingTypes::all().str(),
             "table_wise,column_wise,row_wise,table_row_wise,data_parallel,grid_shard");
   const std::string e = error_of([] { ShardingTypes::parse("table_wise,rows", "--sharding-types"); });

@@ -183,6 +183,14 @@ TEST(Workload, SpecsRoundTripAndValidate) {
   expect_error("\"pooling_factor\": 2.5", "\"pooling_factor\": \"NaN\"", "pooling_factor");
   expect_error("\"version\": 1", "\"version\": 9", "'version' is 9");
   expect_error("\"batch_size\": 16", "\"batch_size\": 16,", "invalid JSON");
+  // A name twice: the file and both entries named.
+  w.tables.push_back(t);
+  save_workload_specs(w, dir.path().string());
+  EXPECT_EQ(testing::error_of([&] { load_workload(dir.path().string()); })
+                .rfind(file + ": tables[1]: field 'name' is 't0', as tables[0]'s: every table "
+                              "needs its own name",
+                       0),
+            0u);
 }
 
 TEST(Workload, TraceMustAgreeWithSpecs) {

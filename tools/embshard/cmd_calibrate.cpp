@@ -60,10 +60,10 @@ void run(const CalibrateArgs& args) {
       }
       write_file_atomic(args.check_csv, csv);
     }
-    fmt::print("analytic model on {} ({} shards, batch {}): MAPE {:.1f}%, p90 APE {:.1f}%, "
-               "Kendall tau-b {:.3f}\n",
-               args.check, f.count, check.batch_size, f.mape_pct, f.p90_ape_pct,
-               f.kendall_tau);
+    fmt::print("analytic model on {} ({} shards, batch {}; ground truth: {}): MAPE {:.1f}%, "
+               "p90 APE {:.1f}%, Kendall tau-b {:.3f}\n",
+               args.check, f.count, check.batch_size, check.ground_truth, f.mape_pct,
+               f.p90_ape_pct, f.kendall_tau);
   }
 }
 

@@ -12,6 +12,7 @@
 #include "embshard/cost/neural/fit.h"
 #include "embshard/kernel/executor.h"
 #include "embshard/util/error.h"
+#include "embshard/util/file.h"
 #include "embshard/util/reporter.h"
 #include "options.h"
 
@@ -30,6 +31,7 @@ struct FitArgs {
 void run_fit(FitArgs& a) {
   const auto start = std::chrono::steady_clock::now();
   if (a.tune == "on") check_fine_tune_options(a.fine_tune);
+  check_writable_directory(a.out_dir, "fit: --out");  // before the measuring and fitting
   ES_CHECK(a.fit.test_paths.empty() || !a.fit.data_paths.empty(),
            "fit: --test-data needs --data (without it, fit measures pools to judge by itself)");
   std::vector<CommData> comm_files;  // read before minutes of measuring
@@ -38,6 +40,11 @@ void run_fit(FitArgs& a) {
     LoadOptions lo;
     lo.raw = a.fit.raw;
     comm_files.push_back(load_comm_data(path, lo));
+    ES_CHECK(a.fit.raw || comm_files.back().normalized,
+             "fit: --comm-data {}: version 1 records (raw medians, measured before the "
+             "drift-cancelling reference exchange): fitting needs normalized ones. Measure them "
+             "again with this embshard's bench comm, or fit raw medians with --raw",
+             path);
     report_problems(path, comm_files.back().problems, stderr_reporter());
   }
   if (a.fit.data_paths.empty()) {

@@ -44,6 +44,9 @@ void save_workload_specs(const Workload& workload, const std::string& dir);
 // One table object of tables.json; `context` names the file and table for
 // errors ("tables.json: tables[3]").
 TableSpec table_from_json(const nlohmann::json& j, const std::string& context);
+
+// Every table of a file (`path`) has its own name; Error names both entries.
+void check_table_names(const std::vector<TableSpec>& tables, const std::string& path);
 nlohmann::json table_to_json(const TableSpec& table);
 
 }  // namespace embshard

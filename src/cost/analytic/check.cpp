@@ -17,6 +17,7 @@ ComputeCheck predict_compute_file(const Calibration& c, const std::string& path)
   const ComputeData data = load_compute_data(path, strict);
   ComputeCheck check;
   check.batch_size = data.batch_size;
+  check.ground_truth = ground_truth_label(data.normalized);
   const std::shared_ptr<ComputeModel> model = make_analytic_compute_model(c, check.batch_size);
   for (const ComputeRecord& r : data.records) {
     std::vector<int> ids;

@@ -80,6 +80,11 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
   for (const auto* paths : {&o.data_paths, &o.test_paths}) {
     for (const std::string& path : *paths) {
       files.push_back(load_compute_data(path, lo));
+      ES_CHECK(o.raw || files.back().normalized,
+               "fit: {}: version 1 records (raw medians, measured before the drift-cancelling "
+               "reference probe): fitting needs normalized ones. Measure them again with this "
+               "embshard (fit without --data does), or fit raw medians with --raw",
+               path);
       report_problems(path, files.back().problems, reporter);
       scale["compute"].push_back(data_file_entry(path, files.back().header,
                                                  files.back().records.size(),

@@ -278,10 +278,18 @@ ModelSource neural_source(const NeuralModel& model, const std::optional<Calibrat
   s.min_batch = model.batch_size;
   s.max_batch = model.max_batch_size;
   std::string executor = "unknown executor", cpu = "an unknown CPU";
-  const nlohmann::json* files = nullptr;
-  if (auto d = model.info.find("data"); d != model.info.end() && d->is_object()) {
-    if (auto c = d->find("compute"); c != d->end() && c->is_array() && !c->empty()) files = &*c;
-  }
+  // A fitted model predicts for the machine `fit` measured (fitted.scale),
+  // not the one its pre-training data came from.
+  const auto compute_files = [&](std::initializer_list<const char*> path) -> const nlohmann::json* {
+    const nlohmann::json* at = &model.info;
+    for (const char* key : path) {
+      if (!at->is_object() || !at->contains(key)) return nullptr;
+      at = &(*at)[key];
+    }
+    return at->is_array() && !at->empty() ? at : nullptr;
+  };
+  const nlohmann::json* files = compute_files({"fitted", "scale", "compute"});
+  if (files == nullptr) files = compute_files({"data", "compute"});
   if (files != nullptr && (*files)[0].is_object()) {
     // Data measured before headers named the executor ran on the CPU.
     const nlohmann::json& file = (*files)[0];

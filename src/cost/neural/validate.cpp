@@ -26,11 +26,22 @@ std::string measured_on(const json& header) {
   return executor.get<std::string>() + " on " + cpu.get<std::string>();
 }
 
+// A model that learned normalized costs judged on version 1 records (raw
+// medians) would compare two scales: refused unless judged on raw medians.
+void check_normalized(const std::string& path, bool normalized, bool raw) {
+  ES_CHECK(raw || normalized,
+           "{}: version 1 records (raw medians, measured before the drift-cancelling "
+           "reference probe): the model learned normalized costs. Measure the file again with "
+           "this embshard (bench compute / bench comm), or judge on raw medians with --raw",
+           path);
+}
+
 FileValidation validate_compute(const NeuralModel& model, const std::string& path,
                                 Reporter& reporter, bool raw) {
   LoadOptions lo;
   lo.raw = raw;
   const ComputeData data = load_compute_data(path, lo);
+  check_normalized(path, data.normalized, raw);
   report_problems(path, data.problems, reporter);
   const json& files = model.info.value("data", json::object()).value("compute", json::array());
   const std::string trained = files.empty() ? "" : measured_on(files.front());
@@ -72,6 +83,7 @@ FileValidation validate_comm(const NeuralModel& model, const std::string& path,
   lo.raw = raw;
   files.push_back(load_comm_data(path, lo));
   const CommData& data = files.front();
+  check_normalized(path, data.normalized, raw);
   report_problems(path, data.problems, reporter);
   FileValidation v;
   v.kind = CostDataKind::kComm;

@@ -15,6 +15,7 @@ namespace embshard {
 struct ComputeCheck {
   std::vector<double> predicted_ms, measured_ms;
   int64_t batch_size = 0;
+  std::string ground_truth;  // ground_truth_label of the file: raw medians for version 1
 };
 ComputeCheck predict_compute_file(const Calibration& c, const std::string& path);
 
