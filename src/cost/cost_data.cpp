@@ -212,6 +212,12 @@ std::vector<Record> parse_all(const std::string& path, Lines& lines, const LoadO
       Record rec = parse(value);
       rec.line = line;
       out.push_back(std::move(rec));
+    } catch (const json::exception& e) {
+      // "[json.exception.out_of_range.403] key 'tables' not found": the words only.
+      const std::string what = e.what();
+      const size_t tag = what.rfind("[json.exception", 0) == 0 ? what.find("] ") : std::string::npos;
+      lines.problems.push_back(
+          {line, "malformed record: " + (tag == std::string::npos ? what : what.substr(tag + 2))});
     } catch (const std::exception& e) {
       lines.problems.push_back({line, e.what()});
     }

@@ -96,9 +96,17 @@ std::vector<EvalTask> load_tasks(const std::string& path, std::string* pool_dir)
   } catch (const json::parse_error& e) {
     ES_THROW("{}: invalid JSON: {}", path, e.what());
   }
-  ES_CHECK(j.is_object() && j.value("format", "") == "embshard-tasks" && j.value("version", 0) == 1,
-           "{}: not an embshard task file (format \"embshard-tasks\", version 1)", path);
-  ES_CHECK(j.contains("pool") && j["pool"].is_string(), "{}: missing field 'pool'", path);
+  const auto field = [&](const char* key) {
+    return j.is_object() && j.contains(key) ? j[key].dump().substr(0, 80) : "missing";
+  };
+  ES_CHECK(j.is_object() && j.contains("format") && j["format"] == "embshard-tasks" &&
+               j.contains("version") && j["version"] == 1,
+           "{}: not an embshard task file (format \"embshard-tasks\", version 1): format is {}, "
+           "version {}",
+           path, field("format"), field("version"));
+  ES_CHECK(j.contains("pool") && j["pool"].is_string(),
+           "{}: field 'pool' is {}, expected the pool's workload directory (a string)", path,
+           field("pool"));
   const std::string pool = j["pool"].get<std::string>();
   if (pool_dir != nullptr) *pool_dir = pool;
   const Workload w = load_workload(pool);

@@ -186,6 +186,14 @@ TEST(NeuralModel, BadDirectoriesNameTheFile) {
   manifest["networks"]["compute"]["features"].erase(0);  // wrong feature count
   write_file_atomic(dir.file("manifest.json"), manifest.dump());
   expect_error_naming(d, "manifest.json");
+  // A renamed feature: the first that differs is named.
+  save_neural_model(random_model(3), d);
+  manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
+  manifest["networks"]["compute"]["features"][2] = "log1p_pooling_v0";
+  write_file_atomic(dir.file("manifest.json"), manifest.dump());
+  EXPECT_NE(testing::error_of([&] { load_neural_model(d); })
+                .find("feature 2 is 'log1p_pooling_v0' in the manifest but 'log1p_pooling' here"),
+            std::string::npos);
 
   // Numbers that would predict absurd costs with no error.
   for (const auto& [pointer, value] : std::vector<std::pair<std::string, double>>{
@@ -262,9 +270,10 @@ TEST(NeuralModel, NanNeverReachesThePlanner) {
 TEST(CostData, BadRecordsAreSkippedAndCounted) {
   ScratchDir dir("cost_data_bad");
   const std::string path = dir.file("compute.jsonl");
-  testing::write_synth_compute(path, 40, 1);
+  testing::write_synth_compute(path, 60, 1);
   std::string text = read_file(path);
-  // Line 3 gets a negative ms, line 5 is garbage, and the last line is torn.
+  // Line 3 gets a negative ms, line 5 is garbage, line 7 a null ms, line 9 no
+  // tables, and the last line is torn.
   std::vector<std::string> lines;
   for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) {
     lines.push_back(text.substr(at, nl - at));
@@ -276,18 +285,23 @@ TEST(CostData, BadRecordsAreSkippedAndCounted) {
   r = nlohmann::json::parse(lines[6]);
   r["ms"] = nullptr;  // how JSON spells NaN
   lines[6] = r.dump();
+  r = nlohmann::json::parse(lines[8]);
+  r.erase("tables");
+  lines[8] = r.dump();
   text.clear();
   for (const auto& l : lines) text += l + "\n";
-  text += "{\"sample\": 40, \"tables\": [";
+  text += "{\"sample\": 60, \"tables\": [";
   write_file_atomic(path, text);
   const ComputeData data = load_compute_data(path);
-  ASSERT_EQ(data.problems.size(), 4u);
+  ASSERT_EQ(data.problems.size(), 5u);
   EXPECT_EQ(data.problems[0].line, 3);
   EXPECT_NE(data.problems[0].reason.find("ms"), std::string::npos);
   EXPECT_EQ(data.problems[1].line, 5);
   EXPECT_EQ(data.problems[2].line, 7);
-  EXPECT_EQ(data.problems[3].line, 42);
-  EXPECT_EQ(data.records.size(), 37u);
+  EXPECT_EQ(data.problems[3].line, 9);
+  EXPECT_EQ(data.problems[3].reason, "malformed record: key 'tables' not found");
+  EXPECT_EQ(data.problems[4].line, 62);
+  EXPECT_EQ(data.records.size(), 56u);
   // Too many bad records: the file is refused, not trained on.
   LoadOptions strict_share;
   strict_share.max_bad_share = 0.05;

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <tuple>
 #include <set>
 
 #include <fmt/format.h>
@@ -89,6 +90,19 @@ TEST(Eval, TasksRoundTripAndRejectBadIds) {
   spit(path, none.dump());
   EXPECT_NE(testing::error_of([&] { load_tasks(path, nullptr); }).find("field 'tasks' is empty"),
             std::string::npos);
+  // The header's fields named with the value found.
+  const std::string good = slurp(path);
+  for (const auto& [key, value, message] :
+       {std::tuple<std::string, json, std::string>{"pool", 3, "field 'pool' is 3, expected"},
+        {"version", 2, "format is \"embshard-tasks\", version 2"},
+        {"format", "embshard-plan", "format is \"embshard-plan\", version 1"}}) {
+    json header = json::parse(good);
+    header[key] = value;
+    spit(path, header.dump());
+    EXPECT_NE(testing::error_of([&] { load_tasks(path, nullptr); }).find(message),
+              std::string::npos)
+        << message;
+  }
 }
 
 TEST(Eval, RunsResumesAndSummarises) {

@@ -201,10 +201,14 @@ void read_target(const json& net, const std::string& manifest, const char* which
 void check_names(const json& net, const std::vector<std::string>& expected,
                  const std::string& manifest, const char* which) {
   const auto names = net.at("features").get<std::vector<std::string>>();
-  ES_CHECK(names == expected,
-           "{}: the {} network has {} features, this embshard computes {} (features differ: "
-           "retrain the model)",
-           manifest, which, names.size(), expected.size());
+  if (names == expected) return;
+  size_t i = 0;
+  while (i < names.size() && i < expected.size() && names[i] == expected[i]) ++i;
+  ES_THROW("{}: the {} network has {} features, this embshard computes {}; feature {} is {} in "
+           "the manifest but {} here (features differ: retrain the model)",
+           manifest, which, names.size(), expected.size(), i,
+           i < names.size() ? "'" + names[i] + "'" : std::string("missing"),
+           i < expected.size() ? "'" + expected[i] + "'" : std::string("absent"));
 }
 
 }  // namespace
