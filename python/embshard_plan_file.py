@@ -114,6 +114,52 @@ def check_plan(plan, where="plan"):
         if not name:
             raise PlanError(f"{where}: field 'tables' has a table with an empty name")
         _check_table(where, name, tables[name], world)
+    if "memory_model" in plan:
+        _check_memory(where, plan, order, world)
+
+
+def _check_memory(where, plan, order, world):
+    """With the plan's memory_model: each table's memory_bytes is what its
+    shards (or replicas) hold, and no rank holds more than its capacity."""
+    model = plan["memory_model"]
+    if not isinstance(model, Mapping):
+        raise PlanError(f"{where}: field 'memory_model' is {_show(model)}, expected an object")
+    per_weight = _integer(where, _member(where, model, "memory_model", "bytes_per_weight"),
+                          "memory_model.bytes_per_weight", 1, 64)
+    per_row = _integer(where, _member(where, model, "memory_model", "optimizer_bytes_per_row"),
+                       "memory_model.optimizer_bytes_per_row", 0, 1024)
+    capacity = _member(where, plan, "", "device_memory_bytes")
+    if not isinstance(capacity, (list, tuple)):
+        raise PlanError(f"{where}: field 'device_memory_bytes' is {_show(capacity)}, expected "
+                        "an array")
+    if len(capacity) != world:
+        raise PlanError(f"{where}: field 'device_memory_bytes' has {len(capacity)} capacities, "
+                        f"expected num_devices = {world}")
+    for d, c in enumerate(capacity):
+        _integer(where, c, f"device_memory_bytes[{d}]", 1)
+    used, on = [0] * world, [[] for _ in range(world)]
+    for name in order:
+        t = plan["tables"][name]
+        if t["sharding_type"] == "data_parallel":
+            pieces = [(r, t["rows"], t["dim"]) for r in t["ranks"]]
+        else:
+            pieces = [(r, s["shard_sizes"][0], s["shard_sizes"][1])
+                      for r, s in zip(t["ranks"], t["shards"])]
+        held = 0
+        for rank, rows, cols in pieces:
+            held += rows * (cols * per_weight + per_row)
+            used[rank] += rows * (cols * per_weight + per_row)
+            on[rank].append(name)
+        memory = _integer(where, _member(where, t, f"tables.{name}", "memory_bytes"),
+                          f"tables.{name}.memory_bytes", 0)
+        if memory != held:
+            raise PlanError(f"{where}: field 'tables.{name}.memory_bytes' is {memory}, but its "
+                            f"shards hold {held} bytes under 'memory_model'")
+    for d in range(world):
+        if used[d] > capacity[d]:
+            raise PlanError(f"{where}: rank {d} holds {used[d]} bytes of shards "
+                            f"({', '.join(on[d])}), past its capacity "
+                            f"device_memory_bytes[{d}] = {capacity[d]}")
 
 
 def _check_table(where, name, t, world):

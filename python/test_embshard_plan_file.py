@@ -201,6 +201,25 @@ class PlanChecks(unittest.TestCase):
         self.assertRejected(plan, "p.json: field 'tables.a.shards[0]' holds rows 0..50 of 100: "
                                   "a column_wise shard holds every row (a range of columns)")
 
+    def test_memory_model(self):
+        # With the memory model: each table's bytes, and each rank's against its capacity.
+        plan = sample_plan()
+        plan["memory_model"] = {"bytes_per_weight": 4, "optimizer_bytes_per_row": 4}
+        plan["tables"]["a"]["memory_bytes"] = 26400  # two halves, each with its row state
+        et.check_plan(plan, "p.json")
+        wrong = json.loads(json.dumps(plan))
+        wrong["tables"]["a"]["memory_bytes"] = 26000
+        self.assertRejected(wrong, "p.json: field 'tables.a.memory_bytes' is 26000, but its "
+                                   "shards hold 26400 bytes under 'memory_model'")
+        full = json.loads(json.dumps(plan))
+        full["device_memory_bytes"] = [13000, 10**9]
+        self.assertRejected(full, "p.json: rank 0 holds 13380 bytes of shards (a, c), past its "
+                                  "capacity device_memory_bytes[0] = 13000")
+        bad = json.loads(json.dumps(plan))
+        bad["memory_model"]["optimizer_bytes_per_row"] = -1
+        self.assertRejected(bad, "p.json: field 'memory_model.optimizer_bytes_per_row' is -1, "
+                                 "expected 0..1024")
+
     def test_a_sharded_table_has_shards(self):
         self.assertRejected(broken(assign(["tables", "b", "shards"], None)),
                             "p.json: field 'tables.b.shards' is null, expected an array")

@@ -9,6 +9,7 @@
 #include <set>
 #include <string_view>
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "embshard/plan/report.h"
@@ -344,6 +345,48 @@ PlanFilePrediction read_prediction(const Reader& r, const json& top, int num_dev
   return p;
 }
 
+// With the file's memory_model: each table's memory_bytes is what its shards
+// (or replicas) hold, and no device holds more than its capacity. A plan
+// edited by hand (a shard moved onto a full device) fails here, not on the
+// GPU.
+void check_memory(const Reader& r, const json& model, PlanFile& p) {
+  ES_CHECK(model.is_object(), "{}: field 'memory_model' is {}, expected an object", r.source(),
+           show(model));
+  p.bytes_per_weight = r.integer_at(model, "memory_model", "bytes_per_weight", 1, 64);
+  p.optimizer_bytes_per_row =
+      r.integer_at(model, "memory_model", "optimizer_bytes_per_row", 0, 1024);
+  // The plan holds at most kMaxPlanValues (2^50) values, replicas counted, and
+  // no more rows than values: every sum stays below 2^56 + 2^60.
+  const auto bytes = [&](int64_t rows, int64_t cols) {
+    return rows * (cols * p.bytes_per_weight + p.optimizer_bytes_per_row);
+  };
+  std::vector<int64_t> used(p.num_devices, 0);
+  std::vector<std::vector<std::string>> on(p.num_devices);
+  for (const PlanFileTable& t : p.tables) {
+    int64_t held = 0;
+    if (t.replicated()) {
+      for (int d : t.ranks) used[d] += bytes(t.rows, t.dim), on[d].push_back(t.name);
+      held = bytes(t.rows, t.dim) * static_cast<int64_t>(t.ranks.size());
+    } else {
+      for (const PlanFileShard& s : t.shards) {
+        used[s.device] += bytes(s.rows, s.cols);
+        on[s.device].push_back(t.name);
+        held += bytes(s.rows, s.cols);
+      }
+    }
+    ES_CHECK(held == t.memory_bytes,
+             "{}: field 'tables.{}.memory_bytes' is {}, but its shards hold {} bytes under "
+             "'memory_model'",
+             r.source(), t.name, t.memory_bytes, held);
+  }
+  for (int d = 0; d < p.num_devices; ++d) {
+    ES_CHECK(used[d] <= p.device_memory_bytes[d],
+             "{}: rank {} holds {} bytes of shards ({}), past its capacity device_memory_bytes[{}] "
+             "= {}",
+             r.source(), d, used[d], fmt::join(on[d], ", "), d, p.device_memory_bytes[d]);
+  }
+}
+
 // The tables in `table_order` when the file has it (checked to list each
 // table once), else in name order (how JSON objects are read back).
 std::vector<std::string> table_order(const Reader& r, const json& top, const json& tables) {
@@ -407,6 +450,7 @@ PlanFile read_plan(const Reader& r, const json& j) {
              r.source(), name, kMaxPlanValues);
     values += t.rows * t.dim * copies;
   }
+  if (j.contains("memory_model")) check_memory(r, j["memory_model"], p);
   p.predicted = read_prediction(r, j, p.num_devices);
   for (int d = 0; d < p.num_devices; ++d) {
     ES_CHECK(p.predicted.devices[d].memory_bytes <= p.device_memory_bytes[d],

@@ -53,6 +53,10 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
   j["batch_size"] = task.batch_size;
   j["num_devices"] = task.num_devices();
   j["device_memory_bytes"] = task.device_mem_bytes;
+  // How a shard's bytes follow from its shape: readers check each device's
+  // shards against its capacity with it.
+  j["memory_model"] = {{"bytes_per_weight", task.memory.bytes_per_weight},
+                       {"optimizer_bytes_per_row", task.memory.optimizer_bytes_per_row}};
   std::vector<std::vector<const Shard*>> by_table(task.tables.size());
   for (const Shard& s : r.plan.shards) by_table[s.table].push_back(&s);
   const std::vector<int64_t> memory = table_memory_bytes(task, r.plan);

@@ -26,6 +26,7 @@ using nlohmann::json;
 const char* const kSmallPlan = R"({
   "format": "embshard-plan", "version": 1, "algorithm": "test", "cost_model": "toy",
   "batch_size": 64, "num_devices": 2, "device_memory_bytes": [100000, 200000],
+  "memory_model": {"bytes_per_weight": 4, "optimizer_bytes_per_row": 4},
   "table_order": ["a", "b", "c", "d"],
   "tables": {
     "a": {"sharding_type": "table_wise", "compute_kernel": "fused", "ranks": [0],
@@ -139,6 +140,15 @@ TEST(PlanFile, ErrorsNameTheFileFieldAndValue) {
        {"field 'tables.b.shards': the shards cover 750 of table 'b''s 800 values"}},
       {[](json& j) { j["tables"]["c"]["shards"] = json::array(); },
        {"field 'tables.c.shards' is an array of 0 values, expected null"}},
+      // Bytes as the memory model says, and within each device's capacity.
+      {[](json& j) { j["tables"]["a"]["memory_bytes"] = 6801; },
+       {"field 'tables.a.memory_bytes' is 6801, but its shards hold 6800 bytes under "
+        "'memory_model'"}},
+      {[](json& j) { j["device_memory_bytes"][0] = 9000; },
+       {"rank 0 holds 9360 bytes of shards (a, b, c, d), past its capacity "
+        "device_memory_bytes[0] = 9000"}},
+      {[](json& j) { j["memory_model"]["bytes_per_weight"] = 0; },
+       {"field 'memory_model.bytes_per_weight' is 0"}},
       // Shards shaped as their type says, and TorchRec's kernels.
       {[](json& j) { j["tables"]["d"]["sharding_type"] = "column_wise"; },
        {"field 'tables.d.shards[0]' holds rows 0..20 of 40: a column_wise shard holds every row"}},
@@ -162,7 +172,10 @@ TEST(PlanFile, ErrorsNameTheFileFieldAndValue) {
        {"field 'predicted.devices[0].compute_ms' is null, expected a number"}},
       {[](json& j) { j["predicted"]["devices"][1]["total_ms"] = -3.5; },
        {"field 'predicted.devices[1].total_ms' is -3.5, must be >= 0"}},
-      {[](json& j) { j["device_memory_bytes"][0] = 1000; },
+      {[](json& j) {
+         j.erase("memory_model");  // a plan from before it: the prediction is checked
+         j["device_memory_bytes"][0] = 1000;
+       },
        {"field 'predicted.devices[0].memory_bytes' is 9480, past the device's capacity"}},
       {[](json& j) { j["device_memory_bytes"] = 5; },
        {"field 'device_memory_bytes' is 5, expected an array"}},
@@ -345,6 +358,7 @@ TEST(PlanDiff, TableOrderMayDifferButNotTheTables) {
   rows["tables"]["b"]["rows"] = 60;
   rows["tables"]["b"]["shards"][0]["shard_sizes"][0] = 60;
   rows["tables"]["b"]["shards"][1]["shard_sizes"][0] = 60;
+  rows["tables"]["b"]["memory_bytes"] = 2 * 60 * (8 * 4 + 4);
   EXPECT_NE(refusal(rows).find("table 'b' is 50 rows x dim 16 in small.json but 60 rows x dim "
                                "16 in other.json"),
             std::string::npos)

@@ -73,6 +73,10 @@ struct PlanFile {
   int64_t batch_size = 0;
   int num_devices = 0;
   std::vector<int64_t> device_memory_bytes;  // capacity of each device
+  // The file's `memory_model` (absent before it was written: both 0). When
+  // present, every table's memory_bytes and every device's shards are
+  // checked with it.
+  int64_t bytes_per_weight = 0, optimizer_bytes_per_row = 0;
   // In the file's `table_order` (the task's order); by name where a file has
   // no `table_order`.
   std::vector<PlanFileTable> tables;
