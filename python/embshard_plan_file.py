@@ -13,7 +13,7 @@ SHARDING_TYPES = {
     "table_row_wise", "table_column_wise", "grid_shard",
 }
 # TorchRec's training kernels for a sharded (not data-parallel) table.
-SHARDED_KERNELS = {"fused", "fused_uvm", "fused_uvm_caching", "key_value"}
+SHARDED_KERNELS = ("fused", "fused_uvm", "fused_uvm_caching", "key_value")
 
 
 class PlanError(ValueError):
@@ -62,12 +62,14 @@ def _member(where, obj, path, name):
     return obj[name]
 
 
-def _integer(where, value, field, low, high=None):
+INT64_MAX, INT_MAX = 2**63 - 1, 2**31 - 1
+
+
+def _integer(where, value, field, low, high=INT64_MAX):
     if isinstance(value, bool) or not isinstance(value, int):
         raise PlanError(f"{where}: field '{field}' is {_show(value)}, expected an integer")
-    if value < low or (high is not None and value > high):
-        bound = f"{low}..{high}" if high is not None else f">= {low}"
-        raise PlanError(f"{where}: field '{field}' is {value}, expected {bound}")
+    if value < low or value > high:
+        raise PlanError(f"{where}: field '{field}' is {value}, expected {low}..{high}")
     return value
 
 
@@ -77,7 +79,8 @@ def _pair(where, shard, path, name, low):
     value = _member(where, shard, path, name)
     if not isinstance(value, (list, tuple)) or len(value) != 2:
         raise PlanError(f"{where}: field '{field}' is {_show(value)}, expected [rows, cols]")
-    return [_integer(where, v, f"{field}[{i}]", low) for i, v in enumerate(value)]
+    return [_integer(where, v, f"{field}[{i}]", low, INT64_MAX if i == 0 else INT_MAX)
+            for i, v in enumerate(value)]
 
 
 def check_plan(plan, where="plan"):
@@ -93,7 +96,7 @@ def check_plan(plan, where="plan"):
     if isinstance(version, bool) or version != PLAN_VERSION:
         raise PlanError(f"{where}: field 'version' is {_show(version)}, this reader reads "
                         f"version {PLAN_VERSION}")
-    world = _integer(where, _member(where, plan, "", "num_devices"), "num_devices", 1)
+    world = _integer(where, _member(where, plan, "", "num_devices"), "num_devices", 1, INT_MAX)
     tables = _member(where, plan, "", "tables")
     if not isinstance(tables, Mapping) or not tables:
         raise PlanError(f"{where}: field 'tables' is {_show(tables)}, expected an object with "
@@ -169,12 +172,16 @@ def _check_table(where, name, t, world):
         raise PlanError(f"{where}: field '{path}.sharding_type' is {_show(kind)}, expected one "
                         f"of {', '.join(sorted(SHARDING_TYPES))}")
     kernel = _member(where, t, path, "compute_kernel")
-    # TorchRec's EmbeddingComputeKernel values: "dense" is data parallel's.
-    kernels = {"dense"} if kind == "data_parallel" else SHARDED_KERNELS
-    if not isinstance(kernel, str) or kernel not in kernels:
+    if not isinstance(kernel, str):
         raise PlanError(f"{where}: field '{path}.compute_kernel' is {_show(kernel)}, expected "
-                        f"{'one of ' if len(kernels) > 1 else ''}"
-                        f"{', '.join(sorted(kernels))} for a {kind} table")
+                        "a string")
+    # TorchRec's EmbeddingComputeKernel values: "dense" is data parallel's.
+    if kind == "data_parallel" and kernel != "dense":
+        raise PlanError(f"{where}: field '{path}.compute_kernel' is {_show(kernel)}, expected "
+                        "\"dense\" for a data_parallel table")
+    if kind != "data_parallel" and kernel not in SHARDED_KERNELS:
+        raise PlanError(f"{where}: field '{path}.compute_kernel' is {_show(kernel)}, expected "
+                        f"one of {', '.join(SHARDED_KERNELS)} for a {kind} table")
     dim = _integer(where, _member(where, t, path, "dim"), f"{path}.dim", 1, PLAN_MAX_DIM)
     rows = _integer(where, _member(where, t, path, "rows"), f"{path}.rows", 1, PLAN_MAX_ROWS)
     ranks = _member(where, t, path, "ranks")
@@ -206,7 +213,8 @@ def _check_table(where, name, t, world):
     if len(shards) != len(ranks):
         raise PlanError(f"{where}: field '{path}.ranks' has {len(ranks)} ranks for "
                         f"{len(shards)} shards, expected one rank per shard")
-    pieces = []  # (row0, rows, col0, cols) of each shard
+    # In the order embshard's reader checks them, so both give the same message.
+    pieces = []  # (row0, rows, col0, cols, rank) of each shard
     for i, s in enumerate(shards):
         field = f"{path}.shards[{i}]"
         row0, col0 = _pair(where, s, field, "shard_offsets", 0)
@@ -227,29 +235,33 @@ def _check_table(where, name, t, world):
         if ranks[i] != device:
             raise PlanError(f"{where}: field '{path}.ranks[{i}]' is {ranks[i]} but "
                             f"{field}.placement says rank {device}")
-        for j, (r0, nr, c0, nc) in enumerate(pieces):
-            if row0 < r0 + nr and r0 < row0 + n_rows and col0 < c0 + nc and c0 < col0 + n_cols:
-                raise PlanError(f"{where}: field '{path}.shards': shards[{j}] and shards[{i}] "
-                                "overlap")
-        pieces.append((row0, n_rows, col0, n_cols))
-        # TorchRec builds a table's shards from its type.
+        pieces.append((row0, n_rows, col0, n_cols, device))
+    # TorchRec builds a table's shards from its type.
+    if kind == "table_wise" and len(shards) != 1:
+        raise PlanError(f"{where}: field '{path}.shards' has {len(shards)} shards: a "
+                        "table_wise table is one shard")
+    for i, (row0, n_rows, col0, n_cols, _) in enumerate(pieces):
+        field = f"{path}.shards[{i}]"
         if kind in ("column_wise", "table_column_wise") and (row0 != 0 or n_rows != rows):
             raise PlanError(f"{where}: field '{field}' holds rows {row0}..{row0 + n_rows} of "
                             f"{rows}: a {kind} shard holds every row (a range of columns)")
         if kind in ("row_wise", "table_row_wise") and (col0 != 0 or n_cols != dim):
             raise PlanError(f"{where}: field '{field}' holds columns {col0}..{col0 + n_cols} of "
                             f"{dim}: a {kind} shard holds every column (a range of rows)")
-        block = -(-rows // world)
+    for i, (row0, n_rows, col0, n_cols, _) in enumerate(pieces):
+        for j, (r0, nr, c0, nc, _) in enumerate(pieces[:i]):
+            if row0 < r0 + nr and r0 < row0 + n_rows and col0 < c0 + nc and c0 < col0 + n_cols:
+                raise PlanError(f"{where}: field '{path}.shards': shards[{j}] and shards[{i}] "
+                                "overlap")
+    # Inside the table and disjoint: they cover it exactly when the areas add up.
+    area = sum(nr * nc for _, nr, _, nc, _ in pieces)
+    if area != rows * dim:
+        raise PlanError(f"{where}: field '{path}.shards': the shards cover {area} of table "
+                        f"'{name}''s {rows * dim} values")
+    block = -(-rows // world)
+    for i, (row0, n_rows, _, _, device) in enumerate(pieces):
         if kind == "row_wise" and row0 // block != device:
             # TorchRec sends the lookups of row block b to rank b.
-            raise PlanError(f"{where}: field '{field}' holds rows {row0}..{row0 + n_rows} on "
-                            f"rank {device}: in a row_wise table TorchRec serves row block b "
-                            f"(rows b x {block} onwards) from rank b")
-    if kind == "table_wise" and len(shards) != 1:
-        raise PlanError(f"{where}: field '{path}.shards' has {len(shards)} shards: a "
-                        "table_wise table is one shard")
-    # Inside the table and disjoint: they cover it exactly when the areas add up.
-    area = sum(nr * nc for _, nr, _, nc in pieces)
-    if area != rows * dim:
-        raise PlanError(f"{where}: field '{path}.shards': the shards cover {area} of "
-                        f"{rows * dim} values (table '{name}': {rows} rows x dim {dim})")
+            raise PlanError(f"{where}: field '{path}.shards[{i}]' holds rows "
+                            f"{row0}..{row0 + n_rows} on rank {device}: in a row_wise table "
+                            f"TorchRec serves row block b (rows b x {block} onwards) from rank b")

@@ -56,7 +56,7 @@ class PlanChecks(unittest.TestCase):
                             "p.json: field 'version' is true, this reader reads version 1")
 
     def test_num_devices_is_a_positive_integer(self):
-        for value, shown in ((0, "0, expected >= 1"), (-2, "-2, expected >= 1"),
+        for value, shown in ((0, "0, expected 1..2147483647"), (-2, "-2, expected 1..2147483647"),
                              ("2", "\"2\", expected an integer"), (2.0, "2.0, expected an integer"),
                              (True, "true, expected an integer"), (None, "null, expected an integer")):
             with self.subTest(value=value):
@@ -95,12 +95,14 @@ class PlanChecks(unittest.TestCase):
                             "p.json: field 'tables.b.sharding_type' is an array of 1 values, "
                             "expected one of column_wise, data_parallel")
         self.assertRejected(broken(assign(["tables", "b", "compute_kernel"], 5)),
-                            "p.json: field 'tables.b.compute_kernel' is 5, expected one of "
-                            "fused, fused_uvm, fused_uvm_caching, key_value for a table_wise "
+                            "p.json: field 'tables.b.compute_kernel' is 5, expected a string")
+        self.assertRejected(broken(assign(["tables", "b", "compute_kernel"], "gpu")),
+                            "p.json: field 'tables.b.compute_kernel' is \"gpu\", expected one "
+                            "of fused, fused_uvm, fused_uvm_caching, key_value for a table_wise "
                             "table")
         self.assertRejected(broken(assign(["tables", "c", "compute_kernel"], "fused")),
                             "p.json: field 'tables.c.compute_kernel' is \"fused\", expected "
-                            "dense for a data_parallel table")
+                            "\"dense\" for a data_parallel table")
         self.assertRejected(broken(assign(["tables", "b", "rows"], "10")),
                             "p.json: field 'tables.b.rows' is \"10\", expected an integer")
         self.assertRejected(broken(assign(["tables", "b", "dim"], 0)),
@@ -150,7 +152,7 @@ class PlanChecks(unittest.TestCase):
         # Columns -32..0: inside the table by the sums, and the areas still add up.
         self.assertRejected(broken(assign(shard + ["shard_offsets"], [0, -32])),
                             "p.json: field 'tables.a.shards[1].shard_offsets[1]' is -32, "
-                            "expected >= 0")
+                            "expected 0..2147483647")
         self.assertRejected(broken(assign(shard + ["shard_sizes"], [100.0, 32])),
                             "p.json: field 'tables.a.shards[1].shard_sizes[0]' is 100.0, "
                             "expected an integer")
@@ -160,7 +162,8 @@ class PlanChecks(unittest.TestCase):
                                                   "placement": "rank:1/cuda:1"})
             plan["tables"]["b"]["ranks"].append(1)
         self.assertRejected(broken(empty_piece),
-                            "p.json: field 'tables.b.shards[1].shard_sizes[1]' is 0, expected >= 1")
+                            "p.json: field 'tables.b.shards[1].shard_sizes[1]' is 0, "
+                            "expected 1..2147483647")
 
     def test_shards_inside_the_table(self):
         self.assertRejected(broken(assign(["tables", "a", "shards", 1, "shard_offsets"], [0, 48])),

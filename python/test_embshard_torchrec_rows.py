@@ -55,7 +55,7 @@ class RowSplitDictForm(unittest.TestCase):
     def test_a_row_split_that_loses_rows_is_rejected(self):
         bad = row_split_plan()
         bad["tables"]["rw"]["shards"][2]["shard_sizes"] = [1, 16]
-        with self.assertRaisesRegex(et.PlanError, "'tables.rw.shards': the shards cover 144 of 160"):
+        with self.assertRaisesRegex(et.PlanError, "'tables.rw.shards': the shards cover 144 of table 'rw''s 160 values"):
             et.check_plan(bad)
         bad = row_split_plan()
         bad["tables"]["rw"]["shards"][2]["shard_offsets"] = [9, 0]

@@ -49,7 +49,7 @@ void inject_fault(const CommBenchOptions& o, Reporter& reporter, int rank, int64
 
 // Rank 0: every rank's reference of an existing file (empty: none).
 std::vector<double> references_in(const std::string& path, int n, int64_t batch, int probe_dim) {
-  if (!file_exists(path)) return {};
+  if (!has_records(path)) return {};
   json header;
   RecordFile::read_all(path, &header, nullptr);
   return exchange_references_of(header, path, n, batch, probe_dim);

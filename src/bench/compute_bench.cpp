@@ -217,7 +217,7 @@ int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter
   // The probe reference: the existing file's (a resumed run keeps its scale),
   // another file's (--reference-from), or measured now.
   ProbeReferenceOptions reference_options = timer.options().reference;
-  if (file_exists(options.out_path)) {
+  if (has_records(options.out_path)) {
     timer.set_probe_reference(probe_reference_of_file(options.out_path, executor->name()));
   } else if (!options.reference_from.empty()) {
     timer.set_probe_reference(probe_reference_of_file(options.reference_from, executor->name()));

@@ -279,7 +279,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     // header), a new one takes the cost model's or measures it now.
     std::string reference_source = "measured in this run";
     json previous;
-    if (file_exists(o.out_path)) RecordFile::read_all(o.out_path, &previous, nullptr);
+    if (has_records(o.out_path)) RecordFile::read_all(o.out_path, &previous, nullptr);
     if (previous.contains("probe_reference")) {
       measured->set_probe_reference(probe_reference_from_json(
           previous["probe_reference"], o.out_path + ": probe_reference"));

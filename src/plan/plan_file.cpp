@@ -418,7 +418,7 @@ PlanFile read_plan(const Reader& r, const json& j) {
   ES_CHECK(format == kPlanFormat, "{}: field 'format' is {}, expected \"{}\"", r.source(),
            show(format), kPlanFormat);
   const json& version = r.member(j, "", "version");
-  ES_CHECK(version == kPlanVersion, "{}: field 'version' is {}, this build reads version {}",
+  ES_CHECK(version == kPlanVersion, "{}: field 'version' is {}, this reader reads version {}",
            r.source(), show(version), kPlanVersion);
   PlanFile p;
   p.path = r.source();

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -146,6 +147,10 @@ int remove_stale_temp_files(const std::string& path) {
         errno != ESRCH) {
       continue;
     }
+    // The pid is this host's: a file written in the last minute may be a live
+    // writer's on another host sharing the directory.
+    const auto written = fs::last_write_time(e.path(), ec);
+    if (ec || fs::file_time_type::clock::now() - written < std::chrono::minutes(1)) continue;
     if (fs::remove(e.path(), ec)) ++removed;
   }
   return removed;

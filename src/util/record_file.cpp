@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -90,26 +91,43 @@ std::vector<json> RecordFile::read_all(const std::string& path, json* header,
   return std::move(parsed.records);
 }
 
+bool has_records(const std::string& path) {
+  return file_exists(path) && file_size_bytes(path) > 0;
+}
+
 RecordFile::RecordFile(std::string path, const json& header,
                        const std::vector<std::string>& must_match)
     : path_(std::move(path)), header_(header) {
   // Opened, never truncated, and locked before it is read: a second process
   // given the same file fails here instead of interleaving its records.
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  ES_CHECK(fd_ >= 0, "cannot open '{}' for appending: {}", path_, std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  created_ = fd_ >= 0;
+  if (!created_ && errno == EEXIST) fd_ = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd_ < 0) {
     const int error = errno;
-    ::close(fd_);
-    fd_ = -1;
-    ES_CHECK(error != EWOULDBLOCK, "{}: another process is writing this file (wait for it, or "
-             "give another output path)", path_);
-    ES_THROW("cannot lock '{}': {}", path_, std::strerror(error));
+    if (!file_exists(path_)) check_writable(path_, "");  // names a missing or read-only directory
+    ES_THROW("cannot open '{}' for appending: {}", path_, std::strerror(error));
+  }
+  // Regular files only: a device such as /dev/null is one node every process
+  // shares. A filesystem without flock (some cluster filesystems) goes unlocked.
+  struct stat st {};
+  if (::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    if (error == EWOULDBLOCK) {
+      ::close(fd_);
+      fd_ = -1;
+      ES_THROW("{}: another process is writing this file (wait for it, or give another output "
+               "path)", path_);
+    }
+    ES_CHECK(error == ENOSYS || error == EOPNOTSUPP || error == ENOLCK || error == EINVAL,
+             "cannot lock '{}': {}", path_, std::strerror(error));
   }
   try {
     open_locked(must_match);
   } catch (...) {
     ::close(fd_);
     fd_ = -1;
+    if (created_) ::unlink(path_.c_str());  // refused or unwritable: leave nothing behind
     throw;
   }
 }
@@ -144,10 +162,16 @@ void RecordFile::open_locked(const std::vector<std::string>& must_match) {
     }
   }
   // An empty file (new, or one a crash left before its header): the header
-  // in one write, synced before any record follows it.
-  write_all(fd_, header_.dump() + "\n", path_);
-  ES_CHECK(::fdatasync(fd_) == 0 || errno == EINVAL, "cannot sync '{}': {}", path_,
-           std::strerror(errno));
+  // in one write, synced before any record follows it. A write that fails
+  // part way (disk full, a file size limit) leaves the file empty again.
+  try {
+    write_all(fd_, header_.dump() + "\n", path_);
+    ES_CHECK(::fdatasync(fd_) == 0 || errno == EINVAL, "cannot sync '{}': {}", path_,
+             std::strerror(errno));
+  } catch (...) {
+    if (::ftruncate(fd_, 0) != 0) {}  // best effort: the error below is the one to report
+    throw;
+  }
 }
 
 RecordFile::~RecordFile() {

@@ -514,6 +514,13 @@ TEST(NeuralValidate, JudgesOnTheModelsGroundTruthAndNamesAnotherMachine) {
                                   "machines"),
             std::string::npos)
       << notes.notes()[0];
+  // Fitted to that machine: the same machine, no note.
+  NeuralModel fitted = load_neural_model(dir.file("model"));
+  fitted.info["fitted"]["scale"]["compute"] = {
+      {{"executor", "cpu (1 thread)"}, {"machine", {{"cpu", "synthetic"}}}}};
+  CaptureReporter none;
+  validate_on_file(fitted, "model", data, none, true);
+  EXPECT_TRUE(none.notes().empty());
   // The command: a model of raw medians is judged on raw medians without --raw, and says so.
   if (!std::filesystem::exists(EMBSHARD_CLI_PATH)) GTEST_SKIP() << "no CLI in this build";
   const auto r = testing::run_cli("validate --model " + dir.file("model") + " --data " + data +

@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <thread>
 #include <utility>
@@ -114,8 +117,39 @@ TEST(RecordFile, OneWriterAtATime) {
   EXPECT_EQ(RecordFile(path, header, {"format"}).records().size(), 2u);
   // An empty file (a crash before its header) gets the header.
   spit(path, "");
+  EXPECT_FALSE(has_records(path));
   RecordFile(path, header, {"format"}).append({{"sample", 0}});
   EXPECT_EQ(slurp(path), "{\"format\":\"x\"}\n{\"sample\":0}\n");
+  EXPECT_TRUE(has_records(path));
+  // Not a regular file (a pipe, /dev/null): no lock, every process shares the node.
+  const std::string fifo = dir.file("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  RecordFile a(fifo, header, {}), b(fifo, header, {});
+}
+
+// A header that cannot be written whole (here a file size limit) leaves no
+// file behind that a later run would refuse as "not a records file".
+TEST(RecordFile, AFailedHeaderLeavesNoFile) {
+  ScratchDir dir("records_header_fails");
+  const std::string path = dir.file("r.jsonl");
+  const pid_t child = fork();
+  if (child == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{100, 100};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    try {
+      RecordFile f(path, {{"format", std::string(500, 'x')}}, {});
+      _exit(1);
+    } catch (const Error&) {
+      _exit(file_exists(path) ? 2 : 0);
+    }
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_FALSE(file_exists(path));
 }
 
 TEST(RecordFile, DropsTornLastLineOnly) {
@@ -271,6 +305,11 @@ TEST(Outputs, StaleTemporaryFilesOfDeadWritersAreRemoved) {
   const std::string mine = temp_path_for(path);
   const std::string other = dir.file("other.tmp.") + std::to_string(child);
   for (const std::string& f : {dead, mine, path + ".tmp.x1", other}) spit(f, "x");
+  EXPECT_EQ(remove_stale_temp_files(path), 0);  // written just now: maybe another host's writer
+  for (const std::string& f : {dead, mine, path + ".tmp.x1", other}) {
+    std::filesystem::last_write_time(
+        f, std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
+  }
   EXPECT_EQ(remove_stale_temp_files(path), 1);
   EXPECT_FALSE(std::filesystem::exists(dead));
   EXPECT_TRUE(std::filesystem::exists(mine));

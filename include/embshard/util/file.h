@@ -47,8 +47,9 @@ uint64_t file_size_bytes(const std::string& path);
 std::string temp_path_for(const std::string& path);
 
 // Removes the temporary files of `path` (temp_path_for's "<path>.tmp.<pid>")
-// whose writer no longer runs: what a writer killed with SIGKILL, which no
-// handler sees, left behind. Returns how many it removed.
+// whose writer no longer runs on this host and that nothing wrote to in the
+// last minute: what a writer killed with SIGKILL, which no handler sees, left
+// behind. Returns how many it removed.
 int remove_stale_temp_files(const std::string& path);
 
 // Renames `from` onto `to` after fsyncing `from`; throws Error on failure.

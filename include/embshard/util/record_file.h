@@ -23,6 +23,10 @@ namespace embshard {
 void check_not_a_json_document(const std::string& path, const std::string& text,
                                const std::string& expected);
 
+// Whether `path` holds something to resume from: it exists and is not empty
+// (a crash before a new file's header leaves it empty).
+bool has_records(const std::string& path);
+
 class RecordFile {
  public:
   // Creates `path` with `header` or reopens it. When reopening, every key of
@@ -53,6 +57,7 @@ class RecordFile {
 
   std::string path_;
   int fd_ = -1;
+  bool created_ = false;  // this opened a new file (removed again if it fails to start)
   nlohmann::json header_;
   std::vector<nlohmann::json> records_;
   uint64_t dropped_bytes_ = 0;

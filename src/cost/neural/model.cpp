@@ -269,27 +269,29 @@ void NeuralCommModel::collective_ms(const CollectiveLoad& load, std::span<double
   analytic_collective_ms(*outside_range_, batch_size_, load, fwd_ms, bwd_ms);
 }
 
+const nlohmann::json* measured_compute_files(const NeuralModel& model) {
+  const auto at = [&](std::initializer_list<const char*> path) -> const nlohmann::json* {
+    const nlohmann::json* j = &model.info;
+    for (const char* key : path) {
+      if (!j->is_object() || !j->contains(key)) return nullptr;
+      j = &(*j)[key];
+    }
+    return j->is_array() && !j->empty() ? j : nullptr;
+  };
+  const nlohmann::json* fitted = at({"fitted", "scale", "compute"});
+  return fitted != nullptr ? fitted : at({"data", "compute"});
+}
+
 namespace {
 
-// What the manifest says the training data was measured on: the executor and
-// CPU of the first compute file (a model set is measured on one machine).
+// What the model predicts for: the executor and CPU of the first of its
+// measured_compute_files (a model set is measured on one machine).
 ModelSource neural_source(const NeuralModel& model, const std::optional<Calibration>& constants) {
   ModelSource s;
   s.min_batch = model.batch_size;
   s.max_batch = model.max_batch_size;
   std::string executor = "unknown executor", cpu = "an unknown CPU";
-  // A fitted model predicts for the machine `fit` measured (fitted.scale),
-  // not the one its pre-training data came from.
-  const auto compute_files = [&](std::initializer_list<const char*> path) -> const nlohmann::json* {
-    const nlohmann::json* at = &model.info;
-    for (const char* key : path) {
-      if (!at->is_object() || !at->contains(key)) return nullptr;
-      at = &(*at)[key];
-    }
-    return at->is_array() && !at->empty() ? at : nullptr;
-  };
-  const nlohmann::json* files = compute_files({"fitted", "scale", "compute"});
-  if (files == nullptr) files = compute_files({"data", "compute"});
+  const nlohmann::json* files = measured_compute_files(model);
   if (files != nullptr && (*files)[0].is_object()) {
     // Data measured before headers named the executor ran on the CPU.
     const nlohmann::json& file = (*files)[0];

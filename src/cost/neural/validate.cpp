@@ -43,8 +43,8 @@ FileValidation validate_compute(const NeuralModel& model, const std::string& pat
   const ComputeData data = load_compute_data(path, lo);
   check_normalized(path, data.normalized, raw);
   report_problems(path, data.problems, reporter);
-  const json& files = model.info.value("data", json::object()).value("compute", json::array());
-  const std::string trained = files.empty() ? "" : measured_on(files.front());
+  const json* files = measured_compute_files(model);
+  const std::string trained = files == nullptr ? "" : measured_on(files->front());
   const std::string measured = measured_on(data.header);
   if (!trained.empty() && !measured.empty() && trained != measured) {
     reporter.note(fmt::format("validate: the model learned from measurements on '{}', {} was "

@@ -117,6 +117,11 @@ class NeuralCommModel : public CommModel {
 // the compute and comm models want it; load_prepared_neural_model loads `dir`.
 std::shared_ptr<const NeuralModel> prepared_neural_model(NeuralModel model);
 std::shared_ptr<const NeuralModel> load_prepared_neural_model(const std::string& dir);
+// The compute files whose machine a model predicts for: a fitted model's
+// (`fitted.scale.compute`: the machine `fit` measured), else its training
+// data's (`data.compute`); null when the manifest lists none.
+const nlohmann::json* measured_compute_files(const NeuralModel& model);
+
 // The pair, named as reports show it: "neural", or "neural (trained at
 // batches 1024-8192, scaled to 65536; analytic comm outside 2-8 devices)".
 CostModel make_neural_cost_model(std::shared_ptr<const NeuralModel> model, int64_t batch_size,
