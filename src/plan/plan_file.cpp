@@ -365,7 +365,10 @@ void check_memory(const Reader& r, const json& model, PlanFile& p) {
   for (const PlanFileTable& t : p.tables) {
     int64_t held = 0;
     if (t.replicated()) {
-      for (int d : t.ranks) used[d] += bytes(t.rows, t.dim), on[d].push_back(t.name);
+      for (int d : t.ranks) {
+        used[d] += bytes(t.rows, t.dim);
+        on[d].push_back(t.name);
+      }
       held = bytes(t.rows, t.dim) * static_cast<int64_t>(t.ranks.size());
     } else {
       for (const PlanFileShard& s : t.shards) {

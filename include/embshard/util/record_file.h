@@ -31,9 +31,10 @@ class RecordFile {
  public:
   // Creates `path` with `header` or reopens it. When reopening, every key of
   // `header` listed in `must_match` must be equal in the file's header, else
-  // Error names the file, the field and both values. The file is locked
-  // (flock) while this lives: another RecordFile on it, in this process or
-  // another, is an Error.
+  // Error names the file, the field and both values. A regular file is
+  // locked (flock) while this lives: another RecordFile on it, in this
+  // process or another, is an Error. A new file that fails to start (its
+  // header cannot be written) is removed again.
   RecordFile(std::string path, const nlohmann::json& header,
              const std::vector<std::string>& must_match);
   ~RecordFile();
