@@ -178,6 +178,7 @@ int64_t run_root(const Watchdog& dog, const CommBenchOptions& o, int n) {
   std::vector<double> references;
   try {
     check_comm_options(o, n);
+    check_not_being_written(o.out_path);  // before the reference exchanges, not after
     // A resumed file keeps its scale; a new one takes --reference-from's.
     references = references_in(o.out_path, n, o.batch, o.probe_dim);
     if (references.empty() && !o.reference_from.empty()) {

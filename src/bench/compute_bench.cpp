@@ -210,6 +210,7 @@ json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o
 
 int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter) {
   check_writable(options.out_path, "--out");  // before the reference window, not after
+  check_not_being_written(options.out_path);
   const Workload workload = load_workload(options.workload_dir);
   check_options(workload, options);
   const std::unique_ptr<Executor> executor = create_executor(options);

@@ -230,6 +230,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
                            std::shared_ptr<const CommModel> comm, const std::string& comm_source,
                            const json& comm_probe, std::shared_ptr<const CommModel> raw_comm) {
   const bool verified = check_eval_options(o, comm != nullptr);
+  check_not_being_written(o.out_path);  // before the reference window, not after
   if (!o.trace_dir.empty()) {
     std::error_code error;
     std::filesystem::create_directories(o.trace_dir, error);

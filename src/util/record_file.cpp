@@ -95,6 +95,25 @@ bool has_records(const std::string& path) {
   return file_exists(path) && file_size_bytes(path) > 0;
 }
 
+namespace {
+
+[[noreturn]] void throw_being_written(const std::string& path) {
+  ES_THROW("{}: another process is writing this file (wait for it, or give another output path)",
+           path);
+}
+
+}  // namespace
+
+void check_not_being_written(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // no file yet: nobody writes it
+  struct stat st {};
+  const bool locked = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                      ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);  // releases the lock this took, if it took one
+  if (locked) throw_being_written(path);
+}
+
 RecordFile::RecordFile(std::string path, const json& header,
                        const std::vector<std::string>& must_match)
     : path_(std::move(path)), header_(header) {
@@ -116,8 +135,7 @@ RecordFile::RecordFile(std::string path, const json& header,
     if (error == EWOULDBLOCK) {
       ::close(fd_);
       fd_ = -1;
-      ES_THROW("{}: another process is writing this file (wait for it, or give another output "
-               "path)", path_);
+      throw_being_written(path_);
     }
     ES_CHECK(error == ENOSYS || error == EOPNOTSUPP || error == ENOLCK || error == EINVAL,
              "cannot lock '{}': {}", path_, std::strerror(error));

@@ -106,6 +106,10 @@ TEST(RecordFile, OneWriterAtATime) {
   {
     RecordFile first(path, header, {"format"});
     first.append({{"sample", 0}});
+    // The check a command makes before its reference window says the same.
+    EXPECT_EQ(testing::error_of([&] { check_not_being_written(path); })
+                  .rfind(path + ": another process is writing this file", 0),
+              0u);
     EXPECT_EQ(testing::error_of([&] { RecordFile second(path, header, {"format"}); })
                   .rfind(path + ": another process is writing this file (wait for it, or give "
                                 "another output path)",
@@ -114,6 +118,8 @@ TEST(RecordFile, OneWriterAtATime) {
     first.append({{"sample", 1}});
   }
   EXPECT_EQ(slurp(path), "{\"format\":\"x\"}\n{\"sample\":0}\n{\"sample\":1}\n");
+  EXPECT_NO_THROW(check_not_being_written(path));
+  EXPECT_NO_THROW(check_not_being_written(dir.file("absent.jsonl")));
   EXPECT_EQ(RecordFile(path, header, {"format"}).records().size(), 2u);
   // An empty file (a crash before its header) gets the header.
   spit(path, "");

@@ -27,6 +27,10 @@ void check_not_a_json_document(const std::string& path, const std::string& text,
 // (a crash before a new file's header leaves it empty).
 bool has_records(const std::string& path);
 
+// Error when another RecordFile (in any process) has `path` open now: a
+// command checks this before minutes of reference runs, then opens the file.
+void check_not_being_written(const std::string& path);
+
 class RecordFile {
  public:
   // Creates `path` with `header` or reopens it. When reopening, every key of
