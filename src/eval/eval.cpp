@@ -95,7 +95,8 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
         r = plan_task(task, name, o.planner, model);
       } else {
         auto planner = create_planner(base, o.planner);
-        r = make_verified_plan(*planner, task, model, *selection, o.verify_candidates);
+        r = make_verified_plan(*planner, task, model, *selection, o.verify_candidates,
+                               o.verify_rounds);
         r.algorithm = name;
       }
     } catch (const Error& e) {
@@ -114,6 +115,12 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
                                   {"search_s", r.search_s},
                                   {"shards", r.plan.shards.size()}};
     if (!r.search_summary.empty()) record["search"] = r.search_summary;  // neuroshard's beams
+    if (r.verification) {
+      const Verification& v = *r.verification;
+      record["verification"] = {{"measured_plans", v.candidates.size()},
+                                {"chosen_round", v.candidates[v.chosen].round},
+                                {"verify_s", v.verify_s}};
+    }
     const PlanPrediction iteration =
         measured_costs ? predict_plan(task, r.plan, *measured_costs) : r.predicted;
     if (measured_costs) {
@@ -220,6 +227,8 @@ bool check_eval_options(const EvalOptions& o, bool comm_measured) {
            "process takes its communication from the cost model, whose scale is normalized)");
   ES_CHECK(!verified || o.verify_candidates >= 1, "eval: --verify-candidates is {}, must be >= 1",
            o.verify_candidates);
+  ES_CHECK(!verified || o.verify_rounds >= 1, "eval: --verify-rounds is {}, must be >= 1",
+           o.verify_rounds);
   ES_CHECK(!verified || !o.predict_only,
            "eval: --predict-only measures nothing, so it cannot run a verified algorithm ({})",
            kVerifySuffix);

@@ -97,13 +97,15 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
     j["measured"] = prediction_json(task, v.candidates[v.chosen].measured);
     nlohmann::json candidates = nlohmann::json::array();
     for (const VerifiedCandidate& c : v.candidates) {
-      candidates.push_back({{"predicted_ms", c.predicted.cost_ms},
+      candidates.push_back({{"round", c.round},
+                            {"predicted_ms", c.predicted.cost_ms},
                             {"measured_ms", c.measured.cost_ms},
                             {"shards", c.plan.shards.size()}});
     }
     j["verification"] = {{"truth", v.truth},
                          {"chosen", v.chosen},
                          {"verify_s", v.verify_s},
+                         {"rounds", v.rounds},
                          {"candidates", candidates}};
   }
   return j;
@@ -183,11 +185,12 @@ nlohmann::json prediction_json(const PlanTask& task, const PlanPrediction& p) {
 }
 
 std::string verification_report(const Verification& v) {
-  TextTable table({"candidate", "predicted ms", "measured ms", "measured / predicted", "shards"});
+  TextTable table({"candidate", "round", "predicted ms", "measured ms", "measured / predicted",
+                   "shards"});
   for (size_t i = 0; i < v.candidates.size(); ++i) {
     const VerifiedCandidate& c = v.candidates[i];
     table.add_row({fmt::format("{}{}", i, static_cast<int>(i) == v.chosen ? " (chosen)" : ""),
-                   fmt::format("{:.3f}", c.predicted.cost_ms),
+                   std::to_string(c.round + 1), fmt::format("{:.3f}", c.predicted.cost_ms),
                    fmt::format("{:.3f}", c.measured.cost_ms),
                    fmt::format("{:.3f}", c.measured.cost_ms / c.predicted.cost_ms),
                    std::to_string(c.plan.shards.size())});
@@ -198,10 +201,14 @@ std::string verification_report(const Verification& v) {
       v.chosen == 0 ? "the search's own pick measured fastest"
                     : fmt::format("{:.1f}% below the search's own pick",
                                   100 * (first - chosen) / first);
-  return fmt::format("verification: the search's {} best plans, measured ({}), in {:.1f} s\n{}"
+  const std::string plans =
+      v.rounds == 1 ? fmt::format("the search's {} best plans", v.candidates.size())
+                    : fmt::format("{} plans from {} rounds of search (each after the first "
+                                  "against the model corrected by the devices measured before)",
+                                  v.candidates.size(), v.rounds);
+  return fmt::format("verification: {}, measured ({}), in {:.1f} s\n{}"
                      "chosen: candidate {}, {:.3f} ms measured: {}\n",
-                     v.candidates.size(), v.truth, v.verify_s, table.render(), v.chosen, chosen,
-                     against);
+                     plans, v.truth, v.verify_s, table.render(), v.chosen, chosen, against);
 }
 
 std::string piece_text(int cols, int64_t row_offset, int64_t rows, int64_t table_rows, bool replica) {

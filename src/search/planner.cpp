@@ -3,8 +3,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
+#include <set>
+#include <tuple>
 #include <fmt/ranges.h>
 
+#include "embshard/cost/corrected_model.h"
 #include "embshard/search/policy.h"
 #include "embshard/util/error.h"
 
@@ -108,9 +112,46 @@ PlanResult make_plan(Planner& planner, const PlanTask& task, const CostModel& mo
   return make_verified_plan(planner, task, model, model, 0);
 }
 
+namespace {
+
+// One candidate's devices as measured sets: each piece's source table and
+// predicted cost alone (under `costs`, the base model), the device's
+// measured and predicted compute.
+void add_measured_sets(const PlanTask& task, const VerifiedCandidate& c, ShardCosts& costs,
+                       std::vector<MeasuredSet>& sets) {
+  std::vector<MeasuredSet> devices(task.num_devices());
+  for (const Shard& s : c.plan.shards) {
+    MeasuredSet& d = devices[s.device];
+    d.tables.push_back(static_cast<size_t>(s.table) < task.source_table.size()
+                           ? task.source_table[s.table]
+                           : s.table);
+    d.single_ms.push_back(costs.single_ms(costs.shard_id(s)));
+  }
+  for (size_t d = 0; d < devices.size(); ++d) {
+    if (devices[d].tables.empty()) continue;
+    devices[d].measured_ms = c.measured.devices[d].compute_ms;
+    devices[d].predicted_ms = c.predicted.devices[d].compute_ms;
+    sets.push_back(std::move(devices[d]));
+  }
+}
+
+// Plans compare equal when they hold the same shards in any order.
+using PlanKey = std::vector<std::tuple<int, int, int, int64_t, int64_t, int, bool>>;
+PlanKey plan_key(const Plan& p) {
+  PlanKey key;
+  for (const Shard& s : p.shards) {
+    key.emplace_back(s.table, s.col_offset, s.cols, s.row_offset, s.rows, s.device, s.replica);
+  }
+  std::sort(key.begin(), key.end());
+  return key;
+}
+
+}  // namespace
+
 PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const CostModel& model,
-                              const CostModel& truth, int candidates) {
+                              const CostModel& truth, int candidates, int rounds) {
   ES_CHECK(candidates >= 0, "verification: {} candidates, need at least 0", candidates);
+  ES_CHECK(rounds >= 1, "verification: {} rounds, need at least 1", rounds);
   PlanResult r;
   r.algorithm = planner.name();
   r.cost_model = model.name;
@@ -122,13 +163,16 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
                                            : std::vector<Plan>{planner.plan(task, costs)};
   r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.search_summary = planner.search_summary();
-  for (const Plan& plan : plans) {
-    try {
-      validate_plan(task, plan);
-    } catch (const Error& e) {
-      ES_THROW("planner {} produced an invalid plan: {}", planner.name(), e.what());
+  const auto validate = [&](const std::vector<Plan>& found) {
+    for (const Plan& plan : found) {
+      try {
+        validate_plan(task, plan);
+      } catch (const Error& e) {
+        ES_THROW("planner {} produced an invalid plan: {}", planner.name(), e.what());
+      }
     }
-  }
+  };
+  validate(plans);
   if (candidates == 0) {
     r.plan = std::move(plans.front());
     r.predicted = predict_plan(task, r.plan, costs);
@@ -140,15 +184,44 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
   Verification v;
   v.truth = truth.name;
   ShardCosts measured(task, truth);
-  for (Plan& plan : plans) {
-    VerifiedCandidate c;
-    c.predicted = predict_plan(task, plan, costs);
-    c.measured = predict_plan(task, plan, measured);
-    c.plan = std::move(plan);
-    if (!v.candidates.empty() && c.measured.cost_ms < v.candidates[v.chosen].measured.cost_ms) {
-      v.chosen = static_cast<int>(v.candidates.size());
+  std::set<PlanKey> seen;
+  std::vector<MeasuredSet> sets;
+  for (int round = 0; round < rounds; ++round) {
+    if (round > 0) {
+      // The next round plans against the model corrected by every device
+      // measured so far.
+      const CostModel corrected{
+          std::make_shared<CorrectedComputeModel>(
+              model.compute, fit_compute_correction(sets, kCorrectionRidge)),
+          model.comm, model.name, model.source};
+      // The corrections are by source table: the task's own tables where it
+      // names none.
+      PlanTask named = task;
+      if (named.source_table.empty()) {
+        named.source_table.resize(named.num_tables());
+        std::iota(named.source_table.begin(), named.source_table.end(), 0);
+      }
+      ShardCosts corrected_costs(named, corrected);
+      plans = planner.plan_candidates(named, corrected_costs, candidates);
+      validate(plans);
     }
-    v.candidates.push_back(std::move(c));
+    const size_t before = v.candidates.size();
+    for (Plan& plan : plans) {
+      if (!seen.insert(plan_key(plan)).second) continue;
+      VerifiedCandidate c;
+      c.round = round;
+      c.predicted = predict_plan(task, plan, costs);
+      c.measured = predict_plan(task, plan, measured);
+      c.plan = std::move(plan);
+      add_measured_sets(task, c, costs, sets);
+      if (!v.candidates.empty() && c.measured.cost_ms < v.candidates[v.chosen].measured.cost_ms) {
+        v.chosen = static_cast<int>(v.candidates.size());
+      }
+      v.candidates.push_back(std::move(c));
+    }
+    v.rounds = round + 1;
+    // Nothing new measured: the next correction, and its plans, would be the same.
+    if (round > 0 && v.candidates.size() == before) break;
   }
   v.verify_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - verify_start).count();

@@ -69,6 +69,10 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
     return out;
   }
   ES_CHECK(r.verify >= 1, "--verify is {}, must be at least 1", r.verify);
+  ES_CHECK(r.verify_rounds >= 1, "--verify-rounds is {}, must be at least 1", r.verify_rounds);
+  ES_CHECK(r.verify_rounds == 1 || r.cost_model != "measured",
+           "--verify-rounds {}: the measured cost model has nothing to correct (use 1)",
+           r.verify_rounds);
   ES_CHECK(!r.workload.dir.empty() && r.workload.trace_file.has_value(),
            "--verify measures plans with the workload's traces: give a workload directory with "
            "a trace ({} has none)",
@@ -96,7 +100,7 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   const CostModel truth{measured, model.comm,
                         "measured compute (" + r.executor + "); comm: " + model.name,
                         ModelSource{}};
-  out.result = make_verified_plan(*planner, out.task, model, truth, r.verify);
+  out.result = make_verified_plan(*planner, out.task, model, truth, r.verify, r.verify_rounds);
   explain(r, model, out);
   return out;
 }

@@ -111,6 +111,7 @@ TEST(Eval, RunsResumesAndSummarises) {
   o.tasks_path = make_tasks(dir);
   o.algos = {"size_greedy", "neuroshard", "neuroshard+verify"};
   o.verify_candidates = 2;
+  o.verify_rounds = 2;
   o.devices = 2;
   o.cost_model = "analytic";  // the shipped calibration
   o.out_path = dir.file("eval.jsonl");
@@ -154,6 +155,12 @@ TEST(Eval, RunsResumesAndSummarises) {
     }
   }
   for (const json& r : records) {
+    // The verified algorithm says what its rounds measured.
+    const json& v = r["algos"]["neuroshard+verify"]["verification"];
+    EXPECT_GE(v["measured_plans"].get<int>(), 1);
+    EXPECT_LE(v["measured_plans"].get<int>(), 4);
+    EXPECT_TRUE(v["chosen_round"] == 0 || v["chosen_round"] == 1) << v;
+    EXPECT_FALSE(r["algos"]["neuroshard"].contains("verification"));
     for (const char* a : {"size_greedy", "neuroshard", "neuroshard+verify"}) {
       EXPECT_GT(r["algos"][a]["measured_ms"].get<double>(), 0) << a;
       EXPECT_GT(r["algos"][a]["predicted_ms"].get<double>(), 0) << a;

@@ -2,6 +2,8 @@
 // plan command's handling of bad input.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <cmath>
 #include <filesystem>
 #include <regex>
@@ -142,6 +144,20 @@ TEST(Verification, ReportSaysWhichPlanWasFastest) {
                                         "own pick measured fastest"),
             std::string::npos)
       << verification_report(v);
+  // Rounds: said in the title, and each candidate's round (1-based) in its row.
+  EXPECT_NE(verification_report(v).find("verification: the search's 2 best plans, measured"),
+            std::string::npos);
+  v.rounds = 3;
+  v.candidates[1].round = 2;
+  const std::string three = verification_report(v);
+  EXPECT_NE(three.find("verification: 2 plans from 3 rounds of search"), std::string::npos)
+      << three;
+  std::istringstream lines(three);
+  std::string line, round;
+  while (std::getline(lines, line) && line.rfind("1 ", 0) != 0) {
+  }
+  std::istringstream(line) >> round >> round;
+  EXPECT_EQ(round, "3") << three;
 }
 
 TEST(PlanJson, HasTorchRecShapeAndPredictions) {
@@ -368,6 +384,8 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
       {"--devices 2 --mem-per-device 100000000 --no-split big", "table 'big'"},
       {"--devices 2 --mem-per-device 0", "--mem-per-device is 0"},
       {"--devices 2 --verify -1", "--verify is -1"},
+      {"--devices 2 --verify-rounds 0", "--verify-rounds is 0"},
+      {"--devices 2 --verify-rounds 2", "--verify-rounds 2 needs --verify N"},
       {"--devices 2 --reference-window-s -5", "--reference-window-s is -5"},
       {"--devices 2 --mem-per-device 1GB --mem 1GB,1GB", "excludes"},
       {"--devices 2 --mem-per-device 1GB --svg " + dir_.file("plan.json"), "name the same file"},

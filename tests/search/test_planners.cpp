@@ -425,6 +425,66 @@ TEST(Verification, CandidatesAreDistinctBestFirstAndTheMeasuredFastestIsChosen) 
   EXPECT_THROW(make_verified_plan(*planner, task, model, truth, -1), Error);
 }
 
+// A truth under which every third table (by rows) costs up to 1.8x what the
+// toy model says: a per-table error the model does not know.
+class SlowTables : public ComputeModel {
+ public:
+  std::string name() const override { return "slow tables"; }
+  int64_t batch_size() const override { return inner_.batch_size(); }
+  int add_table(const TableFeatures& t) override {
+    slow_.push_back(t.rows % 3 == 0);
+    return inner_.add_table(t);
+  }
+  double compute_ms(std::span<const int> ids) const override {
+    double slow = 0, all = 0;
+    for (int id : ids) {
+      const int one[] = {id};
+      const double ms = inner_.compute_ms(one);
+      all += ms;
+      if (slow_.at(id)) slow += ms;
+    }
+    return inner_.compute_ms(ids) * (1 + 0.8 * (all > 0 ? slow / all : 0.0));
+  }
+
+ private:
+  testing::ToyComputeModel inner_;
+  std::vector<bool> slow_;
+};
+
+TEST(Verification, LaterRoundsPlanAgainstTheMeasuredErrorsAndMeasureFaster) {
+  const PlanTask task = random_task(30, 4, 1.3, 11);
+  ToyCostModel model(true);
+  auto planner = create_planner("neuroshard", {});
+  const CostModel truth{std::make_shared<SlowTables>(), model.model.comm, "slow tables"};
+  const PlanResult one = make_verified_plan(*planner, task, model, truth, 3, 1);
+  const PlanResult three = make_verified_plan(*planner, task, model, truth, 3, 3);
+  const auto& first = one.verification->candidates;
+  const auto& all = three.verification->candidates;
+  EXPECT_EQ(three.verification->rounds, 3);
+  // The first round is the one-round verification's, plan for plan.
+  ASSERT_GT(all.size(), first.size());
+  for (size_t i = 0; i < first.size(); ++i) {
+    EXPECT_EQ(all[i].round, 0);
+    EXPECT_DOUBLE_EQ(all[i].measured.cost_ms, first[i].measured.cost_ms);
+  }
+  EXPECT_GT(all.back().round, 0);
+  for (const VerifiedCandidate& c : all) validate_plan(task, c.plan);
+  // The corrected rounds find a plan that measures faster than any the
+  // model alone proposed.
+  const double before = first[one.verification->chosen].measured.cost_ms;
+  const double after = all[three.verification->chosen].measured.cost_ms;
+  EXPECT_LT(after, 0.98 * before) << before << " ms -> " << after << " ms";
+  EXPECT_GT(all[three.verification->chosen].round, 0);
+
+  // Where the model is exact, there is nothing to correct: no new plans.
+  const PlanResult exact = make_verified_plan(*planner, task, model, model, 3, 3);
+  EXPECT_EQ(exact.verification->candidates.size(),
+            make_verified_plan(*planner, task, model, model, 3, 1).verification->candidates.size());
+  for (const VerifiedCandidate& c : exact.verification->candidates) EXPECT_EQ(c.round, 0);
+  EXPECT_EQ(exact.verification->rounds, 2);  // the second found nothing new: the last
+  EXPECT_THROW(make_verified_plan(*planner, task, model, truth, 3, 0), Error);
+}
+
 TEST(Verification, TraceHasATrackPerDeviceAndEndsAtTheCost) {
   const PlanTask task = testing::random_task(12, 3, 1.3, 5);
   testing::ToyCostModel model;

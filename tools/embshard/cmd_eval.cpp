@@ -118,6 +118,10 @@ void add_eval_command(CLI::App& app) {
   eval->add_option("--verify-candidates", o.verify_candidates,
                    "Plans measured by the +verify algorithms")
       ->capture_default_str();
+  eval->add_option("--verify-rounds", o.verify_rounds,
+                   "Rounds of the +verify algorithms: each after the first plans against the "
+                   "model corrected by the devices measured so far")
+      ->capture_default_str();
   eval->add_option("--reference-window-s", o.reference_window_s,
                    "Seconds of reference-probe runs the measured compute is normalized to")
       ->capture_default_str();

@@ -69,6 +69,9 @@ void run_plan(PlanArgs& a) {
   // Before the search, not after it.
   ES_CHECK(r.verify >= 0, "--verify is {}: the number of plans to measure, 0 (the default) for none",
            r.verify);
+  ES_CHECK(r.verify_rounds >= 1, "--verify-rounds is {}: at least 1", r.verify_rounds);
+  ES_CHECK(r.verify_rounds == 1 || r.verify > 0, "--verify-rounds {} needs --verify N",
+           r.verify_rounds);
   ES_CHECK(std::isfinite(r.reference_window_s) && r.reference_window_s >= 0,
            "--reference-window-s is {}: seconds, at least 0", r.reference_window_s);
   check_distinct_outputs({{"--out", a.out}, {"--svg", a.svg}, {"--trace", a.trace}});
@@ -145,6 +148,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--verify", r.verify,
                   "Measure the search's N best distinct plans on the executor (a workload with "
                   "traces) and return the measured fastest")
+      ->capture_default_str();
+  cmd->add_option("--verify-rounds", r.verify_rounds,
+                  "With --verify: rounds; each after the first plans again against the model "
+                  "corrected by the devices measured so far and measures its N best")
       ->capture_default_str();
   cmd->add_option("--executor", r.executor, "With --verify: where plans run: " +
                   one_of(executor_names()))->capture_default_str();

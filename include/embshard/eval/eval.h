@@ -86,6 +86,7 @@ struct EvalOptions {
   // "<planner>+verify" algorithms: the planner's best candidates measured,
   // the measured fastest kept.
   int verify_candidates = 4;
+  int verify_rounds = 1;  // as PlanRequest::verify_rounds
   // Where to write each measured plan's iteration as a Chrome / Perfetto
   // trace, task<i>_<algorithm>.json ("": none).
   std::string trace_dir;

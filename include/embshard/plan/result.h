@@ -38,13 +38,15 @@ struct LowerBound {
 // communication measured or modelled), and the measured fastest chosen.
 struct VerifiedCandidate {
   Plan plan;
-  PlanPrediction predicted, measured;
+  PlanPrediction predicted, measured;  // predicted by the model, not the corrected one
+  int round = 0;                       // the verification round that proposed it
 };
 struct Verification {
   std::vector<VerifiedCandidate> candidates;  // the search's order: best predicted first
   int chosen = 0;                             // the measured fastest
   std::string truth;                          // what measured them
   double verify_s = 0;
+  int rounds = 1;  // run: fewer than asked where a round found no new plan
 };
 
 struct PlanResult {

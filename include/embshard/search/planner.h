@@ -106,7 +106,13 @@ PlanResult make_plan(Planner& planner, const PlanTask& task, const CostModel& mo
 // The same with a verification step: the planner's best `candidates` distinct
 // plans, each validated, predicted with `model` and measured with `truth`;
 // the measured fastest is the result's plan (docs/plan.md, Verification).
+// Each further round plans again against `model`'s compute corrected by
+// every device measured so far (cost/corrected_model.h) and measures the new
+// plans among its best `candidates`; a round with no new plan is the last.
 PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const CostModel& model,
-                              const CostModel& truth, int candidates);
+                              const CostModel& truth, int candidates, int rounds = 1);
+// The corrections' ridge: a table seen on one device of k equal pieces gets
+// (1/k) / (1/k + ridge) of that device's error.
+inline constexpr double kCorrectionRidge = 0.05;
 
 }  // namespace embshard

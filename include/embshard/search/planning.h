@@ -34,6 +34,9 @@ struct PlanRequest {
   // the executor (the workload's traces; communication from the cost model)
   // and return the measured fastest. 0: off. Needs a workload with a trace.
   int verify = 0;
+  // Rounds of verification: each after the first plans against the model
+  // corrected by the devices measured so far and measures its new plans.
+  int verify_rounds = 1;
   bool explain = false;  // each table's decision against its best alternative
   std::string executor = "cpu";
   double reference_window_s = 20;  // the measured compute's probe reference
