@@ -117,7 +117,8 @@ std::string CorrectedComputeModel::name() const {
 int CorrectedComputeModel::add_table(const TableFeatures& table) {
   const int id = base_->add_table(table);
   const int ids[] = {id};
-  const auto at = correction_.by_table.find(table.source_table);
+  const auto at = table.source_table >= 0 ? correction_.by_table.find(table.source_table)
+                                          : correction_.by_table.end();
   base_id_.push_back(id);
   weight_.push_back(base_->compute_ms(ids));
   log_factor_.push_back(at == correction_.by_table.end() ? 0.0 : at->second);

@@ -229,6 +229,9 @@ bool check_eval_options(const EvalOptions& o, bool comm_measured) {
            o.verify_candidates);
   ES_CHECK(!verified || o.verify_rounds >= 1, "eval: --verify-rounds is {}, must be >= 1",
            o.verify_rounds);
+  ES_CHECK(o.verify_rounds == 1 || o.cost_model != "measured",
+           "eval: --verify-rounds {}: the measured cost model has nothing to correct (use 1)",
+           o.verify_rounds);
   ES_CHECK(!verified || !o.predict_only,
            "eval: --predict-only measures nothing, so it cannot run a verified algorithm ({})",
            kVerifySuffix);
@@ -327,6 +330,10 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     header["reference_source"] = reference_source;
     header["comm_probe"] = comm_probe;
     if (o.comm_passes > 1) header["comm_passes"] = o.comm_passes;  // absent: one
+    if (verified) {
+      header["verify_candidates"] = o.verify_candidates;
+      if (o.verify_rounds > 1) header["verify_rounds"] = o.verify_rounds;  // absent: one
+    }
   }
   // The task file's content, not only its path: a task file made again at the
   // same path must not resume on the old one's records.
@@ -334,7 +341,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   RecordFile out(o.out_path, header,
                  {"format", "version", "machine", "tasks", "tasks_crc32", "pool", "devices", "algos", "sharding_types",
                   "cost_model", "model_dir", "threads", "comm", "predict_only", "executor",
-                  "comm_passes", "raw_clock"});
+                  "comm_passes", "raw_clock", "verify_candidates", "verify_rounds"});
   if (out.dropped_bytes() > 0) {
     reporter.note(fmt::format("eval: dropped a torn last record ({} bytes) from {}",
                               out.dropped_bytes(), o.out_path));

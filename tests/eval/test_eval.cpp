@@ -171,6 +171,13 @@ TEST(Eval, RunsResumesAndSummarises) {
   }
   EXPECT_EQ(run_eval(o, silent_reporter()).size(), 3u);  // resumed: nothing new to do
   {
+    // Other verification settings never resume these records.
+    EvalOptions rounds = o;
+    rounds.verify_rounds = 3;
+    EXPECT_NE(testing::error_of([&] { run_eval(rounds, silent_reporter()); }).find("verify_rounds"),
+              std::string::npos);
+  }
+  {
     // A torn last record (a crash mid-write) is dropped, said so, and measured again.
     const std::string whole = slurp(o.out_path);
     const size_t last = whole.rfind('\n', whole.size() - 2);

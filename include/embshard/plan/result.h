@@ -42,7 +42,8 @@ struct VerifiedCandidate {
   int round = 0;                       // the verification round that proposed it
 };
 struct Verification {
-  std::vector<VerifiedCandidate> candidates;  // the search's order: best predicted first
+  // The search's order (best predicted first), round after round.
+  std::vector<VerifiedCandidate> candidates;
   int chosen = 0;                             // the measured fastest
   std::string truth;                          // what measured them
   double verify_s = 0;
