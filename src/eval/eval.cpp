@@ -95,8 +95,11 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
         r = plan_task(task, name, o.planner, model);
       } else {
         auto planner = create_planner(base, o.planner);
-        r = make_verified_plan(*planner, task, model, *selection, o.verify_candidates,
-                               o.verify_rounds);
+        r = make_verified_plan(*planner, task, model, *selection,
+                               {.candidates = o.verify_candidates,
+                                .rounds = o.verify_rounds,
+                                .comm_passes = o.comm_passes,
+                                .pass_pause_s = o.comm_pass_pause_s});
         r.algorithm = name;
       }
     } catch (const Error& e) {
@@ -117,9 +120,11 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
     if (!r.search_summary.empty()) record["search"] = r.search_summary;  // neuroshard's beams
     if (r.verification) {
       const Verification& v = *r.verification;
+      const VerifiedCandidate& chosen = v.candidates[v.chosen];
       record["verification"] = {{"measured_plans", v.candidates.size()},
-                                {"chosen_round", v.candidates[v.chosen].round},
+                                {"chosen_round", chosen.round},
                                 {"verify_s", v.verify_s}};
+      if (chosen.passes_ms.size() > 1) record["verification"]["chosen_passes_ms"] = chosen.passes_ms;
     }
     const PlanPrediction iteration =
         measured_costs ? predict_plan(task, r.plan, *measured_costs) : r.predicted;
@@ -333,6 +338,8 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     if (verified) {
       header["verify_candidates"] = o.verify_candidates;
       if (o.verify_rounds > 1) header["verify_rounds"] = o.verify_rounds;  // absent: one
+      // Chosen on every pass since stop 40 (absent: on one, or by an older build).
+      if (o.comm_passes > 1) header["verify_passes"] = o.comm_passes;
     }
   }
   // The task file's content, not only its path: a task file made again at the
@@ -341,7 +348,8 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   RecordFile out(o.out_path, header,
                  {"format", "version", "machine", "tasks", "tasks_crc32", "pool", "devices", "algos", "sharding_types",
                   "cost_model", "model_dir", "threads", "comm", "predict_only", "executor",
-                  "comm_passes", "raw_clock", "verify_candidates", "verify_rounds"});
+                  "comm_passes", "raw_clock", "verify_candidates", "verify_rounds",
+                  "verify_passes"});
   if (out.dropped_bytes() > 0) {
     reporter.note(fmt::format("eval: dropped a torn last record ({} bytes) from {}",
                               out.dropped_bytes(), o.out_path));

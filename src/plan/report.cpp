@@ -99,8 +99,9 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
     for (const VerifiedCandidate& c : v.candidates) {
       candidates.push_back({{"round", c.round},
                             {"predicted_ms", c.predicted.cost_ms},
-                            {"measured_ms", c.measured.cost_ms},
+                            {"measured_ms", c.measured_ms},
                             {"shards", c.plan.shards.size()}});
+      if (c.passes_ms.size() > 1) candidates.back()["measured_passes_ms"] = c.passes_ms;
     }
     j["verification"] = {{"truth", v.truth},
                          {"chosen", v.chosen},
@@ -191,12 +192,12 @@ std::string verification_report(const Verification& v) {
     const VerifiedCandidate& c = v.candidates[i];
     table.add_row({fmt::format("{}{}", i, static_cast<int>(i) == v.chosen ? " (chosen)" : ""),
                    std::to_string(c.round + 1), fmt::format("{:.3f}", c.predicted.cost_ms),
-                   fmt::format("{:.3f}", c.measured.cost_ms),
-                   fmt::format("{:.3f}", c.measured.cost_ms / c.predicted.cost_ms),
+                   fmt::format("{:.3f}", c.measured_ms),
+                   fmt::format("{:.3f}", c.measured_ms / c.predicted.cost_ms),
                    std::to_string(c.plan.shards.size())});
   }
-  const double first = v.candidates.front().measured.cost_ms;
-  const double chosen = v.candidates[v.chosen].measured.cost_ms;
+  const double first = v.candidates.front().measured_ms;
+  const double chosen = v.candidates[v.chosen].measured_ms;
   const std::string against =
       v.chosen == 0 ? "the search's own pick measured fastest"
                     : fmt::format("{:.1f}% below the search's own pick",
@@ -206,9 +207,13 @@ std::string verification_report(const Verification& v) {
                     : fmt::format("{} plans from {} rounds of search (each after the first "
                                   "against the model corrected by the devices measured before)",
                                   v.candidates.size(), v.rounds);
-  return fmt::format("verification: {}, measured ({}), in {:.1f} s\n{}"
+  const std::string passes =
+      v.comm_passes == 1 ? ""
+                         : fmt::format(", each {} times (the mean of its fastest half)",
+                                       v.comm_passes);
+  return fmt::format("verification: {}, measured ({}){}, in {:.1f} s\n{}"
                      "chosen: candidate {}, {:.3f} ms measured: {}\n",
-                     plans, v.truth, v.verify_s, table.render(), v.chosen, chosen, against);
+                     plans, v.truth, passes, v.verify_s, table.render(), v.chosen, chosen, against);
 }
 
 std::string piece_text(int cols, int64_t row_offset, int64_t rows, int64_t table_rows, bool replica) {

@@ -100,7 +100,8 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   const CostModel truth{measured, model.comm,
                         "measured compute (" + r.executor + "); comm: " + model.name,
                         ModelSource{}};
-  out.result = make_verified_plan(*planner, out.task, model, truth, r.verify, r.verify_rounds);
+  out.result = make_verified_plan(*planner, out.task, model, truth,
+                                  {.candidates = r.verify, .rounds = r.verify_rounds});
   explain(r, model, out);
   return out;
 }

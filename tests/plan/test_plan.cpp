@@ -130,16 +130,16 @@ TEST(Verification, ReportSaysWhichPlanWasFastest) {
   v.truth = "test";
   v.candidates.resize(2);
   v.candidates[0].predicted.cost_ms = 10;
-  v.candidates[0].measured.cost_ms = 20;
+  v.candidates[0].measured_ms = 20;
   v.candidates[1].predicted.cost_ms = 11;
-  v.candidates[1].measured.cost_ms = 15;
+  v.candidates[1].measured_ms = 15;
   v.chosen = 1;
   EXPECT_NE(verification_report(v).find("chosen: candidate 1, 15.000 ms measured: 25.0% below "
                                         "the search's own pick"),
             std::string::npos)
       << verification_report(v);
   v.chosen = 0;
-  v.candidates[1].measured.cost_ms = 25;
+  v.candidates[1].measured_ms = 25;
   EXPECT_NE(verification_report(v).find("chosen: candidate 0, 20.000 ms measured: the search's "
                                         "own pick measured fastest"),
             std::string::npos)

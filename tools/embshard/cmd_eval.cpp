@@ -103,7 +103,8 @@ void add_eval_command(CLI::App& app) {
   eval->add_option("--comm-passes", o.comm_passes,
                    "Under mpirun: measure every plan's all-to-alls this many times, "
                    "--comm-pass-pause-s apart; the mean of its fastest half of the passes counts "
-                   "(of up to three: the fastest)")
+                   "(of up to three: the fastest); a +verify algorithm chooses among its "
+                   "candidates on as many passes")
       ->capture_default_str();
   eval->add_option("--comm-pass-pause-s", o.comm_pass_pause_s,
                    "Under mpirun, with --comm-passes > 1: seconds between the passes")

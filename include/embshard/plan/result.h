@@ -38,8 +38,14 @@ struct LowerBound {
 // communication measured or modelled), and the measured fastest chosen.
 struct VerifiedCandidate {
   Plan plan;
-  PlanPrediction predicted, measured;  // predicted by the model, not the corrected one
-  int round = 0;                       // the verification round that proposed it
+  // predicted by the model, not the corrected one; measured: the fastest pass
+  PlanPrediction predicted, measured;
+  int round = 0;  // the verification round that proposed it
+  // Each pass's measured cost (compute is measured once, so the passes differ
+  // in communication), and the figure the choice is made on: the mean of
+  // their fastest half (one pass: its cost).
+  std::vector<double> passes_ms;
+  double measured_ms = 0;
 };
 struct Verification {
   // The search's order (best predicted first), round after round.
@@ -48,6 +54,7 @@ struct Verification {
   std::string truth;                          // what measured them
   double verify_s = 0;
   int rounds = 1;  // run: fewer than asked where a round found no new plan
+  int comm_passes = 1;  // every candidate's measurements
 };
 
 struct PlanResult {

@@ -103,14 +103,25 @@ LowerBound lower_bound(const PlanTask& task, ShardCosts& costs);
 
 // Runs the planner, validates its plan (Error if it is invalid) and predicts.
 PlanResult make_plan(Planner& planner, const PlanTask& task, const CostModel& model);
-// The same with a verification step: the planner's best `candidates` distinct
-// plans, each validated, predicted with `model` and measured with `truth`;
-// the measured fastest is the result's plan (docs/plan.md, Verification).
-// Each further round plans again against `model`'s compute corrected by
-// every device measured so far (cost/corrected_model.h) and measures the new
-// plans among its best `candidates`; a round with no new plan is the last.
+// The same with a verification step (docs/plan.md, Verification): the
+// planner's best `candidates` distinct plans, each validated, predicted with
+// `model` and measured with `truth`; the measured fastest is the result's
+// plan. Plans that differ only in device labels count as one.
+struct VerifyOptions {
+  int candidates = 0;  // 0: no verification (make_plan)
+  // Each round after the first plans against `model`'s compute corrected by
+  // every device measured so far (cost/corrected_model.h) and measures the
+  // new plans among its best `candidates`; a round with no new plan is the
+  // last.
+  int rounds = 1;
+  // After the rounds, every candidate is measured comm_passes - 1 times more,
+  // pass_pause_s between the passes (the communication again: `truth`'s
+  // compute should cache), and chosen on the mean of its fastest half.
+  int comm_passes = 1;
+  double pass_pause_s = 0;
+};
 PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const CostModel& model,
-                              const CostModel& truth, int candidates, int rounds = 1);
+                              const CostModel& truth, const VerifyOptions& options);
 // The corrections' ridge: a table seen on one device of k equal pieces gets
 // (1/k) / (1/k + ridge) of that device's error.
 inline constexpr double kCorrectionRidge = 0.05;
