@@ -124,7 +124,9 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
       record["verification"] = {{"measured_plans", v.candidates.size()},
                                 {"chosen_round", chosen.round},
                                 {"verify_s", v.verify_s}};
-      if (chosen.passes_ms.size() > 1) record["verification"]["chosen_passes_ms"] = chosen.passes_ms;
+      if (chosen.passes_ms.size() > 1) {
+        record["verification"]["chosen_passes_ms"] = chosen.passes_ms;
+      }
     }
     const PlanPrediction iteration =
         measured_costs ? predict_plan(task, r.plan, *measured_costs) : r.predicted;

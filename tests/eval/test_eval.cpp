@@ -400,6 +400,22 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
           << a.dump();
     }
   }
+  // A verified algorithm chooses on as many passes, and says so.
+  const auto verified = testing::run_mpi_cli(
+      2, "eval --tasks " + dir.file("t.json") +
+             " --algos neuroshard+verify --cost-model analytic --comm-warmup 1 --comm-repeats 2 "
+             "--reference-window-s 0.3 --comm-passes 2 --comm-pass-pause-s 0.1 "
+             "--verify-candidates 2 --out " + dir.file("v.jsonl"));
+  ASSERT_EQ(verified.exit_code, 0) << verified.output;
+  json verified_header;
+  const auto verified_records =
+      RecordFile::read_all(dir.file("v.jsonl"), &verified_header, nullptr);
+  EXPECT_EQ(verified_header["verify_passes"], 2);
+  ASSERT_EQ(verified_records.size(), 2u);
+  for (const json& rec : verified_records) {
+    const json& v = rec["algos"]["neuroshard+verify"]["verification"];
+    EXPECT_EQ(v["chosen_passes_ms"].size(), 2u) << v.dump();
+  }
   // --raw-clock: the same plans on the wall clock, as many passes, beside.
   const auto raw = testing::run_mpi_cli(2, passes_base + " --raw-clock --out " +
                                                dir.file("raw.jsonl"));

@@ -54,7 +54,7 @@ struct Verification {
   std::string truth;                          // what measured them
   double verify_s = 0;
   int rounds = 1;  // run: fewer than asked where a round found no new plan
-  int comm_passes = 1;  // every candidate's measurements
+  int comm_passes = 1;  // measurements of each candidate
 };
 
 struct PlanResult {
