@@ -477,7 +477,10 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
           by_cost(children);
           children.resize(keep);
         }
-        rate_children(children, options_.beam_width, grids, rated, options_, nullptr);
+        // Rated exactly: the beam's children and the `count` cheapest, so
+        // that the candidates, like the beam, do not depend on the threads.
+        rate_children(children, std::max<size_t>(options_.beam_width, count), grids, rated,
+                      options_, nullptr);
         by_cost(children);
         for (const BeamState& c : children) remember(best, c, count);
         if (children.size() > static_cast<size_t>(options_.beam_width)) {

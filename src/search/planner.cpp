@@ -154,6 +154,23 @@ PlanKey plan_key(const Plan& p, int devices) {
   return key;
 }
 
+// The task's tables far from those `compute` was fitted on, the first three
+// named: "2 tables far from those the compute model was fitted on: 'hot_3'
+// (pooling factor 2400, 4.6 ...); ..."; empty: none.
+std::string far_tables(const PlanTask& task, const ComputeModel& compute) {
+  std::vector<std::string> far;
+  for (const TableSpec& t : task.tables) {
+    const std::string why = compute.far_from_training(table_features(t, t.dim));
+    if (!why.empty()) far.push_back(fmt::format("'{}' ({})", t.name, why));
+  }
+  if (far.empty()) return {};
+  const size_t named = std::min<size_t>(far.size(), 3);
+  return fmt::format("{} table{} far from those the compute model was fitted on: {}{}",
+                     far.size(), far.size() == 1 ? "" : "s",
+                     fmt::join(far.begin(), far.begin() + named, "; "),
+                     far.size() > named ? fmt::format("; and {} more", far.size() - named) : "");
+}
+
 }  // namespace
 
 PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const CostModel& model,
@@ -169,6 +186,9 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
   r.cost_model = model.name;
   r.model_source = model.source;
   r.extrapolated = extrapolations(model.source, task.batch_size, task.num_devices());
+  if (std::string far = far_tables(task, *model.compute); !far.empty()) {
+    r.extrapolated.push_back(std::move(far));
+  }
   ShardCosts costs(task, model);
   const auto start = std::chrono::steady_clock::now();
   std::vector<Plan> plans = candidates > 0 ? planner.plan_candidates(task, costs, candidates)

@@ -262,8 +262,17 @@ void check_writable(const std::string& path, const std::string& what) {
   ES_CHECK(fs::is_directory(dir, ec), "{}cannot write '{}': {}", prefix, path,
            fs::exists(dir, ec) ? fmt::format("'{}' is a file, not a directory", dir.string())
                                : fmt::format("directory '{}' does not exist", dir.string()));
-  ES_CHECK(::access(dir.c_str(), W_OK) == 0, "{}cannot write '{}': directory '{}' is not "
-           "writable", prefix, path, dir.string());
+  // A file made and removed, not access(W_OK): as root that passes a
+  // directory no file can be made in (/proc).
+  const std::string probe = temp_path_for(path);
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  const int err = errno;
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+  ES_CHECK(fd >= 0 || err == EEXIST, "{}cannot write '{}': no file can be made in directory "
+           "'{}' ({})", prefix, path, fs::path(probe).parent_path().string(), std::strerror(err));
 }
 
 void check_writable_directory(const std::string& path, const std::string& what) {
@@ -275,8 +284,13 @@ void check_writable_directory(const std::string& path, const std::string& what) 
   const bool exists = dir == fs::absolute(path, ec);
   ES_CHECK(fs::is_directory(dir, ec), "{}cannot write the directory '{}': '{}' is a file, not a "
            "directory", prefix, path, exists ? path : dir.string());
-  ES_CHECK(::access(dir.c_str(), W_OK) == 0, "{}cannot write the directory '{}': '{}' is not "
-           "writable", prefix, path, exists ? path : dir.string());
+  // A directory made and removed (see check_writable).
+  const fs::path probe = dir / fmt::format(".embshard-probe.{}", static_cast<long>(getpid()));
+  const int rc = ::mkdir(probe.c_str(), 0700);
+  const int err = errno;
+  if (rc == 0) ::rmdir(probe.c_str());
+  ES_CHECK(rc == 0 || err == EEXIST, "{}cannot write the directory '{}': nothing can be made in "
+           "'{}' ({})", prefix, path, exists ? path : dir.string(), std::strerror(err));
 }
 
 void check_distinct_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {

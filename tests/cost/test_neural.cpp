@@ -206,6 +206,28 @@ TEST(NeuralModel, BadDirectoriesNameTheFile) {
     expect_error_naming(d, "manifest.json");
   }
 
+  // A field of the wrong type: the error names where it is in the file.
+  for (const std::string pointer : {"/batch_size", "/networks/compute/target/mean",
+                                    "/networks/comm_fwd/normaliser/scale", "/version"}) {
+    save_neural_model(random_model(3), d);
+    manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
+    manifest[nlohmann::json::json_pointer(pointer)] = "2048";
+    write_file_atomic(dir.file("manifest.json"), manifest.dump());
+    const std::string e = testing::error_of([&] { load_neural_model(d); });
+    EXPECT_NE(e.find("manifest.json"), std::string::npos) << e;
+    EXPECT_NE(e.find(pointer == "/version" ? "manifest version \"2048\""
+                                           : "field '" + pointer + "' is \"2048\", expected"),
+              std::string::npos)
+        << e;
+  }
+  save_neural_model(random_model(3), d);
+  manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
+  manifest["networks"]["compute"]["head_mlp"].erase("crc32");
+  write_file_atomic(dir.file("manifest.json"), manifest.dump());
+  EXPECT_NE(testing::error_of([&] { load_neural_model(d); })
+                .find("field '/networks/compute/head_mlp/crc32' is missing"),
+            std::string::npos);
+
   save_neural_model(random_model(3), d);
   manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
   manifest["version"] = 99;
@@ -248,6 +270,44 @@ TEST(NeuralModel, ClampedFeaturesBoundATableFarOutside) {
     EXPECT_NE(std::string(e.what()).find("clamp"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("manifest.json"), std::string::npos) << e.what();
   }
+}
+
+// A table far from those the model was fitted on is named with the reason;
+// the tables it was fitted on are not.
+TEST(NeuralModel, TablesFarFromTheTrainingTablesAreNamed) {
+  const std::vector<TableFeatures> pool = pool_features(40);
+  NeuralModel m = random_model(7);
+  const size_t nf = compute_feature_names().size();
+  std::vector<double> sum(nf), sq(nf);
+  std::vector<float> x(nf);
+  for (const TableFeatures& t : pool) {
+    compute_raw_features(t, m.batch_size, x.data());
+    for (size_t i = 0; i < nf; ++i) sum[i] += x[i], sq[i] += double{x[i]} * x[i];
+  }
+  for (size_t i = 0; i < nf; ++i) {
+    const double mean = sum[i] / pool.size(), var = sq[i] / pool.size() - mean * mean;
+    m.compute.features.mean[i] = static_cast<float>(mean);
+    m.compute.features.scale[i] = static_cast<float>(1 / std::sqrt(std::max(var, 1e-6)));
+  }
+  m.compute.features.clamp = kFeatureClamp;
+  NeuralComputeModel model(prepared_neural_model(m));
+  for (const TableFeatures& t : pool) EXPECT_EQ(model.far_from_training(t), "");
+
+  TableFeatures hot = pool[0];
+  hot.pooling_factor *= 1e4;
+  const std::string why = model.far_from_training(hot);
+  EXPECT_EQ(why.rfind(fmt::format("pooling factor {:.4g}, ", hot.pooling_factor), 0), 0u) << why;
+  EXPECT_NE(why.find("standard deviations above the training tables' mean"), std::string::npos)
+      << why;
+  TableFeatures huge = pool[0];
+  huge.rows *= 1000000;
+  EXPECT_EQ(model.far_from_training(huge).rfind(fmt::format("{} rows", huge.rows), 0), 0u);
+  // Every lookup in the last reuse bin: no size far off, a histogram past the clamp.
+  TableFeatures odd = pool[0];
+  odd.lookup_reuse.fill(0);
+  odd.lookup_reuse.back() = 1;
+  EXPECT_NE(model.far_from_training(odd).find("held at the clamp"), std::string::npos)
+      << model.far_from_training(odd);
 }
 
 TEST(NeuralModel, NanNeverReachesThePlanner) {

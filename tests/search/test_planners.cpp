@@ -346,6 +346,37 @@ TEST(Planners, NeuroShardSamePlanForAnyThreadCountAndCostPath) {
   EXPECT_THROW(create_planner("neuroshard", bad), Error);
 }
 
+// Verification asks for more candidates than the beam is wide: the plans it
+// gets may not depend on which thread rated which child first.
+TEST(Planners, NeuroShardSameCandidatesForAnyThreadCount) {
+  for (uint64_t seed : {44, 45}) {
+    const PlanTask task = random_task(40, 4, 1.3, seed);
+    ToyCostModel model(true);
+    const auto candidates = [&](int threads) {
+      PlannerOptions o;
+      o.threads = threads;
+      ShardCosts costs(task, model);
+      return create_planner("neuroshard", o)->plan_candidates(task, costs, 8);
+    };
+    const std::vector<Plan> base = candidates(1);
+    ASSERT_GT(base.size(), static_cast<size_t>(PlannerOptions{}.beam_width));
+    for (int round = 0; round < 4; ++round) {
+      for (int threads : {2, 3}) {
+        const std::vector<Plan> other = candidates(threads);
+        SCOPED_TRACE(fmt::format("seed {} threads {} round {}", seed, threads, round));
+        ASSERT_EQ(other.size(), base.size());
+        for (size_t c = 0; c < base.size(); ++c) {
+          ASSERT_EQ(other[c].shards.size(), base[c].shards.size()) << "candidate " << c;
+          for (size_t i = 0; i < base[c].shards.size(); ++i) {
+            EXPECT_EQ(other[c].shards[i].cols, base[c].shards[i].cols) << "candidate " << c;
+            EXPECT_EQ(other[c].shards[i].device, base[c].shards[i].device) << "candidate " << c;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Planners, NeuroShardPredictionMatchesSearchAndOptionsMatter) {
   const PlanTask task = random_task(30, 8, 1.3, 31);
   PlannerOptions narrow;

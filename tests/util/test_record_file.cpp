@@ -289,6 +289,16 @@ TEST(Outputs, OneFileHoweverSpeltIsRefusedAndAFileIsNoDirectory) {
   EXPECT_NE(testing::error_of([&] { check_writable(dir.file("afile/x.json"), "--out"); })
                 .find("is a file, not a directory"),
             std::string::npos);
+  // As root, access() calls /proc writable; no file can be made there.
+  for (const std::string& proc : {std::string("/proc/version"), std::string("/proc/x.json")}) {
+    EXPECT_EQ(testing::error_of([&] { check_writable(proc, "--out"); })
+                  .rfind("--out: cannot write '" + proc + "': no file can be made in directory "
+                         "'/proc'", 0),
+              0u)
+        << proc;
+  }
+  EXPECT_NO_THROW(check_writable(dir.file("new.json"), "--out"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1);  // afile
   // The path the user gave, not the temporary file beside it.
   const std::string missing =
       testing::error_of([&] { write_file_atomic(dir.file("nodir/x.json"), "{}"); });
@@ -338,6 +348,9 @@ TEST(Outputs, ADirectoryToWriteIsCheckedFirst) {
         << e;
   }
   EXPECT_FALSE(std::filesystem::exists(dir.file("new")));
+  EXPECT_NE(testing::error_of([&] { check_writable_directory("/proc/model", "fit: --out"); })
+                .find("nothing can be made in '/proc'"),
+            std::string::npos);
 }
 
 // A plan or a tables.json given where records are read is named as what it

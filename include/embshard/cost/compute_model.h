@@ -68,6 +68,11 @@ class ComputeModel {
   virtual size_t state_size() const { return 0; }
   virtual void add_to_state(int table_id, std::span<double> state) const;
   virtual double state_ms(std::span<const double> state) const;
+
+  // How `table` lies far from the tables the model was fitted on ("pooling
+  // factor 2400, 4.6 standard deviations above them"), where its figure is
+  // an extrapolation; empty: it does not, or the model cannot tell.
+  virtual std::string far_from_training(const TableFeatures&) const { return {}; }
 };
 
 }  // namespace embshard

@@ -49,6 +49,9 @@ class CorrectedComputeModel : public ComputeModel {
   size_t state_size() const override { return base_state_ == 0 ? 0 : base_state_ + 2; }
   void add_to_state(int table_id, std::span<double> state) const override;
   double state_ms(std::span<const double> state) const override;
+  std::string far_from_training(const TableFeatures& t) const override {
+    return base_->far_from_training(t);
+  }
 
  private:
   void check_id(int id) const;

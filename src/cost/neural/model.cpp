@@ -188,6 +188,32 @@ int NeuralComputeModel::add_table(const TableFeatures& table) {
   return static_cast<int>(at / embed_);
 }
 
+std::string NeuralComputeModel::far_from_training(const TableFeatures& table) const {
+  const Normaliser& n = model_->compute.features;
+  float x[Mlp::kMaxWidth];
+  compute_raw_features(table, fit_.network_batch, x);
+  const auto z = [&](size_t i) { return (x[i] - n.mean[i]) * n.scale[i]; };
+  // The first three features: log rows, log dim, log(1 + pooling factor).
+  const std::string size_features[] = {
+      fmt::format("{} rows", table.rows), fmt::format("dim {}", table.dim),
+      fmt::format("pooling factor {:.4g}", table.pooling_factor)};
+  for (size_t i = 0; i < 3; ++i) {
+    if (std::abs(z(i)) > kFarFromTraining) {
+      return fmt::format("{}, {:.1f} standard deviations {} the training tables' mean",
+                         size_features[i], std::abs(z(i)), z(i) > 0 ? "above" : "below");
+    }
+  }
+  const auto& names = compute_feature_names();
+  for (size_t i = 0; n.clamp > 0 && i < names.size(); ++i) {
+    if (std::abs(z(i)) > n.clamp) {
+      return fmt::format("feature '{}' {:.1f} standard deviations from the training tables' "
+                         "mean, held at the clamp ({:g})",
+                         names[i], std::abs(z(i)), n.clamp);
+    }
+  }
+  return {};
+}
+
 double NeuralComputeModel::compute_ms(std::span<const int> table_ids) const {
   if (table_ids.empty()) return 0.0;
   double state[Mlp::kMaxWidth] = {};

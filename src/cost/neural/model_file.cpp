@@ -211,6 +211,60 @@ void check_names(const json& net, const std::vector<std::string>& expected,
            i < expected.size() ? "'" + expected[i] + "'" : std::string("absent"));
 }
 
+// Every field the reader takes, by pointer, is there and of its type, so
+// that a bad one is an error naming it ("field '/networks/compute/target/mean'
+// is "x", expected a number"), not the JSON library's nameless type error.
+void check_field_types(const json& manifest, const std::string& path) {
+  enum Kind { kCount, kNumber, kNumbers, kCounts, kStrings, kString };
+  static const char* const kExpected[] = {"a whole number >= 0", "a number",
+                                          "an array of numbers", "an array of whole numbers",
+                                          "an array of strings", "a string"};
+  std::vector<std::pair<std::string, Kind>> fields = {
+      {"/batch_size", kCount}, {"/max_batch_size", kCount}, {"/comm_batch_size", kCount},
+      {"/comm_max_batch_size", kCount}};
+  const auto net = [&](const std::string& at, std::initializer_list<const char*> mlps) {
+    for (const auto& [field, kind] : std::initializer_list<std::pair<const char*, Kind>>{
+             {"/features", kStrings}, {"/normaliser/mean", kNumbers},
+             {"/normaliser/scale", kNumbers}, {"/target/mean", kNumber},
+             {"/target/std", kNumber}}) {
+      fields.emplace_back(at + field, kind);
+    }
+    for (const char* mlp : mlps) {
+      fields.emplace_back(at + "/" + mlp + "/file", kString);
+      fields.emplace_back(at + "/" + mlp + "/sizes", kCounts);
+      fields.emplace_back(at + "/" + mlp + "/crc32", kCount);
+    }
+  };
+  net("/networks/compute", {"table_mlp", "head_mlp"});
+  fields.emplace_back("/networks/compute/pooling", kString);
+  if (manifest.contains("batch_correction")) fields.emplace_back("/batch_correction", kNumber);
+  if (manifest.contains("networks") && manifest["networks"].is_object() &&
+      manifest["networks"].contains("comm_fwd")) {
+    net("/networks/comm_fwd", {"mlp"});
+    net("/networks/comm_bwd", {"mlp"});
+    fields.emplace_back("/comm_max_delay_ms", kNumber);
+  }
+  const auto is = [](const json& v, Kind kind) {
+    const auto all = [&](auto pred) { return v.is_array() && std::all_of(v.begin(), v.end(), pred); };
+    switch (kind) {
+      case kCount: return v.is_number_unsigned();
+      case kNumber: return v.is_number();
+      case kNumbers: return all([](const json& x) { return x.is_number(); });
+      case kCounts: return all([](const json& x) { return x.is_number_unsigned(); });
+      case kStrings: return all([](const json& x) { return x.is_string(); });
+      case kString: return v.is_string();
+    }
+    return false;
+  };
+  for (const auto& [pointer, kind] : fields) {
+    const json::json_pointer at(pointer);
+    ES_CHECK(manifest.contains(at), "{}: field '{}' is missing", path, pointer);
+    const json& v = manifest[at];
+    ES_CHECK(is(v, kind), "{}: field '{}' is {}, expected {}", path, pointer,
+             v.dump().substr(0, 80), kExpected[kind]);
+  }
+}
+
 }  // namespace
 
 uint32_t file_crc32(const std::string& path) {
@@ -260,11 +314,12 @@ NeuralModel load_neural_model(const std::string& given) {
            path, dir);
   const json manifest = json::parse(read_file(path), nullptr, false);
   ES_CHECK(!manifest.is_discarded() && manifest.is_object(), "{}: not valid JSON", path);
-  ES_CHECK(manifest.value("format", "") == kManifestFormat, "{}: format is '{}', expected '{}'",
-           path, manifest.value("format", ""), kManifestFormat);
-  ES_CHECK(manifest.value("version", -1) == kManifestVersion,
-           "{}: manifest version {}, this embshard reads version {}", path,
-           manifest.value("version", -1), kManifestVersion);
+  const json format = manifest.value("format", json()), version = manifest.value("version", json());
+  ES_CHECK(format == kManifestFormat, "{}: format is {}, expected '{}'", path, format.dump(),
+           kManifestFormat);
+  ES_CHECK(version == kManifestVersion, "{}: manifest version {}, this embshard reads version {}",
+           path, version.dump(), kManifestVersion);
+  check_field_types(manifest, path);
   NeuralModel m;
   try {
     m.batch_size = manifest.at("batch_size").get<int64_t>();

@@ -36,6 +36,11 @@ std::vector<double> comm_network_delays(const NeuralModel& model,
 // batch, and the cost is scaled linearly by batch / that batch (the work of
 // lookups and all-to-alls grows with the batch) -- an extrapolation the
 // model's name then admits.
+// Past this many standard deviations of the training tables' rows, dim or
+// pooling factor, a table is reported as far from them (about 1 in 15,000 of
+// a normal distribution's draws).
+constexpr float kFarFromTraining = 4.0f;
+
 struct BatchFit {
   int64_t network_batch = 0;
   double scale = 1.0;
@@ -70,6 +75,10 @@ class NeuralComputeModel : public ComputeModel {
   size_t state_size() const override { return static_cast<size_t>(embed_); }
   void add_to_state(int table_id, std::span<double> state) const override;
   double state_ms(std::span<const double> state) const override;
+  // Rows, dim or pooling factor more than kFarFromTraining standard
+  // deviations from the training tables' mean, or any feature past the
+  // normaliser's clamp (the network sees it held there).
+  std::string far_from_training(const TableFeatures& table) const override;
   const NeuralModel& model() const { return *model_; }
 
  private:
