@@ -203,14 +203,6 @@ std::string NeuralComputeModel::far_from_training(const TableFeatures& table) co
                          size_features[i], std::abs(z(i)), z(i) > 0 ? "above" : "below");
     }
   }
-  const auto& names = compute_feature_names();
-  for (size_t i = 0; n.clamp > 0 && i < names.size(); ++i) {
-    if (std::abs(z(i)) > n.clamp) {
-      return fmt::format("feature '{}' {:.1f} standard deviations from the training tables' "
-                         "mean, held at the clamp ({:g})",
-                         names[i], std::abs(z(i)), n.clamp);
-    }
-  }
   return {};
 }
 

@@ -76,8 +76,9 @@ class NeuralComputeModel : public ComputeModel {
   void add_to_state(int table_id, std::span<double> state) const override;
   double state_ms(std::span<const double> state) const override;
   // Rows, dim or pooling factor more than kFarFromTraining standard
-  // deviations from the training tables' mean, or any feature past the
-  // normaliser's clamp (the network sees it held there).
+  // deviations from the training tables' mean. (Not the reuse histograms:
+  // their bins are heavy-tailed, and tables like the training ones lie past
+  // 4 or even the clamp's 6 in one bin or another.)
   std::string far_from_training(const TableFeatures& table) const override;
   const NeuralModel& model() const { return *model_; }
 
