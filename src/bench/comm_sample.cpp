@@ -217,8 +217,10 @@ std::string measurement_of(const nlohmann::json& header) {
 
 double median_of(const std::vector<double>& values) { return values.empty() ? 0 : median(values); }
 
-std::string min_max(const nlohmann::json& values, const char* format) {
-  const auto v = values.get<std::vector<double>>();
+// "lo..hi" of a record's per-rank array `field`.
+std::string min_max(const nlohmann::json& record, const char* field, const char* format) {
+  const auto v = record.at(field).get<std::vector<double>>();
+  ES_CHECK(!v.empty(), "field '{}' is empty", field);
   const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
   return fmt::format(fmt::runtime(format), *lo) + ".." + fmt::format(fmt::runtime(format), *hi);
 }
@@ -277,18 +279,27 @@ std::string comm_records_table(const std::string& path, int64_t show) {
   std::vector<double> max_fwd, max_bwd;
   for (size_t i = 0; i < records.size(); ++i) {
     const auto& r = records[i];
-    const auto fwd = r["fwd_ms"].get<std::vector<double>>();
-    const auto bwd = r["bwd_ms"].get<std::vector<double>>();
-    max_fwd.push_back(*std::max_element(fwd.begin(), fwd.end()));
-    max_bwd.push_back(*std::max_element(bwd.begin(), bwd.end()));
-    if (i < first) continue;
-    int64_t tables = 0;
-    for (const auto& t : r["num_tables"]) tables += t.get<int64_t>();
-    const auto delays = r["delays_ms"].get<std::vector<double>>();
-    table.add_row({std::to_string(r["sample"].get<int64_t>()), std::to_string(tables),
-                   min_max(r["dim_sums"], "{:.0f}"),
-                   fmt::format("{:.2f}", *std::max_element(delays.begin(), delays.end())),
-                   min_max(r["fwd_ms"], "{:.3f}"), min_max(r["bwd_ms"], "{:.3f}")});
+    // at(), never [] on a const record: a field missing from an edited file
+    // is an error naming it, not a read past the end.
+    try {
+      const auto fwd = r.at("fwd_ms").get<std::vector<double>>();
+      const auto bwd = r.at("bwd_ms").get<std::vector<double>>();
+      const auto delays = r.at("delays_ms").get<std::vector<double>>();
+      ES_CHECK(!fwd.empty(), "field 'fwd_ms' is empty");
+      ES_CHECK(!bwd.empty(), "field 'bwd_ms' is empty");
+      ES_CHECK(!delays.empty(), "field 'delays_ms' is empty");
+      max_fwd.push_back(*std::max_element(fwd.begin(), fwd.end()));
+      max_bwd.push_back(*std::max_element(bwd.begin(), bwd.end()));
+      if (i < first) continue;
+      int64_t tables = 0;
+      for (const auto& t : r.at("num_tables")) tables += t.get<int64_t>();
+      table.add_row({std::to_string(r.at("sample").get<int64_t>()), std::to_string(tables),
+                     min_max(r, "dim_sums", "{:.0f}"),
+                     fmt::format("{:.2f}", *std::max_element(delays.begin(), delays.end())),
+                     min_max(r, "fwd_ms", "{:.3f}"), min_max(r, "bwd_ms", "{:.3f}")});
+    } catch (const std::exception& e) {
+      ES_THROW("{}: record {}: {}", path, i + 1, e.what());
+    }
   }
   return fmt::format("{} all-to-all costs in {} ({} ranks, batch {}, {}){}\n{}median over samples "
                      "of the slowest rank: fwd {:.3f} ms, bwd {:.3f} ms\n",

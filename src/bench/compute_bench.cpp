@@ -289,26 +289,32 @@ std::string compute_records_table(const std::string& path, int64_t show) {
   const size_t first = records.size() > static_cast<size_t>(show) ? records.size() - show : 0;
   for (size_t i = first; i < records.size(); ++i) {
     const auto& r = records[i];
-    std::string dims;
-    int64_t rows = 0;
-    double pooling = 0, bytes = 0;
-    for (const auto& t : r["tables"]) {
-      dims += (dims.empty() ? "" : ",") + std::to_string(t["dim"].get<int>());
-      rows += t["rows"].get<int64_t>();
-      pooling += t["pooling_factor"].get<double>();
-      bytes += t["rows"].get<double>() * t["dim"].get<double>() * 4;
+    // at(), never [] on a const record: a field missing from an edited file
+    // is an error naming it, not a read past the end.
+    try {
+      std::string dims;
+      int64_t rows = 0;
+      double pooling = 0, bytes = 0;
+      for (const auto& t : r.at("tables")) {
+        dims += (dims.empty() ? "" : ",") + std::to_string(t.at("dim").get<int>());
+        rows += t.at("rows").get<int64_t>();
+        pooling += t.at("pooling_factor").get<double>();
+        bytes += t.at("rows").get<double>() * t.at("dim").get<double>() * 4;
+      }
+      if (dims.size() > 28) dims = dims.substr(0, 25) + "...";
+      const double ms = r.at("ms").get<double>();
+      table.add_row(
+          {std::to_string(r.at("sample").get<int64_t>()), std::to_string(r.at("tables").size()),
+           dims, std::to_string(rows), fmt::format("{:.1f}", pooling),
+           fmt::format("{:.1f}", bytes / 1e6), fmt::format("{:.3f}", r.at("fwd_ms").get<double>()),
+           fmt::format("{:.3f}", r.at("bwd_ms").get<double>()), fmt::format("{:.3f}", ms),
+           fmt::format("{:.3f}", r.contains("raw_ms") ? r.at("raw_ms").get<double>() : ms),
+           r.contains("rounds") ? std::to_string(r.at("rounds").get<int>()) : "-",
+           r.contains("ratio_mad") ? fmt::format("{:.1f}", 100 * r.at("ratio_mad").get<double>())
+                                   : "-"});
+    } catch (const nlohmann::json::exception& e) {
+      ES_THROW("{}: record {}: {}", path, i + 1, e.what());
     }
-    if (dims.size() > 28) dims = dims.substr(0, 25) + "...";
-    table.add_row({std::to_string(r["sample"].get<int64_t>()),
-                   std::to_string(r["tables"].size()), dims, std::to_string(rows),
-                   fmt::format("{:.1f}", pooling), fmt::format("{:.1f}", bytes / 1e6),
-                   fmt::format("{:.3f}", r["fwd_ms"].get<double>()),
-                   fmt::format("{:.3f}", r["bwd_ms"].get<double>()),
-                   fmt::format("{:.3f}", r["ms"].get<double>()),
-                   fmt::format("{:.3f}", r.value("raw_ms", r["ms"].get<double>())),
-                   r.contains("rounds") ? std::to_string(r["rounds"].get<int>()) : "-",
-                   r.contains("ratio_mad") ? fmt::format("{:.1f}", 100 * r["ratio_mad"].get<double>())
-                                           : "-"});
   }
   const double reference_ms =
       header.contains("probe") ? header["probe"].value("reference", json()).value("reference_ms", 0.0)

@@ -64,13 +64,13 @@ bool check_header(const std::string& path, const json& header, const char* forma
   const std::string writer = format == std::string(kComputeFormat) ? "bench compute"
                              : format == std::string(kCommFormat)  ? "bench comm"
                                                                    : "bench comm --collectives";
-  ES_CHECK(header.value("format", "") == format,
-           "{}: format is '{}', expected '{}' (a file of `embshard {}`)", path,
-           header.value("format", ""), format, writer);
-  const int version = header.value("version", 0);
+  // value(key, json()): a field of another type is this error, not a type error.
+  const json found = header.value("format", json()), version = header.value("version", json());
+  ES_CHECK(found == format, "{}: format is {}, expected '{}' (a file of `embshard {}`)", path,
+           found.dump(), format, writer);
   ES_CHECK(version == 1 || version == kCostDataVersion,
            "{}: {} version {}, this embshard reads versions 1 (raw) and {} (normalized)", path,
-           format, version, kCostDataVersion);
+           format, version.dump(), kCostDataVersion);
   return version == kCostDataVersion;
 }
 
@@ -240,10 +240,11 @@ std::vector<Record> parse_all(const std::string& path, Lines& lines, const LoadO
 
 CostDataKind detect_cost_data_kind(const std::string& path) {
   const Lines lines = read_lines(path);
-  const std::string format = lines.header.value("format", "");
+  const json format = lines.header.value("format", json());
   if (format == kComputeFormat) return CostDataKind::kCompute;
   if (format == kCommFormat) return CostDataKind::kComm;
-  ES_THROW("{}: format is '{}', expected '{}' or '{}'", path, format, kComputeFormat, kCommFormat);
+  ES_THROW("{}: format is {}, expected '{}' or '{}'", path, format.dump(), kComputeFormat,
+           kCommFormat);
 }
 
 // A header's positive integer field, named with its value when it is not one.

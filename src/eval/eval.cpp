@@ -389,7 +389,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
 }
 
 EvalSummary summarize_eval(const std::vector<json>& records,
-                           const std::vector<std::string>& algos) {
+                           const std::vector<std::string>& algos, const std::string& source) {
   EvalSummary result;
   std::vector<AlgoSummary>& summary = result.algos;
   summary.resize(algos.size());
@@ -397,39 +397,49 @@ EvalSummary summarize_eval(const std::vector<json>& records,
   int planned = 0;
   result.raw_clock = true;
   std::vector<std::vector<double>> scores(algos.size());  // per algorithm, per task counted
-  for (const json& r : records) {
+  for (size_t k = 0; k < records.size(); ++k) {
+    const json& r = records[k];
     if (r.contains("infeasible")) continue;
-    // Means compare algorithms on the same tasks: a task where any of them
-    // found no plan is counted as that algorithm's failure and left out.
-    bool any_failed = false;
-    for (size_t a = 0; a < algos.size(); ++a) {
-      if (r["algos"][algos[a]].contains("error")) {
-        ++summary[a].failed;
-        any_failed = true;
+    // at(), never [] on a const record: a field missing from an edited file
+    // is an error naming it, not a read past the end.
+    try {
+      // Means compare algorithms on the same tasks: a task where any of them
+      // found no plan is counted as that algorithm's failure and left out.
+      bool any_failed = false;
+      for (size_t a = 0; a < algos.size(); ++a) {
+        if (r.at("algos").at(algos[a]).contains("error")) {
+          ++summary[a].failed;
+          any_failed = true;
+        }
       }
-    }
-    if (any_failed) continue;
-    ++planned;
-    // The figure algorithms are ranked by: measured, or with --predict-only
-    // (no measured_ms) predicted.
-    const bool measured = r["algos"][algos.front()].contains("measured_ms");
-    result.predicted_only = !measured;
-    const char* const key = measured ? "measured_ms" : "predicted_ms";
-    double best = INFINITY;
-    for (const std::string& a : algos) best = std::min(best, r["algos"][a][key].get<double>());
-    for (size_t a = 0; a < algos.size(); ++a) {
-      const json& x = r["algos"][algos[a]];
-      const double score = x[key].get<double>();
-      const double predicted = x["predicted_ms"].get<double>();
-      AlgoSummary& s = summary[a];
-      scores[a].push_back(score);
-      s.mean_measured_ms += measured ? score : 0;
-      s.mean_predicted_ms += predicted;
-      s.tasks_won += score <= best * (1 + 1e-9) ? 1 : 0;
-      s.mean_gap_to_bound += predicted / x["bound_ms"].get<double>() - 1;
-      s.prediction_mape_pct += measured ? 100 * std::abs(predicted - score) / score : 0;
-      result.raw_clock = result.raw_clock && x.contains("measured_raw_ms");
-      s.mean_raw_ms += x.value("measured_raw_ms", 0.0);
+      if (any_failed) continue;
+      ++planned;
+      // The figure algorithms are ranked by: measured, or with --predict-only
+      // (no measured_ms) predicted.
+      const bool measured = r.at("algos").at(algos.front()).contains("measured_ms");
+      result.predicted_only = !measured;
+      const char* const key = measured ? "measured_ms" : "predicted_ms";
+      double best = INFINITY;
+      for (const std::string& a : algos) {
+        best = std::min(best, r.at("algos").at(a).at(key).get<double>());
+      }
+      for (size_t a = 0; a < algos.size(); ++a) {
+        const json& x = r.at("algos").at(algos[a]);
+        const double score = x.at(key).get<double>();
+        const double predicted = x.at("predicted_ms").get<double>();
+        AlgoSummary& s = summary[a];
+        scores[a].push_back(score);
+        s.mean_measured_ms += measured ? score : 0;
+        s.mean_predicted_ms += predicted;
+        s.tasks_won += score <= best * (1 + 1e-9) ? 1 : 0;
+        s.mean_gap_to_bound += predicted / x.at("bound_ms").get<double>() - 1;
+        s.prediction_mape_pct += measured ? 100 * std::abs(predicted - score) / score : 0;
+        result.raw_clock = result.raw_clock && x.contains("measured_raw_ms");
+        s.mean_raw_ms += x.contains("measured_raw_ms") ? x.at("measured_raw_ms").get<double>() : 0;
+      }
+    } catch (const json::exception& e) {
+      ES_THROW("{}eval record {} (task {}): {}", source.empty() ? "" : source + ": ", k + 1,
+               r.is_object() ? r.value("task", json()).dump() : "none", e.what());
     }
   }
   result.tasks = planned;

@@ -124,6 +124,9 @@ std::vector<EvalTask> load_tasks(const std::string& path, std::string* pool_dir)
       task.tables.push_back(static_cast<int>(v));
     }
     for (int64_t v : integers(t, "dims", path, i, 1, 1024)) task.dims.push_back(static_cast<int>(v));
+    ES_CHECK(!t.contains("mem_cap_bytes") || !t["mem_cap_bytes"].is_array(),
+             "{}: field 'tasks[{}].mem_cap_bytes' is {}, expected one integer (bytes per device)",
+             path, i, t["mem_cap_bytes"].dump().substr(0, 80));
     task.mem_cap_bytes =
         integers(t, "mem_cap_bytes", path, i, 1, std::numeric_limits<int64_t>::max()).front();
     ES_CHECK(!task.tables.empty() && task.tables.size() == task.dims.size(),

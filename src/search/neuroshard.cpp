@@ -254,14 +254,14 @@ void NeuroShardPlanner::more_moves(const PlanTask& task, ShardCosts& costs, cons
 
 // Rates the children of one beam step, on `grids.size()` threads: on the
 // whole grid, or with `parents` (the screen) on their parent's best cap
-// alone. Only the beam_width cheapest children go on, so a child is rated
-// against a cutoff: the beam_width-th cheapest cost among the children rated
-// so far. A child at or under its cutoff gets its exact cost; one over it,
-// infinity. Either way it lands in the same place of the (cost, index)
-// order, so the beam is the same whatever the threads and the order they
-// finish in. A child rated so before (`known`) is not rated again; the new
+// alone. Only the `exact` cheapest children matter (those that go on, and
+// those that may become candidates), so a child is rated against a cutoff:
+// the exact-th cheapest cost among the children rated so far. A child at or
+// under its cutoff gets its exact cost; one over it, infinity. Either way it
+// lands in the same place of the (cost, index) order, so the `exact`
+// cheapest are the same whatever the threads and the order they finish in. A child rated so before (`known`) is not rated again; the new
 // ratings go into `known`.
-void rate_children(std::vector<BeamState>& children, size_t beam_width,
+void rate_children(std::vector<BeamState>& children, size_t exact,
                    std::vector<std::unique_ptr<search::GridGreedy>>& grids, Ratings& known,
                    const PlannerOptions& options, const std::vector<BeamState>* parents) {
   auto key = [&](const BeamState& child) {
@@ -279,9 +279,9 @@ void rate_children(std::vector<BeamState>& children, size_t beam_width,
         double cutoff = std::numeric_limits<double>::infinity();
         {
           std::lock_guard lock(mutex);
-          if (rated.size() >= beam_width) {
-            std::nth_element(rated.begin(), rated.begin() + (beam_width - 1), rated.end());
-            cutoff = std::nextafter(rated[beam_width - 1], cutoff);
+          if (rated.size() >= exact) {
+            std::nth_element(rated.begin(), rated.begin() + (exact - 1), rated.end());
+            cutoff = std::nextafter(rated[exact - 1], cutoff);
           }
         }
         BeamState& child = children[c];
@@ -477,8 +477,8 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
           by_cost(children);
           children.resize(keep);
         }
-        // Rated exactly: the beam's children and the `count` cheapest, so
-        // that the candidates, like the beam, do not depend on the threads.
+        // The beam's children and the `count` cheapest rated exactly, so that
+        // the candidates, like the beam, do not depend on the threads.
         rate_children(children, std::max<size_t>(options_.beam_width, count), grids, rated,
                       options_, nullptr);
         by_cost(children);

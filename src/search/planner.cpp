@@ -13,6 +13,7 @@
 #include "embshard/search/policy.h"
 #include "embshard/util/error.h"
 #include "embshard/util/statistics.h"
+#include "embshard/util/units.h"
 
 namespace embshard {
 
@@ -156,7 +157,8 @@ PlanKey plan_key(const Plan& p, int devices) {
 
 // The task's tables far from those `compute` was fitted on, the first three
 // named: "2 tables far from those the compute model was fitted on: 'hot_3'
-// (pooling factor 2400, 4.6 ...); ..."; empty: none.
+// (pooling factor 2400: ...), 'big' (...)"; empty: none. (No semicolons:
+// the report joins the extrapolations with them.)
 std::string far_tables(const PlanTask& task, const ComputeModel& compute) {
   std::vector<std::string> far;
   for (const TableSpec& t : task.tables) {
@@ -165,10 +167,10 @@ std::string far_tables(const PlanTask& task, const ComputeModel& compute) {
   }
   if (far.empty()) return {};
   const size_t named = std::min<size_t>(far.size(), 3);
-  return fmt::format("{} table{} far from those the compute model was fitted on: {}{}",
-                     far.size(), far.size() == 1 ? "" : "s",
-                     fmt::join(far.begin(), far.begin() + named, "; "),
-                     far.size() > named ? fmt::format("; and {} more", far.size() - named) : "");
+  return fmt::format("{} far from those the compute model was fitted on: {}{}",
+                     count_of(static_cast<int64_t>(far.size()), "table"),
+                     fmt::join(far.begin(), far.begin() + named, ", "),
+                     far.size() > named ? fmt::format(" and {} more", far.size() - named) : "");
 }
 
 }  // namespace

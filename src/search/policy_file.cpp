@@ -67,11 +67,11 @@ PolicyNets load_policy(const std::string& dir) {
            path, dir);
   const json m = json::parse(read_file(path), nullptr, false);
   ES_CHECK(!m.is_discarded() && m.is_object(), "{}: not valid JSON", path);
-  ES_CHECK(m.value("format", "") == kPolicyFormat, "{}: format is '{}', expected '{}'", path,
-           m.value("format", ""), kPolicyFormat);
-  ES_CHECK(m.value("version", -1) == kPolicyVersion,
-           "{}: policy version {}, this embshard reads version {}", path, m.value("version", -1),
-           kPolicyVersion);
+  const json format = m.value("format", json()), version = m.value("version", json());
+  ES_CHECK(format == kPolicyFormat, "{}: format is {}, expected '{}'", path, format.dump(),
+           kPolicyFormat);
+  ES_CHECK(version == kPolicyVersion, "{}: policy version {}, this embshard reads version {}",
+           path, version.dump(), kPolicyVersion);
   PolicyNets nets;
   try {
     nets.kind = parse_policy_kind(m.at("policy").get<std::string>());

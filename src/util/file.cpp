@@ -254,15 +254,23 @@ std::string read_file_gunzip(const std::string& path) {
 
 void check_writable(const std::string& path, const std::string& what) {
   namespace fs = std::filesystem;
-  const fs::path p(path);
+  // A link's target: the file that is written (output_target).
+  const fs::path p(output_target(path));
   const std::string prefix = what.empty() ? "" : what + ": ";
   std::error_code ec;
   ES_CHECK(!fs::is_directory(p, ec), "{}'{}' is a directory, not a file", prefix, path);
+  struct stat st;
+  if (::stat(p.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    // A device or pipe (/dev/null, a FIFO) is written into, not replaced.
+    ES_CHECK(::access(p.c_str(), W_OK) == 0, "{}cannot write '{}': {}", prefix, path,
+             std::strerror(errno));
+    return;
+  }
   const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
   ES_CHECK(fs::is_directory(dir, ec), "{}cannot write '{}': {}", prefix, path,
            fs::exists(dir, ec) ? fmt::format("'{}' is a file, not a directory", dir.string())
                                : fmt::format("directory '{}' does not exist", dir.string()));
-  // A file made and removed, not access(W_OK): as root that passes a
+  // A file made and removed, not access(W_OK) alone: as root that passes a
   // directory no file can be made in (/proc).
   const std::string probe = temp_path_for(path);
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
@@ -271,8 +279,9 @@ void check_writable(const std::string& path, const std::string& what) {
     ::close(fd);
     ::unlink(probe.c_str());
   }
-  ES_CHECK(fd >= 0 || err == EEXIST, "{}cannot write '{}': no file can be made in directory "
-           "'{}' ({})", prefix, path, fs::path(probe).parent_path().string(), std::strerror(err));
+  ES_CHECK(fd >= 0 || (err == EEXIST && ::access(dir.c_str(), W_OK) == 0),
+           "{}cannot write '{}': no file can be made in directory '{}' ({})", prefix, path,
+           dir.string(), std::strerror(err));
 }
 
 void check_writable_directory(const std::string& path, const std::string& what) {
@@ -289,8 +298,9 @@ void check_writable_directory(const std::string& path, const std::string& what) 
   const int rc = ::mkdir(probe.c_str(), 0700);
   const int err = errno;
   if (rc == 0) ::rmdir(probe.c_str());
-  ES_CHECK(rc == 0 || err == EEXIST, "{}cannot write the directory '{}': nothing can be made in "
-           "'{}' ({})", prefix, path, exists ? path : dir.string(), std::strerror(err));
+  ES_CHECK(rc == 0 || (err == EEXIST && ::access(dir.c_str(), W_OK) == 0),
+           "{}cannot write the directory '{}': nothing can be made in '{}' ({})", prefix, path,
+           exists ? path : dir.string(), std::strerror(err));
 }
 
 void check_distinct_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {

@@ -11,6 +11,7 @@
 
 #include "embshard/bench/comm.h"
 #include "embshard/util/error.h"
+#include "embshard/util/file.h"
 #include "embshard/util/record_file.h"
 #include "test_util.h"
 
@@ -171,6 +172,37 @@ void expect_clean_records(const std::vector<json>& records, size_t count, int ra
       EXPECT_GT(r["fwd_ms"][k].get<double>(), 0.0) << r.dump();
       EXPECT_GT(r["bwd_ms"][k].get<double>(), 0.0) << r.dump();
     }
+  }
+}
+
+// The records' table of a file edited by hand names the record and field.
+TEST(CommBench, TableOfAnEditedFileNamesTheRecord) {
+  ScratchDir dir("comm_table");
+  const std::string text =
+      read_file_gunzip(std::string(EMBSHARD_MODELS_DIR) + "/data/comm_n4_b2048.jsonl.gz");
+  std::vector<std::string> lines;
+  for (size_t at = 0; lines.size() < 4;) {
+    const size_t end = text.find('\n', at);
+    lines.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  const std::string path = dir.file("comm.jsonl");
+  spit(path, lines[0] + "\n" + lines[1] + "\n" + lines[2] + "\n" + lines[3] + "\n");
+  EXPECT_NE(comm_records_table(path, 2).find("fwd ms (ranks)"), std::string::npos);
+  for (const auto& [field, value, said] :
+       {std::tuple<const char*, json, const char*>{"delays_ms", nullptr, "'delays_ms'"},
+        {"fwd_ms", json::array(), "field 'fwd_ms' is empty"},
+        {"dim_sums", json::array(), "field 'dim_sums' is empty"}}) {
+    json edited = json::parse(lines[2]);
+    if (value.is_null()) {
+      edited.erase(field);
+    } else {
+      edited[field] = value;
+    }
+    spit(path, lines[0] + "\n" + lines[1] + "\n" + edited.dump() + "\n" + lines[3] + "\n");
+    const std::string e = testing::error_of([&] { comm_records_table(path, 2); });
+    EXPECT_NE(e.find(path + ": record 2: "), std::string::npos) << e;
+    EXPECT_NE(e.find(said), std::string::npos) << e;
   }
 }
 

@@ -103,6 +103,17 @@ TEST(ComputeBench, ResumesAfterATornRecordWithoutDuplicates) {
   EXPECT_EQ(run_compute_bench(o, silent_reporter()), 8);
   o.seed = 12;
   EXPECT_THROW(run_compute_bench(o, silent_reporter()), Error);
+
+  // The records' table of a file edited by hand names the record and field.
+  EXPECT_NE(compute_records_table(out, 3).find("fwd ms"), std::string::npos);
+  const std::string text = slurp(out);
+  const size_t last = text.rfind('\n', text.size() - 2);
+  json edited = json::parse(text.substr(last + 1));
+  edited.erase("bwd_ms");
+  spit(out, text.substr(0, last + 1) + edited.dump() + "\n");
+  const std::string e = testing::error_of([&] { compute_records_table(out, 3); });
+  EXPECT_NE(e.find(out + ": record 8: "), std::string::npos) << e;
+  EXPECT_NE(e.find("'bwd_ms'"), std::string::npos) << e;
 }
 
 TEST(ComputeBench, ThreadCpuTimeIsItsOwnExecutorAndScale) {

@@ -219,6 +219,14 @@ TEST(Fit, CommRecoversAKnownDistortion) {
   ASSERT_EQ(scale.size(), 2u) << scale.dump();
   EXPECT_EQ(scale[0]["num_devices"], 4);
   EXPECT_EQ(scale[1]["num_devices"], 2);
+  // The source names the pre-training's exchanges and those it was fitted on.
+  const std::string comm =
+      make_neural_cost_model(std::make_shared<const NeuralModel>(m), 2048, std::nullopt).source.comm;
+  EXPECT_NE(comm.find("all-to-alls measured on 2-8 ranks"), std::string::npos) << comm;
+  EXPECT_NE(comm.find(", fitted to " + scale[0]["machine"]["cpu"].get<std::string>() +
+                      " on 2-4 ranks"),
+            std::string::npos)
+      << comm;
   // Compute untouched; saved and loaded, the fitted comm networks predict.
   EXPECT_EQ(m.compute.target_mean, shipped.compute.target_mean);
   save_neural_model(m, dir.file("fitted"));

@@ -227,6 +227,11 @@ TEST(NeuralModel, BadDirectoriesNameTheFile) {
   EXPECT_NE(testing::error_of([&] { load_neural_model(d); })
                 .find("field '/networks/compute/head_mlp/crc32' is missing"),
             std::string::npos);
+  manifest["networks"]["compute"]["target"] = "x";  // an object expected
+  write_file_atomic(dir.file("manifest.json"), manifest.dump());
+  EXPECT_NE(testing::error_of([&] { load_neural_model(d); })
+                .find("field '/networks/compute/target' is \"x\", expected an object"),
+            std::string::npos);
 
   save_neural_model(random_model(3), d);
   manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
@@ -275,7 +280,8 @@ TEST(NeuralModel, ClampedFeaturesBoundATableFarOutside) {
 // A table far from those the model was fitted on is named with the reason;
 // the tables it was fitted on are not.
 TEST(NeuralModel, TablesFarFromTheTrainingTablesAreNamed) {
-  const std::vector<TableFeatures> pool = pool_features(40);
+  std::vector<TableFeatures> pool = pool_features(40);
+  for (size_t i = 0; i < pool.size(); ++i) pool[i].dim = 8 << (i % 4);
   NeuralModel m = random_model(7);
   const size_t nf = compute_feature_names().size();
   std::vector<double> sum(nf), sq(nf);
@@ -284,10 +290,10 @@ TEST(NeuralModel, TablesFarFromTheTrainingTablesAreNamed) {
     compute_raw_features(t, m.batch_size, x.data());
     for (size_t i = 0; i < nf; ++i) sum[i] += x[i], sq[i] += double{x[i]} * x[i];
   }
-  for (size_t i = 0; i < nf; ++i) {
+  for (size_t i = 0; i < nf; ++i) {  // as training fits them: a constant feature's scale 1
     const double mean = sum[i] / pool.size(), var = sq[i] / pool.size() - mean * mean;
     m.compute.features.mean[i] = static_cast<float>(mean);
-    m.compute.features.scale[i] = static_cast<float>(1 / std::sqrt(std::max(var, 1e-6)));
+    m.compute.features.scale[i] = var > 1e-12 ? static_cast<float>(1 / std::sqrt(var)) : 1.0f;
   }
   NeuralComputeModel model(prepared_neural_model(m));
   for (const TableFeatures& t : pool) EXPECT_EQ(model.far_from_training(t), "");
@@ -295,15 +301,25 @@ TEST(NeuralModel, TablesFarFromTheTrainingTablesAreNamed) {
   TableFeatures hot = pool[0];
   hot.pooling_factor *= 1e4;
   const std::string why = model.far_from_training(hot);
-  EXPECT_EQ(why.rfind(fmt::format("pooling factor {:.4g}, ", hot.pooling_factor), 0), 0u) << why;
-  EXPECT_NE(why.find("standard deviations above the training tables' mean"), std::string::npos)
+  EXPECT_EQ(why.rfind(fmt::format("pooling factor {:.4g}: ", hot.pooling_factor), 0), 0u) << why;
+  EXPECT_NE(why.find("standard deviations above the training tables' mean, on a log scale"),
+            std::string::npos)
       << why;
   TableFeatures huge = pool[0];
   huge.rows *= 1000000;
   EXPECT_EQ(model.far_from_training(huge).rfind(fmt::format("{} rows", huge.rows), 0), 0u);
   TableFeatures wide = pool[0];
   wide.dim = 1024;
-  EXPECT_EQ(model.far_from_training(wide).rfind("dim 1024, ", 0), 0u);
+  EXPECT_EQ(model.far_from_training(wide).rfind("dim 1024: ", 0), 0u)
+      << model.far_from_training(wide);
+  // Trained on one dim alone: any other is named.
+  m.compute.features.mean[1] = std::log(16.0f);
+  m.compute.features.scale[1] = 1;
+  NeuralComputeModel one_dim(prepared_neural_model(m));
+  TableFeatures other = pool[1];  // dim 16
+  EXPECT_EQ(one_dim.far_from_training(other), "");
+  other.dim = 32;
+  EXPECT_EQ(one_dim.far_from_training(other), "dim 32: every training table had dim 16");
 }
 
 TEST(NeuralModel, NanNeverReachesThePlanner) {

@@ -74,6 +74,8 @@ TEST(Eval, TasksRoundTripAndRejectBadIds) {
       {"dims", json::array({8.5}), "field 'tasks[0].dims[0]' is 8.5, expected an integer in 1..1024"},
       {"mem_cap_bytes", 18446744073709551615ULL, "field 'tasks[0].mem_cap_bytes' is 18446744073709551615"},
       {"mem_cap_bytes", "1GB", "field 'tasks[0].mem_cap_bytes' is \"1GB\""},
+      {"mem_cap_bytes", json::array(), "field 'tasks[0].mem_cap_bytes' is [], expected one integer"},
+      {"mem_cap_bytes", json::array({5, 6}), "field 'tasks[0].mem_cap_bytes' is [5,6]"},
   };
   for (const auto& b : bad) {
     json one = json::parse(slurp(path));
@@ -576,6 +578,18 @@ TEST(Eval, SummaryGivesTheRatiosIntervalOverTheTasks) {
 
   const EvalSummary one = summarize_eval({records[0]}, algos);
   EXPECT_EQ(one.algos[1].ratio_ci_high, 0);
+
+  // A record edited by hand: the error names it and the field, never a read
+  // past the end of the record.
+  json edited = records[1];
+  edited["algos"]["neuroshard"].erase("bound_ms");
+  const std::string e =
+      testing::error_of([&] { summarize_eval({records[0], edited}, algos, "out.jsonl"); });
+  EXPECT_NE(e.find("out.jsonl: eval record 2 (task 1)"), std::string::npos) << e;
+  EXPECT_NE(e.find("bound_ms"), std::string::npos) << e;
+  edited.erase("algos");
+  EXPECT_NE(testing::error_of([&] { summarize_eval({edited}, algos); }).find("'algos'"),
+            std::string::npos);
   EXPECT_TRUE(eval_summary_json(one, "test")["algorithms"]["neuroshard"]["ratio_ci95"].is_null());
 }
 

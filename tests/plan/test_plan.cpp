@@ -362,6 +362,32 @@ TEST_F(PlanCli, PlansATableSpecFile) {
       << as_workload.output;
 }
 
+// Tables far from those the shipped compute network was trained on are
+// named in the report's "extrapolated" line, the first three of them.
+TEST_F(PlanCli, TablesFarFromTheTrainingOnesAreNamed) {
+  write_file_atomic(dir_.file("far.json"), R"({"batch_size": 4096, "tables": [
+      {"name": "h0", "rows": 100000, "dim": 64, "pooling_factor": 3000},
+      {"name": "a", "rows": 1000, "dim": 16, "pooling_factor": 3.0},
+      {"name": "h1", "rows": 100000, "dim": 64, "pooling_factor": 5000},
+      {"name": "h2", "rows": 100000, "dim": 64, "pooling_factor": 4000},
+      {"name": "big", "rows": 1000000000, "dim": 16, "pooling_factor": 2}]})");
+  const auto r = testing::run_cli("plan --tables " + dir_.file("far.json") +
+                                  " --devices 2 --mem-per-device 100GB");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("4 tables far from those the compute model was fitted on: 'h0' "
+                          "(pooling factor 3000: "),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("'h2' (pooling factor 4000: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" on a log scale) and 1 more"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("'a' ("), std::string::npos) << r.output;
+  write_tables();  // none of them far
+  const auto near = testing::run_cli("plan --tables " + dir_.file("tables.json") +
+                                     " --devices 2 --mem-per-device 100GB");
+  ASSERT_EQ(near.exit_code, 0) << near.output;
+  EXPECT_EQ(near.output.find("far from those"), std::string::npos) << near.output;
+}
+
 TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
   write_tables();
   const std::string base = "plan --tables " + dir_.file("tables.json") + " --cost-model analytic --out " +

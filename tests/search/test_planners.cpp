@@ -368,8 +368,12 @@ TEST(Planners, NeuroShardSameCandidatesForAnyThreadCount) {
         for (size_t c = 0; c < base.size(); ++c) {
           ASSERT_EQ(other[c].shards.size(), base[c].shards.size()) << "candidate " << c;
           for (size_t i = 0; i < base[c].shards.size(); ++i) {
-            EXPECT_EQ(other[c].shards[i].cols, base[c].shards[i].cols) << "candidate " << c;
-            EXPECT_EQ(other[c].shards[i].device, base[c].shards[i].device) << "candidate " << c;
+            const Shard &a = other[c].shards[i], &b = base[c].shards[i];
+            EXPECT_EQ(std::tie(a.table, a.col_offset, a.cols, a.row_offset, a.rows, a.replica,
+                               a.device),
+                      std::tie(b.table, b.col_offset, b.cols, b.row_offset, b.rows, b.replica,
+                               b.device))
+                << "candidate " << c << " shard " << i;
           }
         }
       }

@@ -47,7 +47,7 @@ void run_eval_command(EvalArgs& a, bool devices_given) {
   } else {
     records = run_eval(a.options, reporter);
   }
-  const EvalSummary summary = summarize_eval(records, a.options.algos);
+  const EvalSummary summary = summarize_eval(records, a.options.algos, a.options.out_path);
   if (summary.left_out > 0) {
     reporter.note(fmt::format("{} of {} tasks do not fit {} devices or had an algorithm find no "
                               "plan (see {}); they are left out",

@@ -70,8 +70,9 @@ class ComputeModel {
   virtual double state_ms(std::span<const double> state) const;
 
   // How `table` lies far from the tables the model was fitted on ("pooling
-  // factor 2400, 4.6 standard deviations above them"), where its figure is
-  // an extrapolation; empty: it does not, or the model cannot tell.
+  // factor 2400: 4.6 standard deviations above the training tables' mean,
+  // on a log scale"), where its figure is an extrapolation; empty: it does
+  // not, or the model cannot tell.
   virtual std::string far_from_training(const TableFeatures&) const { return {}; }
 };
 

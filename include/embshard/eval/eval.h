@@ -181,9 +181,11 @@ struct EvalSummary {
   int tasks = 0;      // tasks every algorithm planned: the means are over these
   int left_out = 0;   // records of tasks that did not fit or that an algorithm failed
 };
-// Means over the tasks that every algorithm planned.
+// Means over the tasks that every algorithm planned. A record without a
+// field it reads is an Error naming `source` (the records' file), the
+// record and the field.
 EvalSummary summarize_eval(const std::vector<nlohmann::json>& records,
-                           const std::vector<std::string>& algos);
+                           const std::vector<std::string>& algos, const std::string& source = "");
 nlohmann::json eval_summary_json(const EvalSummary& summary, const std::string& comm_source);
 std::string eval_report(const EvalSummary& summary, const std::string& comm_source);
 std::string eval_svg(const EvalSummary& summary, int devices);

@@ -199,7 +199,9 @@ Calibration load_calibration(const std::string& path) {
   const std::string text = read_file(path);
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   ES_CHECK(!j.is_discarded(), "{}: not valid JSON", path);
-  ES_CHECK(j.value("format", "") != "embshard-comm-constants",
+  // value(key, json()): a format of another type is calibration_from_json's
+  // error naming it, not a type error here.
+  ES_CHECK(!j.is_object() || j.value("format", json()) != "embshard-comm-constants",
            "{}: a model set's all-to-all constants, not an analytic calibration: the analytic "
            "compute model needs `embshard calibrate`'s file (--calibration FILE); the set's own "
            "models are --cost-model neural",
@@ -214,9 +216,12 @@ Calibration load_comm_constants(const std::string& path) {
   } catch (const json::exception& e) {
     ES_THROW("{}: not valid JSON: {}", path, e.what());
   }
-  ES_CHECK(j.is_object() && j.value("format", "") == kCommConstantsFormat &&
-               j.value("version", 0) == 1,
-           "{}: not an {} version 1 file", path, kCommConstantsFormat);
+  ES_CHECK(j.is_object() && j.value("format", json()) == kCommConstantsFormat &&
+               j.value("version", json()) == 1,
+           "{}: not an {} version 1 file ({})", path, kCommConstantsFormat,
+           j.is_object() ? fmt::format("format {}, version {}", j.value("format", json()).dump(),
+                                       j.value("version", json()).dump())
+                         : "not a JSON object");
   Calibration c;
   for (const auto& [field, target] :
        {std::pair<const char*, double*>{"latency_us", &c.comm_latency_us}, {"gbps", &c.comm_gbps}}) {

@@ -114,14 +114,24 @@ void predict_comm_ms(const NeuralModel& model, std::span<const double> dim_sums,
   }
 }
 
-std::pair<int, int> comm_device_range(const NeuralModel& model) {
-  int lo = 0, hi = 0;
-  const nlohmann::json* files = nullptr;
-  if (auto d = model.info.find("data"); d != model.info.end() && d->is_object()) {
-    if (auto c = d->find("comm"); c != d->end() && c->is_array()) files = &*c;
+namespace {
+
+// The array at `path` in a model's manifest info; nullptr where there is none
+// or it is empty.
+const nlohmann::json* info_array(const NeuralModel& model,
+                                 std::initializer_list<const char*> path) {
+  const nlohmann::json* j = &model.info;
+  for (const char* key : path) {
+    if (!j->is_object() || !j->contains(key)) return nullptr;
+    j = &(*j)[key];
   }
-  if (!model.has_comm || files == nullptr) return {0, 0};
-  for (const nlohmann::json& f : *files) {
+  return j->is_array() && !j->empty() ? j : nullptr;
+}
+
+// The device counts of comm data files' headers ({0, 0}: one does not say).
+std::pair<int, int> device_range(const nlohmann::json& files) {
+  int lo = 0, hi = 0;
+  for (const nlohmann::json& f : files) {
     auto n = f.find("num_devices");
     if (n == f.end() || !n->is_number_integer()) return {0, 0};
     const int v = n->get<int>();
@@ -129,6 +139,13 @@ std::pair<int, int> comm_device_range(const NeuralModel& model) {
     hi = std::max(hi, v);
   }
   return {lo, hi};
+}
+
+}  // namespace
+
+std::pair<int, int> comm_device_range(const NeuralModel& model) {
+  const nlohmann::json* files = info_array(model, {"data", "comm"});
+  return model.has_comm && files != nullptr ? device_range(*files) : std::pair<int, int>{0, 0};
 }
 
 std::shared_ptr<const NeuralModel> load_prepared_neural_model(const std::string& dir) {
@@ -198,9 +215,17 @@ std::string NeuralComputeModel::far_from_training(const TableFeatures& table) co
       fmt::format("{} rows", table.rows), fmt::format("dim {}", table.dim),
       fmt::format("pooling factor {:.4g}", table.pooling_factor)};
   for (size_t i = 0; i < 3; ++i) {
-    if (std::abs(z(i)) > kFarFromTraining) {
-      return fmt::format("{}, {:.1f} standard deviations {} the training tables' mean",
-                         size_features[i], std::abs(z(i)), z(i) > 0 ? "above" : "below");
+    // A feature the training tables all shared (its scale left at 1): any other value.
+    const bool constant = n.scale[i] == 1.0f;
+    if (constant ? std::abs(x[i] - n.mean[i]) > 1e-3f : std::abs(z(i)) > kFarFromTraining) {
+      return constant ? fmt::format("{}: every training table had {}", size_features[i],
+                                    i == 0   ? fmt::format("{:.0f} rows", std::exp(n.mean[i]))
+                                    : i == 1 ? fmt::format("dim {:.0f}", std::exp(n.mean[i]))
+                                             : fmt::format("pooling factor {:.4g}",
+                                                           std::expm1(n.mean[i])))
+                      : fmt::format("{}: {:.1f} standard deviations {} the training tables' "
+                                    "mean, on a log scale",
+                                    size_features[i], std::abs(z(i)), z(i) > 0 ? "above" : "below");
     }
   }
   return {};
@@ -288,19 +313,20 @@ void NeuralCommModel::collective_ms(const CollectiveLoad& load, std::span<double
 }
 
 const nlohmann::json* measured_compute_files(const NeuralModel& model) {
-  const auto at = [&](std::initializer_list<const char*> path) -> const nlohmann::json* {
-    const nlohmann::json* j = &model.info;
-    for (const char* key : path) {
-      if (!j->is_object() || !j->contains(key)) return nullptr;
-      j = &(*j)[key];
-    }
-    return j->is_array() && !j->empty() ? j : nullptr;
-  };
-  const nlohmann::json* fitted = at({"fitted", "scale", "compute"});
-  return fitted != nullptr ? fitted : at({"data", "compute"});
+  const nlohmann::json* fitted = info_array(model, {"fitted", "scale", "compute"});
+  return fitted != nullptr ? fitted : info_array(model, {"data", "compute"});
 }
 
 namespace {
+
+// The CPU a data file's header names ("an unknown CPU" where it does not).
+std::string header_cpu(const nlohmann::json& file) {
+  if (file.is_object() && file.contains("machine") && file["machine"].is_object() &&
+      file["machine"].contains("cpu") && file["machine"]["cpu"].is_string()) {
+    return file["machine"]["cpu"].get<std::string>();
+  }
+  return "an unknown CPU";
+}
 
 // What the model predicts for: the executor and CPU of the first of its
 // measured_compute_files (a model set is measured on one machine).
@@ -316,10 +342,7 @@ ModelSource neural_source(const NeuralModel& model, const std::optional<Calibrat
     executor = file.contains("executor") && file["executor"].is_string()
                    ? file["executor"].get<std::string>()
                    : "cpu";
-    if (file.contains("machine") && file["machine"].is_object() &&
-        file["machine"].contains("cpu") && file["machine"]["cpu"].is_string()) {
-      cpu = file["machine"]["cpu"].get<std::string>();
-    }
+    cpu = header_cpu(file);
   }
   const bool on_cpu = executor.rfind("cpu", 0) == 0;
   s.hardware = on_cpu ? fmt::format("{} on {}", executor, cpu) : executor;
@@ -330,6 +353,14 @@ ModelSource neural_source(const NeuralModel& model, const std::optional<Calibrat
                          s.min_devices > 0 ? fmt::format("{}-{}", s.min_devices, s.max_devices)
                                            : std::string("unrecorded numbers of"),
                          model.comm_batch_size, model.comm_max_batch_size);
+    // Exchanges `fit` measured on another machine: the networks' scale is theirs.
+    if (const nlohmann::json* fitted = info_array(model, {"fitted", "scale", "comm"})) {
+      const auto [lo, hi] = device_range(*fitted);
+      s.comm += fmt::format(", fitted to {} on {} ranks", header_cpu((*fitted)[0]),
+                            lo == 0    ? std::string("unrecorded numbers of")
+                            : lo == hi ? fmt::format("{}", lo)
+                                       : fmt::format("{}-{}", lo, hi));
+    }
     s.comm_min_batch = model.comm_batch_size;
     s.comm_max_batch = model.comm_max_batch_size;
   } else {

@@ -257,11 +257,19 @@ void check_field_types(const json& manifest, const std::string& path) {
     return false;
   };
   for (const auto& [pointer, kind] : fields) {
-    const json::json_pointer at(pointer);
-    ES_CHECK(manifest.contains(at), "{}: field '{}' is missing", path, pointer);
-    const json& v = manifest[at];
-    ES_CHECK(is(v, kind), "{}: field '{}' is {}, expected {}", path, pointer,
-             v.dump().substr(0, 80), kExpected[kind]);
+    // Down the pointer's keys: the first that is missing, or that is not an
+    // object where one is needed, is named.
+    const json* v = &manifest;
+    for (size_t at = 1, end; at <= pointer.size(); at = end + 1) {
+      end = std::min(pointer.find('/', at), pointer.size());
+      const std::string key = pointer.substr(at, end - at), here = pointer.substr(0, end);
+      ES_CHECK(v->is_object(), "{}: field '{}' is {}, expected an object", path,
+               pointer.substr(0, at - 1), v->dump().substr(0, 80));
+      ES_CHECK(v->contains(key), "{}: field '{}' is missing", path, here);
+      v = &(*v)[key];
+    }
+    ES_CHECK(is(*v, kind), "{}: field '{}' is {}, expected {}", path, pointer,
+             v->dump().substr(0, 80), kExpected[kind]);
   }
 }
 

@@ -31,16 +31,16 @@ double comm_wait_ms(std::span<const double> delays_ms, size_t device);
 std::vector<double> comm_network_delays(const NeuralModel& model,
                                         std::span<const double> delays_ms);
 
+// Past this many standard deviations of the training tables' log rows, log
+// dim or log pooling factor, a table is reported as far from them (about 1
+// in 15,000 of a normal distribution's draws).
+constexpr float kFarFromTraining = 4.0f;
+
 // How a model serves `batch`: inside the batches its data covered
 // [lo, hi], the networks take the batch itself; outside, the nearest covered
 // batch, and the cost is scaled linearly by batch / that batch (the work of
 // lookups and all-to-alls grows with the batch) -- an extrapolation the
 // model's name then admits.
-// Past this many standard deviations of the training tables' rows, dim or
-// pooling factor, a table is reported as far from them (about 1 in 15,000 of
-// a normal distribution's draws).
-constexpr float kFarFromTraining = 4.0f;
-
 struct BatchFit {
   int64_t network_batch = 0;
   double scale = 1.0;
@@ -76,7 +76,9 @@ class NeuralComputeModel : public ComputeModel {
   void add_to_state(int table_id, std::span<double> state) const override;
   double state_ms(std::span<const double> state) const override;
   // Rows, dim or pooling factor more than kFarFromTraining standard
-  // deviations from the training tables' mean. (Not the reuse histograms:
+  // deviations from the training tables' mean, on the log scale the network
+  // sees them on (or other than a value every training table had). (Not the
+  // reuse histograms:
   // their bins are heavy-tailed, and tables like the training ones lie past
   // 4 or even the clamp's 6 in one bin or another.)
   std::string far_from_training(const TableFeatures& table) const override;
