@@ -259,8 +259,9 @@ void NeuroShardPlanner::more_moves(const PlanTask& task, ShardCosts& costs, cons
 // the exact-th cheapest cost among the children rated so far. A child at or
 // under its cutoff gets its exact cost; one over it, infinity. Either way it
 // lands in the same place of the (cost, index) order, so the `exact`
-// cheapest are the same whatever the threads and the order they finish in. A child rated so before (`known`) is not rated again; the new
-// ratings go into `known`.
+// cheapest are the same whatever the threads and the order they finish in.
+// A child rated so before (`known`) is not rated again; the new ratings go
+// into `known`.
 void rate_children(std::vector<BeamState>& children, size_t exact,
                    std::vector<std::unique_ptr<search::GridGreedy>>& grids, Ratings& known,
                    const PlannerOptions& options, const std::vector<BeamState>* parents) {

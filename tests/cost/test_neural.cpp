@@ -307,7 +307,10 @@ TEST(NeuralModel, TablesFarFromTheTrainingTablesAreNamed) {
       << why;
   TableFeatures huge = pool[0];
   huge.rows *= 1000000;
-  EXPECT_EQ(model.far_from_training(huge).rfind(fmt::format("{} rows", huge.rows), 0), 0u);
+  EXPECT_EQ(model.far_from_training(huge).rfind(
+                fmt::format("rows {:.4g}: ", static_cast<double>(huge.rows)), 0),
+            0u)
+      << model.far_from_training(huge);
   TableFeatures wide = pool[0];
   wide.dim = 1024;
   EXPECT_EQ(model.far_from_training(wide).rfind("dim 1024: ", 0), 0u)
@@ -319,7 +322,7 @@ TEST(NeuralModel, TablesFarFromTheTrainingTablesAreNamed) {
   TableFeatures other = pool[1];  // dim 16
   EXPECT_EQ(one_dim.far_from_training(other), "");
   other.dim = 32;
-  EXPECT_EQ(one_dim.far_from_training(other), "dim 32: every training table had dim 16");
+  EXPECT_EQ(one_dim.far_from_training(other), "dim 32: every training table had 16");
 }
 
 TEST(NeuralModel, NanNeverReachesThePlanner) {

@@ -209,23 +209,21 @@ std::string NeuralComputeModel::far_from_training(const TableFeatures& table) co
   const Normaliser& n = model_->compute.features;
   float x[Mlp::kMaxWidth];
   compute_raw_features(table, fit_.network_batch, x);
-  const auto z = [&](size_t i) { return (x[i] - n.mean[i]) * n.scale[i]; };
   // The first three features: log rows, log dim, log(1 + pooling factor).
-  const std::string size_features[] = {
-      fmt::format("{} rows", table.rows), fmt::format("dim {}", table.dim),
-      fmt::format("pooling factor {:.4g}", table.pooling_factor)};
+  const char* const names[] = {"rows", "dim", "pooling factor"};
+  const double values[] = {static_cast<double>(table.rows), static_cast<double>(table.dim),
+                           table.pooling_factor};
   for (size_t i = 0; i < 3; ++i) {
-    // A feature the training tables all shared (its scale left at 1): any other value.
-    const bool constant = n.scale[i] == 1.0f;
-    if (constant ? std::abs(x[i] - n.mean[i]) > 1e-3f : std::abs(z(i)) > kFarFromTraining) {
-      return constant ? fmt::format("{}: every training table had {}", size_features[i],
-                                    i == 0   ? fmt::format("{:.0f} rows", std::exp(n.mean[i]))
-                                    : i == 1 ? fmt::format("dim {:.0f}", std::exp(n.mean[i]))
-                                             : fmt::format("pooling factor {:.4g}",
-                                                           std::expm1(n.mean[i])))
-                      : fmt::format("{}: {:.1f} standard deviations {} the training tables' "
-                                    "mean, on a log scale",
-                                    size_features[i], std::abs(z(i)), z(i) > 0 ? "above" : "below");
+    const float z = (x[i] - n.mean[i]) * n.scale[i];
+    if (n.scale[i] == 1.0f) {  // training leaves a feature every table shared at scale 1
+      if (std::abs(x[i] - n.mean[i]) > 1e-3f) {
+        return fmt::format("{} {:.4g}: every training table had {:.4g}", names[i], values[i],
+                           i < 2 ? std::exp(n.mean[i]) : std::expm1(n.mean[i]));
+      }
+    } else if (std::abs(z) > kFarFromTraining) {
+      return fmt::format("{} {:.4g}: {:.1f} standard deviations {} the training tables' mean, "
+                         "on a log scale",
+                         names[i], values[i], std::abs(z), z > 0 ? "above" : "below");
     }
   }
   return {};

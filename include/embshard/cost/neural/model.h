@@ -77,10 +77,9 @@ class NeuralComputeModel : public ComputeModel {
   double state_ms(std::span<const double> state) const override;
   // Rows, dim or pooling factor more than kFarFromTraining standard
   // deviations from the training tables' mean, on the log scale the network
-  // sees them on (or other than a value every training table had). (Not the
-  // reuse histograms:
-  // their bins are heavy-tailed, and tables like the training ones lie past
-  // 4 or even the clamp's 6 in one bin or another.)
+  // sees them on (or other than a value every training table had). Not the
+  // reuse histograms: their bins are heavy-tailed, and tables like the
+  // training ones lie past 4 or even the clamp's 6 in one bin or another.
   std::string far_from_training(const TableFeatures& table) const override;
   const NeuralModel& model() const { return *model_; }
 
