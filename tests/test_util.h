@@ -110,7 +110,7 @@ inline Workload write_test_workload(const ScratchDir& dir, const TestWorkloadSha
   TraceWriter writer(dir.file(kTraceFile), shape.tables, w.batch_size, 4);
   for (int t = 0; t < shape.tables; ++t) {
     TableSpec spec;
-    spec.name = "t" + std::to_string(t);
+    spec.name = fmt::format("t{}", t);  // "t" + std::to_string(t): a false -Wrestrict in GCC 12
     spec.rows = shape.first_rows + shape.rows_step * t;
     spec.dim = 16;
     TableTrace trace;

@@ -13,6 +13,7 @@
 #include "embshard/cost/cost_data.h"
 #include "embshard/cost/cost_model.h"
 #include "embshard/util/error.h"
+#include "embshard/util/json_field.h"
 #include "embshard/util/statistics.h"
 #include "embshard/util/machine.h"
 #include "embshard/util/random.h"
@@ -137,24 +138,28 @@ void check_comm_options(const CommBenchOptions& o, int num_devices) {
 
 std::vector<double> exchange_references_of(const nlohmann::json& header, const std::string& path,
                                            int num_devices, int64_t batch, int probe_dim) {
-  const std::string format = header.value("format", "");
+  const nlohmann::json format = header.value("format", nlohmann::json()),
+                       version = header.value("version", nlohmann::json());
   ES_CHECK(format == kCommFormat || format == kCollectiveFormat,
-           "{}: format is '{}', expected '{}' or '{}' (a file of `embshard bench comm`)", path,
-           format, kCommFormat, kCollectiveFormat);
-  ES_CHECK(header.value("version", 0) >= 2 && header.contains("probe"),
+           "{}: format is {}, expected '{}' or '{}' (a file of `embshard bench comm`)", path,
+           format.dump(), kCommFormat, kCollectiveFormat);
+  ES_CHECK(version.is_number_integer() && version.get<int>() >= 2 && header.contains("probe"),
            "{}: a version {} file holds no reference exchange times (re-measure it with this "
            "embshard)",
-           path, header.value("version", 0));
-  const auto ms = header["probe"].value("reference_ms", std::vector<double>{});
+           path, version.dump());
+  const auto ms = json_field(header, "/probe/reference_ms", JsonKind::kNumbers, path)
+                      .get<std::vector<double>>();
   ES_CHECK(static_cast<int>(ms.size()) == num_devices,
            "{}: probe.reference_ms holds {} ranks' times, the run has {} ranks", path, ms.size(),
            num_devices);
-  const int64_t file_batch = header.value("batch_size", int64_t{0});
+  const int64_t file_batch =
+      json_field(header, "/batch_size", JsonKind::kCount, path).get<int64_t>();
   ES_CHECK(file_batch == batch,
            "{}: field 'batch_size' is {}, the run's batch is {}: its reference exchange is "
            "another one",
            path, file_batch, batch);
-  const int file_dim = header["probe"].value("exchange_dim", kReferenceExchangeDim);
+  const nlohmann::json* dim = json_optional(header, "/probe/exchange_dim", JsonKind::kCount, path);
+  const int64_t file_dim = dim ? dim->get<int64_t>() : kReferenceExchangeDim;
   ES_CHECK(file_dim == probe_dim,
            "{}: field 'probe.exchange_dim' is {}, the run's reference exchange has {} columns "
            "(--probe-dim): its reference time is another exchange's",

@@ -14,6 +14,7 @@
 #include "embshard/cost/cost_data.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/json_field.h"
 #include "embshard/util/machine.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/random.h"
@@ -164,18 +165,19 @@ ShardTimerOptions shard_timer_options(const ComputeBenchOptions& o) {
 ProbeReference probe_reference_of_file(const std::string& path, const std::string& executor) {
   json header;
   RecordFile::read_all(path, &header, nullptr);
-  ES_CHECK(header.value("format", "") == kComputeFormat,
-           "{}: format is '{}', expected '{}' (a file of `embshard bench compute`)", path,
-           header.value("format", ""), kComputeFormat);
-  ES_CHECK(header.value("version", 0) >= 2 && header.contains("probe"),
+  const json format = header.value("format", json()), version = header.value("version", json());
+  ES_CHECK(format == kComputeFormat,
+           "{}: format is {}, expected '{}' (a file of `embshard bench compute`)", path,
+           format.dump(), kComputeFormat);
+  ES_CHECK(version.is_number_integer() && version.get<int>() >= 2 && header.contains("probe"),
            "{}: a version {} file holds no probe reference (re-measure it with this embshard)",
-           path, header.value("version", 0));
-  const json recorded = header.value("executor", json());
-  ES_CHECK(!recorded.is_string() || recorded.get<std::string>() == executor,
+           path, version.dump());
+  const json* recorded = json_optional(header, "/executor", JsonKind::kString, path);
+  ES_CHECK(!recorded || recorded->get<std::string>() == executor,
            "{}: field 'executor' is '{}', this run's is '{}': a probe reference of another "
            "executor or clock is another scale",
-           path, recorded.is_string() ? recorded.get<std::string>() : "", executor);
-  return probe_reference_from_json(header["probe"].value("reference", json()),
+           path, recorded ? recorded->get<std::string>() : "", executor);
+  return probe_reference_from_json(json_field(header, "/probe/reference", JsonKind::kObject, path),
                                    path + ": probe.reference");
 }
 
@@ -296,7 +298,7 @@ std::string compute_records_table(const std::string& path, int64_t show) {
       int64_t rows = 0;
       double pooling = 0, bytes = 0;
       for (const auto& t : r.at("tables")) {
-        dims += (dims.empty() ? "" : ",") + std::to_string(t.at("dim").get<int>());
+        dims += fmt::format("{}{}", dims.empty() ? "" : ",", t.at("dim").get<int>());
         rows += t.at("rows").get<int64_t>();
         pooling += t.at("pooling_factor").get<double>();
         bytes += t.at("rows").get<double>() * t.at("dim").get<double>() * 4;

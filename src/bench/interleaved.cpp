@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "embshard/util/error.h"
+#include "embshard/util/json_field.h"
 #include "embshard/util/random.h"
 #include "embshard/util/statistics.h"
 
@@ -335,13 +336,15 @@ json probe_reference_json(const ProbeReference& reference, const ProbeReferenceO
 }
 
 ProbeReference probe_reference_from_json(const json& j, const std::string& context) {
-  ES_CHECK(j.is_object() && j.contains("reference_ms") && j["reference_ms"].is_number(),
-           "{}: no probe reference (field 'reference_ms')", context);
+  const auto number = [&](const char* pointer, double absent) {
+    const json* v = json_optional(j, pointer, JsonKind::kNumber, context);
+    return v ? v->get<double>() : absent;
+  };
   ProbeReference r;
-  r.reference_ms = j["reference_ms"].get<double>();
-  r.median_ms = j.value("median_ms", r.reference_ms);
-  r.dispersion = j.value("dispersion", 0.0);
-  r.window_ms = j.value("window_ms", 0.0);
+  r.reference_ms = json_field(j, "/reference_ms", JsonKind::kNumber, context).get<double>();
+  r.median_ms = number("/median_ms", r.reference_ms);
+  r.dispersion = number("/dispersion", 0.0);
+  r.window_ms = number("/window_ms", 0.0);
   ES_CHECK(std::isfinite(r.reference_ms) && r.reference_ms > 0,
            "{}: field 'reference_ms' is {}, must be a positive number", context, r.reference_ms);
   return r;

@@ -14,6 +14,7 @@
 
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/json_field.h"
 #include "embshard/util/record_file.h"
 #include "embshard/util/reporter.h"
 
@@ -76,37 +77,34 @@ bool check_header(const std::string& path, const json& header, const char* forma
 
 bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
 
-// Throws json::exception or std::invalid_argument for a malformed record.
+// Throws Error or std::invalid_argument for a malformed record.
 ComputeRecord parse_compute(const json& r) {
   ComputeRecord rec;
-  const json& ms = r.at("ms");
-  if (!ms.is_number() || !positive_finite(ms.get<double>())) {
-    throw std::invalid_argument(fmt::format("ms is {}, must be a positive number", ms.dump()));
+  rec.ms = json_field(r, "/ms", JsonKind::kNumber).get<double>();
+  if (!positive_finite(rec.ms)) {
+    throw std::invalid_argument(fmt::format("ms is {}, must be a positive number", rec.ms));
   }
-  rec.ms = ms.get<double>();
-  rec.raw_ms = r.contains("raw_ms") ? r["raw_ms"].get<double>() : rec.ms;
+  const json* raw_ms = json_optional(r, "/raw_ms", JsonKind::kNumber);
+  rec.raw_ms = raw_ms ? raw_ms->get<double>() : rec.ms;
   if (!positive_finite(rec.raw_ms)) {
     throw std::invalid_argument(fmt::format("raw_ms is {}, must be a positive number", rec.raw_ms));
   }
-  const json& tables = r.at("tables");
-  if (!tables.is_array() || tables.empty()) throw std::invalid_argument("no tables");
-  for (const json& t : tables) {
+  const json& tables = json_field(r, "/tables", JsonKind::kArray);
+  if (tables.empty()) throw std::invalid_argument("no tables");
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const json& t = tables[i];
+    // The whole path is formatted only for the error: files hold 1e5 records.
+    const auto field = [&](const char* key, JsonKind kind) -> const json& {
+      const auto it = t.find(key);
+      if (it != t.end() && json_is(*it, kind)) return *it;
+      return json_field(r, fmt::format("/tables/{}/{}", i, key), kind);
+    };
     TableFeatures f;
-    f.rows = t.at("rows").get<int64_t>();
-    f.dim = t.at("dim").get<int>();
-    f.pooling_factor = t.at("pooling_factor").get<double>();
-    f.row_reuse = t.at("row_reuse_histogram").get<ReuseHistogram>();
-    f.lookup_reuse = t.at("lookup_reuse_histogram").get<ReuseHistogram>();
-    if (f.rows <= 0 || f.dim <= 0 || !std::isfinite(f.pooling_factor) || f.pooling_factor < 0) {
-      throw std::invalid_argument(fmt::format("table with rows {}, dim {}, pooling factor {}",
-                                              f.rows, f.dim, f.pooling_factor));
-    }
-    for (int k = 0; k < kReuseBins; ++k) {
-      if (!std::isfinite(f.row_reuse[k]) || !std::isfinite(f.lookup_reuse[k]) ||
-          f.row_reuse[k] < 0 || f.lookup_reuse[k] < 0) {
-        throw std::invalid_argument(fmt::format("invalid reuse share in bin {}", k));
-      }
-    }
+    f.rows = field("rows", JsonKind::kInteger).get<int64_t>();
+    f.dim = field("dim", JsonKind::kInteger).get<int>();
+    f.pooling_factor = field("pooling_factor", JsonKind::kNumber).get<double>();
+    f.row_reuse = field("row_reuse_histogram", JsonKind::kNumbers).get<ReuseHistogram>();
+    f.lookup_reuse = field("lookup_reuse_histogram", JsonKind::kNumbers).get<ReuseHistogram>();
     // A piece (bench compute --pieces): a row block starts at row_offset, a
     // replica serves slice s of n of the batch.
     if (const auto it = t.find("row_offset"); it != t.end()) {
@@ -130,18 +128,21 @@ ComputeRecord parse_compute(const json& r) {
       f.batch_slices = s[1].get<int>();
     }
     rec.tables.push_back(f);
-    rec.pool_ids.push_back(t.value("table", -1));
+    rec.pool_ids.push_back(t.contains("table") ? field("table", JsonKind::kInteger).get<int>() : -1);
   }
   return rec;
 }
 
 CommRecord parse_comm(const json& r, int num_devices, bool raw) {
   CommRecord rec;
-  rec.dim_sums = r.at("dim_sums").get<std::vector<double>>();
-  rec.delays_ms = r.at("delays_ms").get<std::vector<double>>();
+  const auto numbers = [&r](const char* field) {
+    return json_field(r, field, JsonKind::kNumbers).get<std::vector<double>>();
+  };
+  rec.dim_sums = numbers("/dim_sums");
+  rec.delays_ms = numbers("/delays_ms");
   const bool has_raw = raw && r.contains("raw_fwd_ms");
-  rec.fwd_ms = r.at(has_raw ? "raw_fwd_ms" : "fwd_ms").get<std::vector<double>>();
-  rec.bwd_ms = r.at(has_raw ? "raw_bwd_ms" : "bwd_ms").get<std::vector<double>>();
+  rec.fwd_ms = numbers(has_raw ? "/raw_fwd_ms" : "/fwd_ms");
+  rec.bwd_ms = numbers(has_raw ? "/raw_bwd_ms" : "/bwd_ms");
   const size_t n = static_cast<size_t>(num_devices);
   if (rec.dim_sums.size() != n || rec.delays_ms.size() != n || rec.fwd_ms.size() != n ||
       rec.bwd_ms.size() != n) {
@@ -162,25 +163,16 @@ CommRecord parse_comm(const json& r, int num_devices, bool raw) {
 }
 
 CollectiveRecord parse_collective(const json& r, int num_devices) {
-  auto numbers = [&r](const char* field) {
-    const json& v = r.value(field, json());
-    if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number(); })) {
-      throw std::invalid_argument(fmt::format("field '{}' is {}, not an array of numbers", field,
-                                              v.dump()));
-    }
-    return v.get<std::vector<double>>();
+  const auto numbers = [&r](const char* field) {
+    return json_field(r, field, JsonKind::kNumbers).get<std::vector<double>>();
   };
   CollectiveRecord rec;
-  rec.load.rw_dim_sums = numbers("rw_dim_sums");
-  rec.load.index_recv_bytes = numbers("index_recv_bytes");
-  rec.load.index_send_bytes = numbers("index_send_bytes");
-  rec.fwd_ms = numbers("fwd_ms");
-  rec.bwd_ms = numbers("bwd_ms");
-  const json& allreduce = r.value("allreduce_bytes", json());
-  if (!allreduce.is_number()) {
-    throw std::invalid_argument(
-        fmt::format("field 'allreduce_bytes' is {}, not a number", allreduce.dump()));
-  }
+  rec.load.rw_dim_sums = numbers("/rw_dim_sums");
+  rec.load.index_recv_bytes = numbers("/index_recv_bytes");
+  rec.load.index_send_bytes = numbers("/index_send_bytes");
+  rec.fwd_ms = numbers("/fwd_ms");
+  rec.bwd_ms = numbers("/bwd_ms");
+  const json& allreduce = json_field(r, "/allreduce_bytes", JsonKind::kNumber);
   rec.load.allreduce_bytes = allreduce.get<double>();
   const size_t n = static_cast<size_t>(num_devices);
   for (const auto* v : {&rec.load.rw_dim_sums, &rec.load.index_recv_bytes,

@@ -11,6 +11,7 @@
 #include "embshard/cost/measured_model.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/json_field.h"
 #include "embshard/util/machine.h"
 
 namespace embshard {
@@ -24,43 +25,47 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
                                    const std::string& executor, int devices, int64_t batch) {
   ReferenceScale scale;
   scale.source = path;
-  json data = manifest.value("data", json::object());
-  ES_CHECK(data.is_object(), "{}: field 'data' is not an object", path);
+  // Fields by pointer, so that one of another type is named (json_field.h).
+  const auto optional = [&](const std::string& pointer, JsonKind kind) {
+    return json_optional(manifest, pointer, kind, path);
+  };
+  const auto text = [&](const std::string& pointer) {
+    const json* v = optional(pointer, JsonKind::kString);
+    return v ? v->get<std::string>() : std::string();
+  };
   // A fitted model predicts on the scale of the files it was fitted to
   // (`fitted.scale`): its compute, and its exchanges where it fitted them.
-  const json fitted = manifest.value("fitted", json::object()).value("scale", json());
-  if (fitted.is_object()) {
-    ES_CHECK(fitted.contains("compute") && fitted["compute"].is_array(),
-             "{}: field 'fitted.scale' has no 'compute' list", path);
-    data["compute"] = fitted["compute"];
-    data["ground_truth"] = fitted.value("ground_truth", json());
-    if (fitted.contains("comm")) data["comm"] = fitted["comm"];
+  std::string compute = "/data/compute", ground_truth = "/data/ground_truth", comm = "/data/comm";
+  if (optional("/fitted/scale", JsonKind::kObject)) {
+    json_field(manifest, "/fitted/scale/compute", JsonKind::kArray, path);
+    compute = "/fitted/scale/compute";
+    ground_truth = "/fitted/scale/ground_truth";
+    if (optional("/fitted/scale/comm", JsonKind::kArray)) comm = "/fitted/scale/comm";
     scale.source = path + " (the data it was fitted to)";
   }
 
   // Only data measured on a machine like this one set its scale: a reference
   // time is a time on that machine.
   const std::string cpu = cpu_model();
-  auto here = [&](const json& entry) {
-    return entry.value("machine", json::object()).value("cpu", std::string()) == cpu;
-  };
+  const auto here = [&](const std::string& entry) { return text(entry + "/machine/cpu") == cpu; };
   // Compute: every training file's probe, which must be today's probe on
   // this executor, normalized against (not raw medians), on one reference.
   const json probe_description = reference_probe_json();
-  bool complete = data.contains("compute") && data["compute"].is_array() &&
-                  data.value("ground_truth", std::string()).starts_with("normalized");
-  for (const json& entry : complete ? data["compute"] : json::array()) {
-    const json probe = entry.value("probe", json());
-    if (!probe.is_object() || !probe.contains("reference") || !here(entry) ||
-        entry.value("executor", json()) != json(executor)) {
+  const json* entries = optional(compute, JsonKind::kArray);
+  bool complete = entries != nullptr && text(ground_truth).starts_with("normalized");
+  for (size_t i = 0; complete && i < entries->size(); ++i) {
+    const std::string entry = fmt::format("{}/{}", compute, i);
+    const json* probe = optional(entry + "/probe", JsonKind::kObject);
+    const json* recorded = optional(entry + "/executor", JsonKind::kString);
+    if (!probe || !probe->contains("reference") || !here(entry) || !recorded ||
+        *recorded != executor) {
       complete = false;
       break;
     }
-    json description = probe;
+    json description = *probe;
     description.erase("reference");
     const ProbeReference r = probe_reference_from_json(
-        probe["reference"], fmt::format("{}: data.compute[{}].probe.reference", path,
-                                        entry.value("path", std::string("?"))));
+        (*probe)["reference"], fmt::format("{}: {}/probe/reference ({})", path, entry, text(entry + "/path")));
     if (description != probe_description ||
         (scale.compute && scale.compute->reference_ms != r.reference_ms)) {
       complete = false;
@@ -77,29 +82,34 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
   }
 
   // Comm: the file at this rank count and batch.
-  for (const json& entry : data.value("comm", json::array())) {
-    if (entry.value("num_devices", 0) != devices || entry.value("batch", int64_t{0}) != batch ||
-        !here(entry)) {
+  const json* comm_entries = optional(comm, JsonKind::kArray);
+  for (size_t i = 0; comm_entries && i < comm_entries->size(); ++i) {
+    const std::string entry = fmt::format("{}/{}", comm, i);
+    const auto count = [&](const char* key, int64_t absent) {
+      const json* v = optional(entry + key, JsonKind::kCount);
+      return v ? v->get<int64_t>() : absent;
+    };
+    if (count("/num_devices", 0) != devices || count("/batch", 0) != batch || !here(entry)) {
       continue;
     }
-    const json probe = entry.value("probe", json::object());
     // `eval` interleaves the standard reference exchange; another one's times
     // are another scale (an entry that names none: the standard).
-    if (probe.value("exchange_dim", kReferenceExchangeDim) != kReferenceExchangeDim) {
+    const int64_t dim = count("/probe/exchange_dim", kReferenceExchangeDim);
+    if (dim != kReferenceExchangeDim) {
       scale.note += fmt::format("{}data.comm entry {} was normalized by a reference exchange of {} "
                                 "columns, not {}",
-                                scale.note.empty() ? "" : "; ",
-                                entry.value("path", std::string("?")),
-                                probe.value("exchange_dim", 0), kReferenceExchangeDim);
+                                scale.note.empty() ? "" : "; ", text(entry + "/path"), dim,
+                                kReferenceExchangeDim);
       continue;
     }
-    const auto ms = probe.value("reference_ms", std::vector<double>{});
+    const json* reference = optional(entry + "/probe/reference_ms", JsonKind::kNumbers);
+    const auto ms = reference ? reference->get<std::vector<double>>() : std::vector<double>{};
     ES_CHECK(ms.empty() || static_cast<int>(ms.size()) == devices,
              "{}: data.comm entry {} holds {} ranks' reference times for {} ranks", path,
-             entry.value("path", std::string("?")), ms.size(), devices);
+             text(entry + "/path"), ms.size(), devices);
     for (double m : ms) {
       ES_CHECK(std::isfinite(m) && m > 0, "{}: data.comm entry {}: reference time {}", path,
-               entry.value("path", std::string("?")), m);
+               text(entry + "/path"), m);
     }
     scale.exchange_ms = ms;
   }

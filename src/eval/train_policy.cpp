@@ -6,6 +6,8 @@
 #include <random>
 
 #include "embshard/util/error.h"
+#include "embshard/util/json_field.h"
+#include "embshard/util/units.h"
 #include "eval/train_policy_internal.h"
 
 namespace embshard {
@@ -108,15 +110,43 @@ json sample_json(const CostSample& s) {
           {"device_ms", s.device_ms}, {"plan_ms", s.plan_ms}};
 }
 
-CostSample sample_from(const json& j) {
+CostSample sample_from(const json& state, size_t i, const std::string& path,
+                       const std::vector<Workload>& pools, int devices) {
+  const std::string at = fmt::format("/samples/{}/", i);
+  const auto field = [&](const char* key, JsonKind kind) -> const json& {
+    return json_field(state, at + key, kind, path);
+  };
+  const auto counts = [&](const char* key) {
+    const auto v = field(key, JsonKind::kCounts).get<std::vector<int64_t>>();
+    return std::vector<int>(v.begin(), v.end());
+  };
+  // Each index below picks a table, a dim slot or a device: one past the
+  // run's would read out of bounds, so it is named here instead.
+  const auto check_below = [&](const char* key, const std::vector<int>& v, size_t limit,
+                               const std::string& what) {
+    for (int x : v) {
+      ES_CHECK(x >= 0 && static_cast<size_t>(x) < limit, "{}: field '{}{}' holds {}, {}", path,
+               at, key, x, what);
+    }
+  };
   CostSample s;
-  s.pool = j.at("pool").get<int>();
-  s.spec.tables = j.at("tables").get<std::vector<int>>();
-  s.spec.dims = j.at("dims").get<std::vector<int>>();
-  s.spec.mem_cap_bytes = j.at("mem_cap_bytes").get<int64_t>();
-  s.device_of = j.at("device_of").get<std::vector<int>>();
-  s.device_ms = j.at("device_ms").get<std::vector<double>>();
-  s.plan_ms = j.at("plan_ms").get<double>();
+  s.pool = static_cast<int>(field("pool", JsonKind::kCount).get<int64_t>());
+  check_below("pool", {s.pool}, pools.size(), fmt::format("the run has {}", count_of(static_cast<int64_t>(pools.size()), "pool")));
+  s.spec.tables = counts("tables");
+  const size_t tables = pools[static_cast<size_t>(s.pool)].tables.size();
+  check_below("tables", s.spec.tables, tables, fmt::format("pool {} has {}", s.pool, count_of(static_cast<int64_t>(tables), "table")));
+  s.spec.dims = counts("dims");
+  s.device_of = counts("device_of");
+  check_below("device_of", s.device_of, static_cast<size_t>(devices), fmt::format("the run has {}", count_of(devices, "device")));
+  s.spec.mem_cap_bytes = field("mem_cap_bytes", JsonKind::kCount).get<int64_t>();
+  s.device_ms = field("device_ms", JsonKind::kNumbers).get<std::vector<double>>();
+  s.plan_ms = field("plan_ms", JsonKind::kNumber).get<double>();
+  ES_CHECK(s.spec.dims.size() == s.spec.tables.size() && s.device_of.size() == s.spec.tables.size() &&
+               s.device_ms.size() == static_cast<size_t>(3 * devices),
+           "{}: sample {} holds {} tables, {} dims, {} device_of and {} device_ms, expected one "
+           "dim and device per table and 3 x {} device_ms",
+           path, i, s.spec.tables.size(), s.spec.dims.size(), s.device_of.size(),
+           s.device_ms.size(), devices);
   return s;
 }
 

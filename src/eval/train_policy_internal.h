@@ -1,6 +1,7 @@
 // What the policy trainer's torch and plain parts share (src/eval only).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -29,7 +30,10 @@ struct CostSample {
 CostSample measure_sample(int pool, const EvalTask& spec, const PlanTask& task,
                           const std::vector<int>& device_of, const CostModel& truth);
 nlohmann::json sample_json(const CostSample& s);
-CostSample sample_from(const nlohmann::json& j);
+// Sample `i` of a checkpoint's state (`path`): Error naming the field when
+// one is of another type or indexes past the run's pools, tables or devices.
+CostSample sample_from(const nlohmann::json& state, size_t i, const std::string& path,
+                       const std::vector<Workload>& pools, int devices);
 
 // Per-device totals of a placement under `truth`.
 PlanPrediction truth_prediction(const PlanTask& task, const std::vector<int>& device_of,

@@ -15,6 +15,7 @@
 #include "cost/neural/torch_common.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/json_field.h"
 #include "embshard/util/reporter.h"
 #include "eval/train_policy_internal.h"
 
@@ -456,21 +457,26 @@ bool PolicyTrainer::load_checkpoint() {
   const std::string path = (std::filesystem::path(checkpoint_dir_) / "state.json").string();
   if (!file_exists(path)) return false;
   const json state = json::parse(read_file(path), nullptr, false);
-  ES_CHECK(!state.is_discarded() && state.value("format", "") == "embshard-policy-checkpoint",
+  ES_CHECK(!state.is_discarded() && state.is_object() &&
+               state.value("format", json()) == "embshard-policy-checkpoint",
            "{}: not a policy checkpoint (delete {} to start over)", path, checkpoint_dir_);
+  const json& options = json_field(state, "/options", JsonKind::kObject, path);
   const json want = fingerprint();
   for (auto it = want.begin(); it != want.end(); ++it) {
-    ES_CHECK(state["options"].value(it.key(), json()) == it.value(),
+    ES_CHECK(options.value(it.key(), json()) == it.value(),
              "{}: the checkpoint was trained with {} = {}, this run asks for {} (same options to "
              "resume, or another --out)",
-             path, it.key(), state["options"].value(it.key(), json()).dump(), it.value().dump());
+             path, it.key(), options.value(it.key(), json()).dump(), it.value().dump());
   }
   nets_ = load_policy(checkpoint_dir_);
   torch_ = to_torch(nets_);
-  done_ = state.at("iterations_done").get<int>();
-  baseline_ms_ = state.at("baseline_ms").get<double>();
-  history_ = state.at("history");
-  for (const json& s : state.at("samples")) samples_.push_back(sample_from(s));
+  done_ = static_cast<int>(json_field(state, "/iterations_done", JsonKind::kCount, path).get<int64_t>());
+  baseline_ms_ = json_field(state, "/baseline_ms", JsonKind::kNumber, path).get<double>();
+  history_ = json_field(state, "/history", JsonKind::kArray, path);
+  const size_t samples = json_field(state, "/samples", JsonKind::kArray, path).size();
+  for (size_t i = 0; i < samples; ++i) {
+    samples_.push_back(sample_from(state, i, path, pools_, o_.devices));
+  }
   return true;
 }
 

@@ -9,6 +9,7 @@
 #include "embshard/search/policy.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/json_field.h"
 
 namespace embshard {
 namespace {
@@ -73,57 +74,60 @@ PolicyNets load_policy(const std::string& dir) {
   ES_CHECK(version == kPolicyVersion, "{}: policy version {}, this embshard reads version {}",
            path, version.dump(), kPolicyVersion);
   PolicyNets nets;
-  try {
-    nets.kind = parse_policy_kind(m.at("policy").get<std::string>());
-    const auto names = m.at("features").get<std::vector<std::string>>();
-    ES_CHECK(names == policy_feature_names(),
-             "{}: the policy was trained on {} table features, this embshard computes {} "
-             "(features differ: retrain the policy)",
-             path, names.size(), policy_feature_names().size());
-    const auto device_names = m.at("device_features").get<std::vector<std::string>>();
-    ES_CHECK(device_names == policy_device_feature_names(nets.kind),
-             "{}: the policy was trained on {} device features, this embshard computes {} "
-             "(features differ: retrain the policy)",
-             path, device_names.size(), policy_device_feature_names(nets.kind).size());
-    const size_t nf = policy_feature_names().size();
-    const size_t nd = device_names.size();
-    nets.features = normaliser_from(m.at("normaliser"), nf, path);
-    const json& n = m.at("networks");
-    nets.policy_table = mlp_from(dir, n.at("policy_table"), path);
-    nets.policy_logit = mlp_from(dir, n.at("policy_logit"), path);
-    const int E = nets.policy_table.out();
-    check_sizes(nets.policy_table.in() == static_cast<int>(nf), path, "policy table");
-    if (nets.kind == PolicyKind::kDreamShard) {
-      nets.cost_table = mlp_from(dir, n.at("cost_table"), path);
-      check_sizes(nets.cost_table.in() == static_cast<int>(nf), path, "cost table");
-      for (int h = 0; h < kCostHeads; ++h) {
-        const json& head = n.at(std::string("cost_") + kHeadNames[h]);
-        nets.cost_head[h] = mlp_from(dir, head.at("mlp"), path);
-        nets.target_mean[h] = head.at("target").at("mean").get<double>();
-        nets.target_std[h] = head.at("target").at("std").get<double>();
-        ES_CHECK(std::isfinite(nets.target_mean[h]) && std::isfinite(nets.target_std[h]) &&
-                     nets.target_std[h] > 0,
-                 "{}: cost head '{}' has target mean {} and std {}", path, kHeadNames[h],
-                 nets.target_mean[h], nets.target_std[h]);
-        check_sizes(nets.cost_head[h].in() == nets.cost_table.out() && nets.cost_head[h].out() == 1,
-                    path, std::string("cost ") + kHeadNames[h]);
-      }
-    } else {
-      const Mlp ih = mlp_from(dir, n.at("gru_ih"), path), hh = mlp_from(dir, n.at("gru_hh"), path);
-      check_sizes(ih.layers.size() == 1 && hh.layers.size() == 1, path, "GRU");
-      nets.gru.ih = ih.layers[0];
-      nets.gru.hh = hh.layers[0];
-      const int H = nets.gru.hidden();
-      check_sizes(nets.gru.ih.in == E + static_cast<int>(nd) && nets.gru.ih.out == 3 * H &&
-                      nets.gru.hh.out == 3 * H && H <= Mlp::kMaxWidth,
-                  path, "GRU");
+  const auto strings = [&](const char* pointer) {
+    return json_field(m, pointer, JsonKind::kStrings, path).get<std::vector<std::string>>();
+  };
+  nets.kind = parse_policy_kind(json_field(m, "/policy", JsonKind::kString, path).get<std::string>());
+  const auto names = strings("/features");
+  ES_CHECK(names == policy_feature_names(),
+           "{}: the policy was trained on {} table features, this embshard computes {} "
+           "(features differ: retrain the policy)",
+           path, names.size(), policy_feature_names().size());
+  const auto device_names = strings("/device_features");
+  ES_CHECK(device_names == policy_device_feature_names(nets.kind),
+           "{}: the policy was trained on {} device features, this embshard computes {} "
+           "(features differ: retrain the policy)",
+           path, device_names.size(), policy_device_feature_names(nets.kind).size());
+  const size_t nf = policy_feature_names().size();
+  const size_t nd = device_names.size();
+  nets.features = normaliser_from(m, "/normaliser", nf, path);
+  const auto mlp = [&](const std::string& name) { return mlp_from(dir, m, "/networks/" + name, path); };
+  nets.policy_table = mlp("policy_table");
+  nets.policy_logit = mlp("policy_logit");
+  const int E = nets.policy_table.out();
+  check_sizes(nets.policy_table.in() == static_cast<int>(nf), path, "policy table");
+  if (nets.kind == PolicyKind::kDreamShard) {
+    nets.cost_table = mlp("cost_table");
+    check_sizes(nets.cost_table.in() == static_cast<int>(nf), path, "cost table");
+    for (int h = 0; h < kCostHeads; ++h) {
+      const std::string head = std::string("cost_") + kHeadNames[h];
+      nets.cost_head[h] = mlp(head + "/mlp");
+      const auto number = [&](const char* key) {
+        return json_field(m, "/networks/" + head + "/target/" + key, JsonKind::kNumber, path)
+            .get<double>();
+      };
+      nets.target_mean[h] = number("mean");
+      nets.target_std[h] = number("std");
+      ES_CHECK(std::isfinite(nets.target_mean[h]) && std::isfinite(nets.target_std[h]) &&
+                   nets.target_std[h] > 0,
+               "{}: cost head '{}' has target mean {} and std {}", path, kHeadNames[h],
+               nets.target_mean[h], nets.target_std[h]);
+      check_sizes(nets.cost_head[h].in() == nets.cost_table.out() && nets.cost_head[h].out() == 1,
+                  path, std::string("cost ") + kHeadNames[h]);
     }
-    check_sizes(nets.policy_logit.in() == E + static_cast<int>(nd) + nets.context_size() &&
-                    nets.policy_logit.out() == 1,
-                path, "policy logit");
-  } catch (const json::exception& e) {
-    ES_THROW("{}: malformed manifest: {}", path, e.what());
+  } else {
+    const Mlp ih = mlp("gru_ih"), hh = mlp("gru_hh");
+    check_sizes(ih.layers.size() == 1 && hh.layers.size() == 1, path, "GRU");
+    nets.gru.ih = ih.layers[0];
+    nets.gru.hh = hh.layers[0];
+    const int H = nets.gru.hidden();
+    check_sizes(nets.gru.ih.in == E + static_cast<int>(nd) && nets.gru.ih.out == 3 * H &&
+                    nets.gru.hh.out == 3 * H && H <= Mlp::kMaxWidth,
+                path, "GRU");
   }
+  check_sizes(nets.policy_logit.in() == E + static_cast<int>(nd) + nets.context_size() &&
+                  nets.policy_logit.out() == 1,
+              path, "policy logit");
   nets.info = m;
   nets.prepare();
   return nets;

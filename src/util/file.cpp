@@ -276,6 +276,9 @@ void check_writable(const std::string& path, const std::string& what) {
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
   const int err = errno;
   if (fd >= 0) {
+    // Guarded once made (not before: a file of that name that was there is
+    // not ours to remove), so that a signal now does not leave it behind.
+    const TempFileGuard guard(probe);
     ::close(fd);
     ::unlink(probe.c_str());
   }
@@ -297,7 +300,10 @@ void check_writable_directory(const std::string& path, const std::string& what) 
   const fs::path probe = dir / fmt::format(".embshard-probe.{}", static_cast<long>(getpid()));
   const int rc = ::mkdir(probe.c_str(), 0700);
   const int err = errno;
-  if (rc == 0) ::rmdir(probe.c_str());
+  if (rc == 0) {
+    const TempFileGuard guard(probe.string(), /*directory=*/true);  // as in check_writable
+    ::rmdir(probe.c_str());
+  }
   ES_CHECK(rc == 0 || (err == EEXIST && ::access(dir.c_str(), W_OK) == 0),
            "{}cannot write the directory '{}': nothing can be made in '{}' ({})", prefix, path,
            exists ? path : dir.string(), std::strerror(err));

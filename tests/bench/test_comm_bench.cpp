@@ -133,9 +133,15 @@ TEST(CommBench, ReferencesComeFromCommFilesOnly) {
   EXPECT_EQ(exchange_references_of(comm_bench_header(o, 2, {"a", "a"}, {0.3, 0.4}), "c.jsonl", 2,
                                    512, 512),
             (std::vector<double>{0.3, 0.4}));
+  // A field of another type is named (an edited file).
+  json edited = h;
+  edited["probe"]["reference_ms"] = "fast";
+  EXPECT_NE(testing::error_of([&] { exchange_references_of(edited, "c.jsonl", 2, 512, 64); })
+                .find("c.jsonl: field '/probe/reference_ms' is \"fast\", expected an array of numbers"),
+            std::string::npos);
   h["format"] = "embshard-compute-costs";
   EXPECT_NE(testing::error_of([&] { exchange_references_of(h, "c.jsonl", 2, 512, 64); })
-                .find("c.jsonl: format is 'embshard-compute-costs'"),
+                .find("c.jsonl: format is \"embshard-compute-costs\""),
             std::string::npos);
 }
 

@@ -192,11 +192,22 @@ TEST(ComputeBench, ForeignFilesAndMissingDirectoriesFailFirst) {
       o.reference_from = dir.file("comm.jsonl");
     }
     EXPECT_NE(testing::error_of([&] { run_compute_bench(o, silent_reporter()); })
-                  .find("format is 'embshard-comm-costs'"),
+                  .find("format is \"embshard-comm-costs\""),
               std::string::npos)
         << as_reference;
   }
   EXPECT_EQ(slurp(dir.file("comm.jsonl")), before);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("costs.jsonl")));
+  // A reference of the wrong type in an edited file is named.
+  spit(dir.file("edited.jsonl"),
+       "{\"format\":\"embshard-compute-costs\",\"version\":2,\"probe\":{\"reference\":"
+       "{\"reference_ms\":\"3 ms\"}}}\n");
+  ComputeBenchOptions edited = small_options(workload, dir.file("costs.jsonl"));
+  edited.reference_from = dir.file("edited.jsonl");
+  const std::string e = testing::error_of([&] { run_compute_bench(edited, silent_reporter()); });
+  EXPECT_NE(e.find("edited.jsonl: probe.reference: field '/reference_ms' is \"3 ms\", expected a number"),
+            std::string::npos)
+      << e;
   EXPECT_FALSE(std::filesystem::exists(dir.file("costs.jsonl")));
   ComputeBenchOptions o = small_options(workload, dir.file("missing/costs.jsonl"));
   o.reference_window_s = 600;  // would take ten minutes if measured first

@@ -29,7 +29,7 @@ TEST(CostData, BadRecordsAreSkippedAndCounted) {
   testing::write_synth_compute(path, 60, 1);
   std::string text = read_file(path);
   // Line 3 gets a negative ms, line 5 is garbage, line 7 a null ms, line 9 no
-  // tables, and the last line is torn.
+  // tables, line 11 a table's rows as text, and the last line is torn.
   std::vector<std::string> lines;
   for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) {
     lines.push_back(text.substr(at, nl - at));
@@ -44,20 +44,26 @@ TEST(CostData, BadRecordsAreSkippedAndCounted) {
   r = nlohmann::json::parse(lines[8]);
   r.erase("tables");
   lines[8] = r.dump();
+  r = nlohmann::json::parse(lines[10]);
+  r["tables"][0]["rows"] = "many";
+  lines[10] = r.dump();
   text.clear();
   for (const auto& l : lines) text += l + "\n";
   text += "{\"sample\": 60, \"tables\": [";
   write_file_atomic(path, text);
   const ComputeData data = load_compute_data(path);
-  ASSERT_EQ(data.problems.size(), 5u);
+  ASSERT_EQ(data.problems.size(), 6u);
   EXPECT_EQ(data.problems[0].line, 3);
   EXPECT_NE(data.problems[0].reason.find("ms"), std::string::npos);
   EXPECT_EQ(data.problems[1].line, 5);
   EXPECT_EQ(data.problems[2].line, 7);
   EXPECT_EQ(data.problems[3].line, 9);
-  EXPECT_EQ(data.problems[3].reason, "malformed record: key 'tables' not found");
-  EXPECT_EQ(data.problems[4].line, 62);
-  EXPECT_EQ(data.records.size(), 56u);
+  EXPECT_EQ(data.problems[2].reason, "field '/ms' is null, expected a number");
+  EXPECT_EQ(data.problems[3].reason, "field '/tables' is missing");
+  EXPECT_EQ(data.problems[4].line, 11);
+  EXPECT_EQ(data.problems[4].reason, "field '/tables/0/rows' is \"many\", expected a whole number");
+  EXPECT_EQ(data.problems[5].line, 62);
+  EXPECT_EQ(data.records.size(), 55u);
   // Too many bad records: the file is refused, not trained on.
   LoadOptions strict_share;
   strict_share.max_bad_share = 0.05;

@@ -112,7 +112,7 @@ TEST(ReferenceScale, ComesFromTheModelsTrainingData) {
             std::string::npos);
   model_with(dir, {{"comm", {json{{"num_devices", "four"}}}}});
   EXPECT_NE(testing::error_of([&] { model_reference_scale("neural", model, kCpu, 4, 2048); })
-                .find("manifest.json: not JSON, or a field of the wrong type"),
+                .find("manifest.json: field '/data/comm/0/num_devices' is \"four\""),
             std::string::npos);
   testing::spit(dir.file("model/manifest.json"), "{");
   EXPECT_NE(testing::error_of([&] { model_reference_scale("neural", model, kCpu, 4, 2048); })
@@ -147,8 +147,17 @@ TEST(ReferenceScale, AFittedModelHasItsFitDatasScale) {
   manifest["fitted"]["scale"].erase("compute");
   testing::spit(dir.file("model/manifest.json"), manifest.dump());
   const auto open = [&] { model_reference_scale("neural", dir.file("model"), kCpu, 4, 2048); };
-  EXPECT_NE(testing::error_of(open).find("manifest.json: field 'fitted.scale' has no 'compute' list"),
+  EXPECT_NE(testing::error_of(open).find("manifest.json: field '/fitted/scale/compute' is missing"),
             std::string::npos);
+  // A field of another type is named, not the JSON library's nameless type error.
+  manifest["fitted"]["scale"]["compute"] = {compute_entry(3.9)};
+  manifest["fitted"]["scale"]["comm"][0]["num_devices"] = "four";
+  testing::spit(dir.file("model/manifest.json"), manifest.dump());
+  EXPECT_NE(testing::error_of(open).find(
+                "manifest.json: field '/fitted/scale/comm/0/num_devices' is \"four\", expected a "
+                "whole number >= 0"),
+            std::string::npos)
+      << testing::error_of(open);
 }
 
 // A copy of the shipped neural model whose data entries say they were

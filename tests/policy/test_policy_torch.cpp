@@ -4,6 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "embshard/cost/cost_model.h"
 #include "embshard/cost/neural/model_file.h"
@@ -104,6 +109,23 @@ TEST(TrainPolicy, ResumesToTheSameWeights) {
     FAIL() << "a checkpoint of other options was resumed";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("seed"), std::string::npos) << e.what();
+  }
+  // An edited checkpoint: a field of another type, or an index past the
+  // run's devices, is named before anything reads it.
+  part.seed = o.seed;
+  const std::string state_path = part.out_dir + "/checkpoint/state.json";
+  const nlohmann::json state = nlohmann::json::parse(testing::slurp(state_path));
+  ASSERT_FALSE(state.at("samples").empty());
+  for (const auto& [field, value, needle] :
+       std::vector<std::tuple<const char*, nlohmann::json, std::string>>{
+           {"device_of", {99}, "field '/samples/0/device_of' holds 99, the run has 4 devices"},
+           {"pool", "first", "field '/samples/0/pool' is \"first\", expected a whole number >= 0"},
+           {"tables", {100000}, "field '/samples/0/tables' holds 100000, pool 0 has 40 tables"}}) {
+    nlohmann::json edited = state;
+    edited["samples"][0][field] = value;
+    testing::spit(state_path, edited.dump());
+    const std::string e = testing::error_of([&] { train_policy(part); });
+    EXPECT_NE(e.find("state.json: " + needle), std::string::npos) << e;
   }
 }
 

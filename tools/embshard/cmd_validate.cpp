@@ -14,6 +14,7 @@
 #include "embshard/cost/neural/validate.h"
 #include "embshard/eval/ranking.h"
 #include "embshard/util/error.h"
+#include "embshard/util/json_field.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/text_table.h"
 
@@ -99,8 +100,9 @@ void run_validate(const ValidateArgs& args) {
     const NeuralModel model = load_neural_model(args.model_dir);
     // Judged on the ground truth the model learned: a model trained on raw
     // medians (train --raw, a GPU's) against the records' raw medians.
-    const json& data = model.info.value("data", json::object());
-    const bool raw = args.raw || data.value("ground_truth", "") == ground_truth_label(false);
+    const json* truth = json_optional(model.info, "/data/ground_truth", JsonKind::kString,
+                                      neural_model_dir(args.model_dir) + "/" + kManifestFile);
+    const bool raw = args.raw || (truth && *truth == ground_truth_label(false));
     if (raw && !args.raw) {
       stderr_reporter().note("validate: against the records' raw medians, as the model was "
                              "trained (--raw implied)");

@@ -19,6 +19,7 @@
 #include "embshard/cost/neural/model_file.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/json_field.h"
 
 namespace embshard {
 namespace {
@@ -138,10 +139,11 @@ json normaliser_json(const Normaliser& n) {
   return j;
 }
 
-Normaliser normaliser_from(const json& j, size_t features, const std::string& where) {
+Normaliser normaliser_from(const json& manifest, const std::string& pointer, size_t features,
+                           const std::string& where) {
   Normaliser n;
-  n.mean = j.at("mean").get<std::vector<float>>();
-  n.scale = j.at("scale").get<std::vector<float>>();
+  n.mean = json_field(manifest, pointer + "/mean", JsonKind::kNumbers, where).get<std::vector<float>>();
+  n.scale = json_field(manifest, pointer + "/scale", JsonKind::kNumbers, where).get<std::vector<float>>();
   ES_CHECK(n.mean.size() == features && n.scale.size() == features,
            "{}: normalisation has {} means and {} scales, expected {} (one per feature)", where,
            n.mean.size(), n.scale.size(), features);
@@ -150,12 +152,10 @@ Normaliser normaliser_from(const json& j, size_t features, const std::string& wh
              "{}: normalisation of feature {} is mean {} and scale {}, expected finite, scale > 0",
              where, i, n.mean[i], n.scale[i]);
   }
-  if (j.contains("clamp")) {
-    ES_CHECK(j["clamp"].is_number(), "{}: field 'clamp' is {}, expected a number", where,
-             j["clamp"].dump());
-    n.clamp = j["clamp"].get<float>();
-    ES_CHECK(std::isfinite(n.clamp) && n.clamp > 0, "{}: field 'clamp' is {}, expected > 0", where,
-             j["clamp"].dump());
+  if (const json* clamp = json_optional(manifest, pointer + "/clamp", JsonKind::kNumber, where)) {
+    n.clamp = clamp->get<float>();
+    ES_CHECK(std::isfinite(n.clamp) && n.clamp > 0, "{}: field '{}/clamp' is {}, expected > 0",
+             where, pointer, clamp->dump());
   }
   return n;
 }
@@ -168,19 +168,24 @@ json mlp_entry(const std::string& dir, const std::string& file, const Mlp& mlp) 
   return {{"file", file}, {"sizes", mlp.sizes()}, {"crc32", crc32_of(bytes.data(), bytes.size() - 4)}};
 }
 
-Mlp mlp_from(const std::string& dir, const json& entry, const std::string& manifest) {
+Mlp mlp_from(const std::string& dir, const json& manifest, const std::string& pointer,
+             const std::string& manifest_path) {
+  const auto field = [&](const char* key, JsonKind kind) -> const json& {
+    return json_field(manifest, pointer + "/" + key, kind, manifest_path);
+  };
   const std::string path =
-      (std::filesystem::path(dir) / entry.at("file").get<std::string>()).string();
-  ES_CHECK(file_exists(path), "{}: weight file missing (named by {})", path, manifest);
-  Mlp mlp = decode_mlp(path, entry.at("sizes").get<std::vector<int>>());  // checks the trailer
+      (std::filesystem::path(dir) / field("file", JsonKind::kString).get<std::string>()).string();
+  ES_CHECK(file_exists(path), "{}: weight file missing (named by {})", path, manifest_path);
+  // decode_mlp checks the trailer.
+  Mlp mlp = decode_mlp(path, field("sizes", JsonKind::kCounts).get<std::vector<int>>());
   const std::string bytes = read_file(path);
   // Manifests written before 2026-11-26 (stop 37) hold the whole file's CRC,
   // the residue every intact file has: they cannot tell a replaced file.
-  const uint32_t expected = entry.at("crc32").get<uint32_t>();
+  const uint32_t expected = field("crc32", JsonKind::kCount).get<uint32_t>();
   ES_CHECK(expected == kCrcResidue || crc32_of(bytes.data(), bytes.size() - 4) == expected,
            "{}: weights differ from those {} names (CRC {:08x}, expected {:08x}): the file was "
            "replaced or edited",
-           path, manifest, crc32_of(bytes.data(), bytes.size() - 4), expected);
+           path, manifest_path, crc32_of(bytes.data(), bytes.size() - 4), expected);
   return mlp;
 }
 
@@ -188,89 +193,29 @@ namespace {
 
 // A network's target (standardised log ms): a finite mean within e^+-50 ms
 // and a positive std (a bad one predicts absurd costs with no error).
-void read_target(const json& net, const std::string& manifest, const char* which, double& mean,
-                 double& std) {
-  mean = net.at("target").at("mean").get<double>();
-  std = net.at("target").at("std").get<double>();
+void read_target(const json& manifest, const std::string& net, const std::string& path,
+                 const char* which, double& mean, double& std) {
+  mean = json_field(manifest, net + "/target/mean", JsonKind::kNumber, path).get<double>();
+  std = json_field(manifest, net + "/target/std", JsonKind::kNumber, path).get<double>();
   ES_CHECK(std::isfinite(mean) && std::abs(mean) <= 50 && std::isfinite(std) && std > 0 && std <= 50,
            "{}: the {} network's target is mean {} and std {}, expected |mean| <= 50 and 0 < std "
            "<= 50 (log ms)",
-           manifest, which, mean, std);
+           path, which, mean, std);
 }
 
-void check_names(const json& net, const std::vector<std::string>& expected,
-                 const std::string& manifest, const char* which) {
-  const auto names = net.at("features").get<std::vector<std::string>>();
+void check_names(const json& manifest, const std::string& net,
+                 const std::vector<std::string>& expected, const std::string& path,
+                 const char* which) {
+  const auto names =
+      json_field(manifest, net + "/features", JsonKind::kStrings, path).get<std::vector<std::string>>();
   if (names == expected) return;
   size_t i = 0;
   while (i < names.size() && i < expected.size() && names[i] == expected[i]) ++i;
   ES_THROW("{}: the {} network has {} features, this embshard computes {}; feature {} is {} in "
            "the manifest but {} here (features differ: retrain the model)",
-           manifest, which, names.size(), expected.size(), i,
+           path, which, names.size(), expected.size(), i,
            i < names.size() ? "'" + names[i] + "'" : std::string("missing"),
            i < expected.size() ? "'" + expected[i] + "'" : std::string("absent"));
-}
-
-// Every field the reader takes, by pointer, is there and of its type, so
-// that a bad one is an error naming it ("field '/networks/compute/target/mean'
-// is "x", expected a number"), not the JSON library's nameless type error.
-void check_field_types(const json& manifest, const std::string& path) {
-  enum Kind { kCount, kNumber, kNumbers, kCounts, kStrings, kString };
-  static const char* const kExpected[] = {"a whole number >= 0", "a number",
-                                          "an array of numbers", "an array of whole numbers",
-                                          "an array of strings", "a string"};
-  std::vector<std::pair<std::string, Kind>> fields = {
-      {"/batch_size", kCount}, {"/max_batch_size", kCount}, {"/comm_batch_size", kCount},
-      {"/comm_max_batch_size", kCount}};
-  const auto net = [&](const std::string& at, std::initializer_list<const char*> mlps) {
-    for (const auto& [field, kind] : std::initializer_list<std::pair<const char*, Kind>>{
-             {"/features", kStrings}, {"/normaliser/mean", kNumbers},
-             {"/normaliser/scale", kNumbers}, {"/target/mean", kNumber},
-             {"/target/std", kNumber}}) {
-      fields.emplace_back(at + field, kind);
-    }
-    for (const char* mlp : mlps) {
-      fields.emplace_back(at + "/" + mlp + "/file", kString);
-      fields.emplace_back(at + "/" + mlp + "/sizes", kCounts);
-      fields.emplace_back(at + "/" + mlp + "/crc32", kCount);
-    }
-  };
-  net("/networks/compute", {"table_mlp", "head_mlp"});
-  fields.emplace_back("/networks/compute/pooling", kString);
-  if (manifest.contains("batch_correction")) fields.emplace_back("/batch_correction", kNumber);
-  if (manifest.contains("networks") && manifest["networks"].is_object() &&
-      manifest["networks"].contains("comm_fwd")) {
-    net("/networks/comm_fwd", {"mlp"});
-    net("/networks/comm_bwd", {"mlp"});
-    fields.emplace_back("/comm_max_delay_ms", kNumber);
-  }
-  const auto is = [](const json& v, Kind kind) {
-    const auto all = [&](auto pred) { return v.is_array() && std::all_of(v.begin(), v.end(), pred); };
-    switch (kind) {
-      case kCount: return v.is_number_unsigned();
-      case kNumber: return v.is_number();
-      case kNumbers: return all([](const json& x) { return x.is_number(); });
-      case kCounts: return all([](const json& x) { return x.is_number_unsigned(); });
-      case kStrings: return all([](const json& x) { return x.is_string(); });
-      case kString: return v.is_string();
-    }
-    return false;
-  };
-  for (const auto& [pointer, kind] : fields) {
-    // Down the pointer's keys: the first that is missing, or that is not an
-    // object where one is needed, is named.
-    const json* v = &manifest;
-    for (size_t at = 1, end; at <= pointer.size(); at = end + 1) {
-      end = std::min(pointer.find('/', at), pointer.size());
-      const std::string key = pointer.substr(at, end - at), here = pointer.substr(0, end);
-      ES_CHECK(v->is_object(), "{}: field '{}' is {}, expected an object", path,
-               pointer.substr(0, at - 1), v->dump().substr(0, 80));
-      ES_CHECK(v->contains(key), "{}: field '{}' is missing", path, here);
-      v = &(*v)[key];
-    }
-    ES_CHECK(is(*v, kind), "{}: field '{}' is {}, expected {}", path, pointer,
-             v->dump().substr(0, 80), kExpected[kind]);
-  }
 }
 
 }  // namespace
@@ -327,52 +272,50 @@ NeuralModel load_neural_model(const std::string& given) {
            kManifestFormat);
   ES_CHECK(version == kManifestVersion, "{}: manifest version {}, this embshard reads version {}",
            path, version.dump(), kManifestVersion);
-  check_field_types(manifest, path);
   NeuralModel m;
-  try {
-    m.batch_size = manifest.at("batch_size").get<int64_t>();
-    m.max_batch_size = manifest.at("max_batch_size").get<int64_t>();
-    m.comm_batch_size = manifest.at("comm_batch_size").get<int64_t>();
-    m.comm_max_batch_size = manifest.at("comm_max_batch_size").get<int64_t>();
-    m.batch_correction = manifest.value("batch_correction", 0.0);
-    ES_CHECK(std::isfinite(m.batch_correction) && std::abs(m.batch_correction) < 4,
-             "{}: batch_correction is {}, must be a number in (-4, 4)", path, m.batch_correction);
-    const json& nets = manifest.at("networks");
-    const json& c = nets.at("compute");
-    check_names(c, compute_feature_names(), path, "compute");
-    ES_CHECK(c.value("pooling", "") == "sum_exp_log",
-             "{}: compute pooling '{}', this embshard "
-             "implements 'sum_exp_log'",
-             path, c.value("pooling", ""));
-    m.compute.features = normaliser_from(c.at("normaliser"), compute_feature_names().size(), path);
-    m.compute.table = mlp_from(dir, c.at("table_mlp"), path);
-    m.compute.head = mlp_from(dir, c.at("head_mlp"), path);
-    read_target(c, path, "compute", m.compute.target_mean, m.compute.target_std);
-    ES_CHECK(m.compute.table.in() == static_cast<int>(compute_feature_names().size()) &&
-                 m.compute.table.out() == m.compute.head.in() && m.compute.head.out() == 1,
-             "{}: compute networks do not fit together (sizes {} -> {} -> {} -> 1)", path,
-             m.compute.table.in(), m.compute.table.out(), m.compute.head.in());
-    m.has_comm = nets.contains("comm_fwd");
-    const auto comm = [&](const char* key, const std::vector<std::string>& names, CommNet& net) {
-      const json& j = nets.at(key);
-      check_names(j, names, path, key);
-      net.features = normaliser_from(j.at("normaliser"), names.size(), path);
-      net.mlp = mlp_from(dir, j.at("mlp"), path);
-      read_target(j, path, key, net.target_mean, net.target_std);
-      ES_CHECK(net.mlp.in() == static_cast<int>(names.size()) && net.mlp.out() == 1,
-               "{}: the {} network is {} -> {}, expected {} -> 1", path, key, net.mlp.in(),
-               net.mlp.out(), names.size());
-    };
-    if (m.has_comm) {
-      comm("comm_fwd", comm_fwd_feature_names(), m.comm_fwd);
-      comm("comm_bwd", comm_bwd_feature_names(), m.comm_bwd);
-      m.comm_max_delay_ms = manifest.at("comm_max_delay_ms").get<double>();
-      ES_CHECK(std::isfinite(m.comm_max_delay_ms) && m.comm_max_delay_ms >= 0,
-               "{}: comm_max_delay_ms is {}, must be a finite number >= 0", path,
-               m.comm_max_delay_ms);
-    }
-  } catch (const json::exception& e) {
-    ES_THROW("{}: malformed manifest: {}", path, e.what());
+  const auto count = [&](const char* pointer) {
+    return json_field(manifest, pointer, JsonKind::kCount, path).get<int64_t>();
+  };
+  m.batch_size = count("/batch_size");
+  m.max_batch_size = count("/max_batch_size");
+  m.comm_batch_size = count("/comm_batch_size");
+  m.comm_max_batch_size = count("/comm_max_batch_size");
+  const json* correction = json_optional(manifest, "/batch_correction", JsonKind::kNumber, path);
+  m.batch_correction = correction ? correction->get<double>() : 0.0;
+  ES_CHECK(std::isfinite(m.batch_correction) && std::abs(m.batch_correction) < 4,
+           "{}: batch_correction is {}, must be a number in (-4, 4)", path, m.batch_correction);
+  const std::string c = "/networks/compute";
+  check_names(manifest, c, compute_feature_names(), path, "compute");
+  const std::string pooling = json_field(manifest, c + "/pooling", JsonKind::kString, path);
+  ES_CHECK(pooling == "sum_exp_log", "{}: compute pooling '{}', this embshard implements 'sum_exp_log'",
+           path, pooling);
+  m.compute.features = normaliser_from(manifest, c + "/normaliser", compute_feature_names().size(), path);
+  m.compute.table = mlp_from(dir, manifest, c + "/table_mlp", path);
+  m.compute.head = mlp_from(dir, manifest, c + "/head_mlp", path);
+  read_target(manifest, c, path, "compute", m.compute.target_mean, m.compute.target_std);
+  ES_CHECK(m.compute.table.in() == static_cast<int>(compute_feature_names().size()) &&
+               m.compute.table.out() == m.compute.head.in() && m.compute.head.out() == 1,
+           "{}: compute networks do not fit together (sizes {} -> {} -> {} -> 1)", path,
+           m.compute.table.in(), m.compute.table.out(), m.compute.head.in());
+  m.has_comm = json_optional(manifest, "/networks/comm_fwd", JsonKind::kObject, path) != nullptr;
+  const auto comm = [&](const char* key, const std::vector<std::string>& names, CommNet& net) {
+    const std::string j = std::string("/networks/") + key;
+    check_names(manifest, j, names, path, key);
+    net.features = normaliser_from(manifest, j + "/normaliser", names.size(), path);
+    net.mlp = mlp_from(dir, manifest, j + "/mlp", path);
+    read_target(manifest, j, path, key, net.target_mean, net.target_std);
+    ES_CHECK(net.mlp.in() == static_cast<int>(names.size()) && net.mlp.out() == 1,
+             "{}: the {} network is {} -> {}, expected {} -> 1", path, key, net.mlp.in(),
+             net.mlp.out(), names.size());
+  };
+  if (m.has_comm) {
+    comm("comm_fwd", comm_fwd_feature_names(), m.comm_fwd);
+    comm("comm_bwd", comm_bwd_feature_names(), m.comm_bwd);
+    m.comm_max_delay_ms =
+        json_field(manifest, "/comm_max_delay_ms", JsonKind::kNumber, path).get<double>();
+    ES_CHECK(std::isfinite(m.comm_max_delay_ms) && m.comm_max_delay_ms >= 0,
+             "{}: comm_max_delay_ms is {}, must be a finite number >= 0", path,
+             m.comm_max_delay_ms);
   }
   ES_CHECK(m.batch_size > 0 && m.max_batch_size >= m.batch_size,
            "{}: batch_size {} / max_batch_size {} invalid", path, m.batch_size, m.max_batch_size);

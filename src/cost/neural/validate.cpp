@@ -20,10 +20,13 @@ using nlohmann::json;
 // compute file (its header, or a model's data entry) was measured; "" when
 // it does not say.
 std::string measured_on(const json& header) {
-  const json& executor = header.value("executor", json());
-  const json& cpu = header.value("machine", json::object()).value("cpu", json());
-  if (!executor.is_string() || !cpu.is_string()) return "";
-  return executor.get<std::string>() + " on " + cpu.get<std::string>();
+  // contains() is false where a key on the way is not an object.
+  const json::json_pointer executor("/executor"), cpu("/machine/cpu");
+  if (!header.contains(executor) || !header.contains(cpu) || !header.at(executor).is_string() ||
+      !header.at(cpu).is_string()) {
+    return "";
+  }
+  return header.at(executor).get<std::string>() + " on " + header.at(cpu).get<std::string>();
 }
 
 // A model that learned normalized costs judged on version 1 records (raw

@@ -74,13 +74,18 @@ NeuralModel load_neural_model(const std::string& dir);
 // The weight file format and the manifest pieces that name it, shared with
 // the other model directories (the placement policies, search/policy.h):
 // mlp_entry writes `dir`/`file` atomically and returns its manifest entry
-// {"file", "sizes", "crc32"}; mlp_from reads it back, checking existence,
-// sizes, checksum and finite weights (Error names the file and `manifest`).
+// {"file", "sizes", "crc32"}; mlp_from reads back the entry at `pointer`
+// (a JSON pointer, "/networks/policy_table") of `manifest`, the JSON of the
+// file at `manifest_path`, checking its fields, the weight file's existence,
+// sizes, checksum and finite weights (Error names the file or the field).
 nlohmann::json mlp_entry(const std::string& dir, const std::string& file, const Mlp& mlp);
-Mlp mlp_from(const std::string& dir, const nlohmann::json& entry, const std::string& manifest);
+Mlp mlp_from(const std::string& dir, const nlohmann::json& manifest, const std::string& pointer,
+             const std::string& manifest_path);
 nlohmann::json normaliser_json(const Normaliser& n);
-// Error (naming `where`) unless it holds `features` finite means and scales.
-Normaliser normaliser_from(const nlohmann::json& j, size_t features, const std::string& where);
+// The normaliser at `pointer` of `manifest`; Error (naming `where` and the
+// field) unless it holds `features` finite means and scales.
+Normaliser normaliser_from(const nlohmann::json& manifest, const std::string& pointer,
+                           size_t features, const std::string& where);
 
 // CRC-32 of a file's bytes (zlib), for the manifest's data file hashes.
 uint32_t file_crc32(const std::string& path);

@@ -1,0 +1,43 @@
+// Reading a JSON field by its path, with an error that names it.
+//
+// nlohmann's own type errors ("type must be number, but is string") do not
+// say which field; its JSON_DIAGNOSTICS mode does, but brings hundreds of
+// false -Warray-bounds warnings with GCC 12. Readers of files a person may
+// edit or a crash may cut short ask for their fields here instead.
+#pragma once
+
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace embshard {
+
+enum class JsonKind {
+  kObject,
+  kArray,
+  kString,
+  kNumber,
+  kInteger,  // a whole number, negative allowed
+  kCount,    // a whole number >= 0
+  kNumbers,  // an array of numbers
+  kCounts,   // an array of whole numbers >= 0
+  kStrings,  // an array of strings
+};
+
+// Whether `v` is of `kind`.
+bool json_is(const nlohmann::json& v, JsonKind kind);
+
+// The value at `pointer` ("/probe/reference_ms": keys below `root`, no
+// escapes) when it is of `kind`. Otherwise throws Error "<where>: field
+// '/probe/reference_ms' is missing", "... is "x", expected an array of
+// numbers", or, for a key on the way that is not an object, "field '/probe'
+// is 3, expected an object". Without `where` the message starts at "field".
+const nlohmann::json& json_field(const nlohmann::json& root, std::string_view pointer,
+                                 JsonKind kind, std::string_view where = {});
+
+// The same for a field that may be absent: nullptr when it (or a key on the
+// way) is missing; a present field of another kind is the error above.
+const nlohmann::json* json_optional(const nlohmann::json& root, std::string_view pointer,
+                                    JsonKind kind, std::string_view where = {});
+
+}  // namespace embshard

@@ -1,0 +1,115 @@
+#include "embshard/util/json_field.h"
+
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "embshard/util/error.h"
+
+namespace embshard {
+
+namespace {
+
+using nlohmann::json;
+
+const char* expected(JsonKind kind) {
+  switch (kind) {
+    case JsonKind::kObject: return "an object";
+    case JsonKind::kArray: return "an array";
+    case JsonKind::kString: return "a string";
+    case JsonKind::kNumber: return "a number";
+    case JsonKind::kInteger: return "a whole number";
+    case JsonKind::kCount: return "a whole number >= 0";
+    case JsonKind::kNumbers: return "an array of numbers";
+    case JsonKind::kCounts: return "an array of whole numbers >= 0";
+    case JsonKind::kStrings: return "an array of strings";
+  }
+  return "?";
+}
+
+}  // namespace
+
+bool json_is(const json& v, JsonKind kind) {
+  // A count built in memory from a signed integer is stored as signed; one
+  // parsed from text as unsigned.
+  const auto count = [](const json& x) {
+    return x.is_number_unsigned() || (x.is_number_integer() && x.get<int64_t>() >= 0);
+  };
+  const auto all = [&](auto pred) { return v.is_array() && std::all_of(v.begin(), v.end(), pred); };
+  switch (kind) {
+    case JsonKind::kObject: return v.is_object();
+    case JsonKind::kArray: return v.is_array();
+    case JsonKind::kString: return v.is_string();
+    case JsonKind::kNumber: return v.is_number();
+    case JsonKind::kInteger: return v.is_number_integer();
+    case JsonKind::kCount: return count(v);
+    case JsonKind::kNumbers: return all([](const json& x) { return x.is_number(); });
+    case JsonKind::kCounts: return all(count);
+    case JsonKind::kStrings: return all([](const json& x) { return x.is_string(); });
+  }
+  return false;
+}
+
+namespace {
+
+// Thrown as it is: the file:line of ES_CHECK would point here, not at the
+// reader, and a record reader's caller adds the file and line.
+[[noreturn]] void fail(std::string_view where, std::string_view pointer, const std::string& what) {
+  throw Error(fmt::format("{}{}field '{}' {}", where, where.empty() ? "" : ": ", pointer, what));
+}
+
+// Down the pointer's keys (an array's by index): nullptr at the first
+// missing one; one that is not an object or array where the path goes on
+// is the error.
+const json* walk(const json& root, std::string_view pointer, std::string_view where) {
+  const json* v = &root;
+  for (size_t at = 1, end; at <= pointer.size(); at = end + 1) {
+    end = std::min(pointer.find('/', at), pointer.size());
+    const std::string key(pointer.substr(at, end - at));
+    if (v->is_array() && !key.empty() &&
+        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      const size_t i = std::stoul(key);
+      if (i >= v->size()) return nullptr;
+      v = &(*v)[i];
+      continue;
+    }
+    if (!v->is_object()) {
+      fail(where, pointer.substr(0, at - 1), fmt::format("is {}, expected an object", v->dump().substr(0, 80)));
+    }
+    const auto it = v->find(key);
+    if (it == v->end()) return nullptr;
+    v = &*it;
+  }
+  return v;
+}
+
+}  // namespace
+
+const json* json_optional(const json& root, std::string_view pointer, JsonKind kind,
+                          std::string_view where) {
+  const json* v = walk(root, pointer, where);
+  if (v != nullptr && !json_is(*v, kind)) {
+    fail(where, pointer, fmt::format("is {}, expected {}", v->dump().substr(0, 80), expected(kind)));
+  }
+  return v;
+}
+
+const json& json_field(const json& root, std::string_view pointer, JsonKind kind,
+                       std::string_view where) {
+  const json* v = json_optional(root, pointer, kind, where);
+  if (v == nullptr) {
+    // Name the first key that is missing, not the whole path.
+    size_t end = pointer.size();
+    for (size_t at = pointer.find('/', 1); at != std::string_view::npos; at = pointer.find('/', at + 1)) {
+      if (walk(root, pointer.substr(0, at), where) == nullptr) {
+        end = at;
+        break;
+      }
+    }
+    fail(where, pointer.substr(0, end), "is missing");
+  }
+  return *v;
+}
+
+}  // namespace embshard
