@@ -25,6 +25,7 @@
 #include "embshard/bench/comm.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/json_field.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/record_file.h"
 #include "embshard/util/statistics.h"
@@ -67,9 +68,11 @@ int64_t open_output(const CommBenchOptions& o, int n, const std::vector<std::str
   }
   const auto& existing = out->records();
   for (size_t i = 0; i < existing.size(); ++i) {
-    ES_CHECK(existing[i].value("sample", int64_t{-1}) == static_cast<int64_t>(i),
-             "{}: record {} has sample {}, expected {}: the file is not a clean run", o.out_path,
-             i + 1, existing[i].value("sample", json()).dump(), i);
+    const json* sample = json_optional(existing[i], "/sample", JsonKind::kCount,
+                                       fmt::format("{}: record {}", o.out_path, i + 1));
+    ES_CHECK(sample && *sample == i,
+             "{}: record {} has sample {}, expected {}: the file is not a clean run",
+             o.out_path, i + 1, sample ? sample->dump() : "none", i);
   }
   return static_cast<int64_t>(existing.size());
 }

@@ -213,11 +213,13 @@ std::string passes_summary(int passes) {
 }
 
 // "median of R runs after W warm-up", and the passes when there were several.
-std::string measurement_of(const nlohmann::json& header) {
-  const int passes = header.value("passes", 1);
-  return fmt::format("median of {} runs after {} warm-up{}", header.value("repeats", 0),
-                     header.value("warmup", 0),
-                     passes_summary(passes));
+std::string measurement_of(const nlohmann::json& header, const std::string& path) {
+  const auto count = [&](const char* pointer, int64_t absent) {
+    const nlohmann::json* v = json_optional(header, pointer, JsonKind::kCount, path);
+    return v ? v->get<int64_t>() : absent;
+  };
+  return fmt::format("median of {} runs after {} warm-up{}", count("/repeats", 0),
+                     count("/warmup", 0), passes_summary(static_cast<int>(count("/passes", 1))));
 }
 
 double median_of(const std::vector<double>& values) { return values.empty() ? 0 : median(values); }
@@ -265,7 +267,7 @@ std::string collective_records_table(const std::string& path, const nlohmann::js
   }
   return fmt::format("{} collective costs in {} ({} ranks, batch {}, {}){}\n{}the analytic formula "
                      "({}) against the slowest rank: median error fwd {:.1f}%, bwd {:.1f}%\n",
-                     count, path, n, data.batch_size, measurement_of(header),
+                     count, path, n, data.batch_size, measurement_of(header, path),
                      first > 0 ? fmt::format("; the last {}:", count - first) : ":",
                      table.render(), analytic->name(), median_of(fwd_err), median_of(bwd_err));
 }
@@ -275,7 +277,7 @@ std::string collective_records_table(const std::string& path, const nlohmann::js
 std::string comm_records_table(const std::string& path, int64_t show) {
   nlohmann::json header;
   const auto records = RecordFile::read_all(path, &header, nullptr);
-  if (header.value("format", "") == kCollectiveFormat) {
+  if (header.value("format", nlohmann::json()) == kCollectiveFormat) {
     return collective_records_table(path, header, show);
   }
   TextTable table({"sample", "tables", "dim sums", "max delay ms", "fwd ms (ranks)",
@@ -308,8 +310,10 @@ std::string comm_records_table(const std::string& path, int64_t show) {
   }
   return fmt::format("{} all-to-all costs in {} ({} ranks, batch {}, {}){}\n{}median over samples "
                      "of the slowest rank: fwd {:.3f} ms, bwd {:.3f} ms\n",
-                     records.size(), path, header.value("num_devices", 0),
-                     header.value("batch_size", 0), measurement_of(header),
+                     records.size(), path,
+                     json_field(header, "/num_devices", JsonKind::kCount, path).get<int64_t>(),
+                     json_field(header, "/batch_size", JsonKind::kCount, path).get<int64_t>(),
+                     measurement_of(header, path),
                      first > 0 ? fmt::format("; the last {}:", records.size() - first) : ":",
                      table.render(), median_of(max_fwd), median_of(max_bwd));
 }

@@ -242,9 +242,11 @@ int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter
   // Records are numbered 0, 1, ...: anything else means a foreign or edited file.
   const auto& existing = out.records();
   for (size_t i = 0; i < existing.size(); ++i) {
-    ES_CHECK(existing[i].value("sample", int64_t{-1}) == static_cast<int64_t>(i),
-             "{}: record {} has sample {}, expected {}: the file is not a clean run", 
-             options.out_path, i + 1, existing[i].value("sample", json()).dump(), i);
+    const json* sample = json_optional(existing[i], "/sample", JsonKind::kCount,
+                                       fmt::format("{}: record {}", options.out_path, i + 1));
+    ES_CHECK(sample && *sample == i,
+             "{}: record {} has sample {}, expected {}: the file is not a clean run",
+             options.out_path, i + 1, sample ? sample->dump() : "none", i);
   }
   int64_t next = static_cast<int64_t>(existing.size());
   if (next >= options.samples) return next;
@@ -318,11 +320,12 @@ std::string compute_records_table(const std::string& path, int64_t show) {
       ES_THROW("{}: record {}: {}", path, i + 1, e.what());
     }
   }
-  const double reference_ms =
-      header.contains("probe") ? header["probe"].value("reference", json()).value("reference_ms", 0.0)
-                               : 0.0;
+  const json* reference = json_optional(header, "/probe/reference/reference_ms", JsonKind::kNumber, path);
+  const double reference_ms = reference ? reference->get<double>() : 0.0;
+  const json* executor = json_optional(header, "/executor", JsonKind::kString, path);
   return fmt::format("{} shard costs in {} (batch {}, {}; {}){}\n{}", records.size(), path,
-                     header.value("batch_size", 0), header.value("executor", "cpu"),
+                     json_field(header, "/batch_size", JsonKind::kCount, path).get<int64_t>(),
+                     executor ? executor->get<std::string>() : "cpu",
                      reference_ms > 0
                          ? fmt::format("normalized against the reference probe, {:.3f} ms quiet",
                                        reference_ms)

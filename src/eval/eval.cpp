@@ -22,6 +22,7 @@
 #include "embshard/search/planning.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/json_field.h"
 #include "embshard/util/machine.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/record_file.h"
@@ -303,7 +304,8 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     if (previous.contains("probe_reference")) {
       measured->set_probe_reference(probe_reference_from_json(
           previous["probe_reference"], o.out_path + ": probe_reference"));
-      reference_source = previous.value("reference_source", "the resumed file's");
+      const json* source = json_optional(previous, "/reference_source", JsonKind::kString, o.out_path);
+      reference_source = source ? source->get<std::string>() : "the resumed file's";
     } else if (o.reference == EvalOptions::Reference::kModel) {
       const ReferenceScale scale = model_reference_scale(
           o.cost_model, o.model_dir, measured->executor_name(), o.devices, pool.batch_size);

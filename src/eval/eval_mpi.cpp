@@ -13,6 +13,7 @@
 #include "embshard/eval/eval.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/json_field.h"
 #include "embshard/util/record_file.h"
 #include "embshard/util/reporter.h"
 
@@ -78,8 +79,9 @@ std::vector<double> comm_references_in(const std::string& path, int n) {
   if (!file_exists(path)) return {};
   nlohmann::json header;
   RecordFile::read_all(path, &header, nullptr);
-  const auto ms = header.value("comm_probe", nlohmann::json::object())
-                      .value("reference_ms", std::vector<double>{});
+  const nlohmann::json* recorded =
+      json_optional(header, "/comm_probe/reference_ms", JsonKind::kNumbers, path);
+  const auto ms = recorded ? recorded->get<std::vector<double>>() : std::vector<double>{};
   ES_CHECK(ms.empty() || static_cast<int>(ms.size()) == n,
            "{}: comm_probe.reference_ms holds {} ranks' times, the run has {} ranks", path,
            ms.size(), n);

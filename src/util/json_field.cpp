@@ -56,7 +56,10 @@ namespace {
 // Thrown as it is: the file:line of ES_CHECK would point here, not at the
 // reader, and a record reader's caller adds the file and line.
 [[noreturn]] void fail(std::string_view where, std::string_view pointer, const std::string& what) {
-  throw Error(fmt::format("{}{}field '{}' {}", where, where.empty() ? "" : ": ", pointer, what));
+  throw Error(fmt::format("{}{}{} {}", where, where.empty() ? "" : ": ",
+                          pointer.empty() ? std::string("the top level")
+                                          : fmt::format("field '{}'", pointer),
+                          what));
 }
 
 // Down the pointer's keys (an array's by index): nullptr at the first

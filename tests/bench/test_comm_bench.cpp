@@ -210,6 +210,13 @@ TEST(CommBench, TableOfAnEditedFileNamesTheRecord) {
     EXPECT_NE(e.find(path + ": record 2: "), std::string::npos) << e;
     EXPECT_NE(e.find(said), std::string::npos) << e;
   }
+  // The header's batch of another type.
+  json header = json::parse(lines[0]);
+  header["batch_size"] = "2048";
+  spit(path, header.dump() + "\n" + lines[1] + "\n");
+  EXPECT_NE(testing::error_of([&] { comm_records_table(path, 2); })
+                .find(path + ": field '/batch_size' is \"2048\", expected a whole number >= 0"),
+            std::string::npos);
 }
 
 TEST(CommBench, FourRanksMeasureResumeAndDropATornLine) {

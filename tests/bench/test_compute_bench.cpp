@@ -101,8 +101,10 @@ TEST(ComputeBench, ResumesAfterATornRecordWithoutDuplicates) {
   // More samples extend the run; other options refuse to mix.
   o.samples = 8;
   EXPECT_EQ(run_compute_bench(o, silent_reporter()), 8);
+  const auto seed = o.seed;
   o.seed = 12;
   EXPECT_THROW(run_compute_bench(o, silent_reporter()), Error);
+  o.seed = seed;
 
   // The records' table of a file edited by hand names the record and field.
   EXPECT_NE(compute_records_table(out, 3).find("fwd ms"), std::string::npos);
@@ -114,6 +116,14 @@ TEST(ComputeBench, ResumesAfterATornRecordWithoutDuplicates) {
   const std::string e = testing::error_of([&] { compute_records_table(out, 3); });
   EXPECT_NE(e.find(out + ": record 8: "), std::string::npos) << e;
   EXPECT_NE(e.find("'bwd_ms'"), std::string::npos) << e;
+  // Resuming it: a record's sample number of another type is named.
+  edited["sample"] = "eight";
+  spit(out, text.substr(0, last + 1) + edited.dump() + "\n");
+  o.samples = 9;
+  const std::string resumed = testing::error_of([&] { run_compute_bench(o, silent_reporter()); });
+  EXPECT_NE(resumed.find(out + ": record 8: field '/sample' is \"eight\", expected a whole number"),
+            std::string::npos)
+      << resumed;
 }
 
 TEST(ComputeBench, ThreadCpuTimeIsItsOwnExecutorAndScale) {

@@ -62,6 +62,8 @@ TEST(JsonField, NamesTheFieldTheValueAndTheKindExpected) {
   EXPECT_EQ(error("/name/first", JsonKind::kString), "field '/name' is \"cpu\", expected an object");
   EXPECT_EQ(testing::error_of([] { json_optional(kDoc, "/batch/x", JsonKind::kCount, "f.json"); }),
             "f.json: field '/batch' is 2048, expected an object");
+  EXPECT_EQ(testing::error_of([] { json_field(json(3), "/sample", JsonKind::kCount, "r"); }),
+            "r: the top level is 3, expected an object");
   // Present and of another kind: an error even where the field is optional.
   EXPECT_EQ(testing::error_of([] { json_optional(kDoc, "/name", JsonKind::kNumber); }),
             "field '/name' is \"cpu\", expected a number");
