@@ -25,7 +25,6 @@
 #include "embshard/bench/comm.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
-#include "embshard/util/json_field.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/record_file.h"
 #include "embshard/util/statistics.h"
@@ -66,15 +65,8 @@ int64_t open_output(const CommBenchOptions& o, int n, const std::vector<std::str
     reporter.note(fmt::format("bench comm: dropped a torn last record ({} bytes) from {}",
                               out->dropped_bytes(), o.out_path));
   }
-  const auto& existing = out->records();
-  for (size_t i = 0; i < existing.size(); ++i) {
-    const json* sample = json_optional(existing[i], "/sample", JsonKind::kCount,
-                                       fmt::format("{}: record {}", o.out_path, i + 1));
-    ES_CHECK(sample && *sample == i,
-             "{}: record {} has sample {}, expected {}: the file is not a clean run",
-             o.out_path, i + 1, sample ? sample->dump() : "none", i);
-  }
-  return static_cast<int64_t>(existing.size());
+  out->check_numbered();
+  return static_cast<int64_t>(out->records().size());
 }
 
 // Rank 0's side of one sample: draw it and measure it on every rank. Returns

@@ -212,22 +212,25 @@ std::string passes_summary(int passes) {
   return fmt::format(", mean of the fastest {} of {} passes", passes / 2, passes);
 }
 
+// A header's count for the tables below, `absent` where the file has none
+// (an older version's); one of another type is named.
+int64_t count_in(const nlohmann::json& header, const char* pointer, const std::string& path,
+                 int64_t absent = 0) {
+  const nlohmann::json* v = json_optional(header, pointer, JsonKind::kCount, path);
+  return v ? v->get<int64_t>() : absent;
+}
+
 // "median of R runs after W warm-up", and the passes when there were several.
 std::string measurement_of(const nlohmann::json& header, const std::string& path) {
-  const auto count = [&](const char* pointer, int64_t absent) {
-    const nlohmann::json* v = json_optional(header, pointer, JsonKind::kCount, path);
-    return v ? v->get<int64_t>() : absent;
-  };
-  return fmt::format("median of {} runs after {} warm-up{}", count("/repeats", 0),
-                     count("/warmup", 0), passes_summary(static_cast<int>(count("/passes", 1))));
+  return fmt::format("median of {} runs after {} warm-up{}", count_in(header, "/repeats", path),
+                     count_in(header, "/warmup", path),
+                     passes_summary(static_cast<int>(count_in(header, "/passes", path, 1))));
 }
 
 double median_of(const std::vector<double>& values) { return values.empty() ? 0 : median(values); }
 
-// "lo..hi" of a record's per-rank array `field`.
-std::string min_max(const nlohmann::json& record, const char* field, const char* format) {
-  const auto v = record.at(field).get<std::vector<double>>();
-  ES_CHECK(!v.empty(), "field '{}' is empty", field);
+// "lo..hi" of a per-rank array (not empty).
+std::string min_max(const std::vector<double>& v, const char* format) {
   const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
   return fmt::format(fmt::runtime(format), *lo) + ".." + fmt::format(fmt::runtime(format), *hi);
 }
@@ -285,34 +288,31 @@ std::string comm_records_table(const std::string& path, int64_t show) {
   const size_t first = records.size() > static_cast<size_t>(show) ? records.size() - show : 0;
   std::vector<double> max_fwd, max_bwd;
   for (size_t i = 0; i < records.size(); ++i) {
-    const auto& r = records[i];
-    // at(), never [] on a const record: a field missing from an edited file
-    // is an error naming it, not a read past the end.
-    try {
-      const auto fwd = r.at("fwd_ms").get<std::vector<double>>();
-      const auto bwd = r.at("bwd_ms").get<std::vector<double>>();
-      const auto delays = r.at("delays_ms").get<std::vector<double>>();
-      ES_CHECK(!fwd.empty(), "field 'fwd_ms' is empty");
-      ES_CHECK(!bwd.empty(), "field 'bwd_ms' is empty");
-      ES_CHECK(!delays.empty(), "field 'delays_ms' is empty");
-      max_fwd.push_back(*std::max_element(fwd.begin(), fwd.end()));
-      max_bwd.push_back(*std::max_element(bwd.begin(), bwd.end()));
-      if (i < first) continue;
-      int64_t tables = 0;
-      for (const auto& t : r.at("num_tables")) tables += t.get<int64_t>();
-      table.add_row({std::to_string(r.at("sample").get<int64_t>()), std::to_string(tables),
-                     min_max(r, "dim_sums", "{:.0f}"),
-                     fmt::format("{:.2f}", *std::max_element(delays.begin(), delays.end())),
-                     min_max(r, "fwd_ms", "{:.3f}"), min_max(r, "bwd_ms", "{:.3f}")});
-    } catch (const std::exception& e) {
-      ES_THROW("{}: record {}: {}", path, i + 1, e.what());
-    }
+    // By pointer: a field missing or of another type in an edited file is
+    // named, not read past the end.
+    const nlohmann::json& r = records[i];
+    const std::string where = fmt::format("{}: record {}", path, i + 1);
+    const auto numbers = [&](const char* pointer) {
+      auto v = json_field(r, pointer, JsonKind::kNumbers, where).get<std::vector<double>>();
+      ES_CHECK(!v.empty(), "{}: field '{}' is empty", where, pointer);
+      return v;
+    };
+    const auto fwd = numbers("/fwd_ms"), bwd = numbers("/bwd_ms"), delays = numbers("/delays_ms");
+    max_fwd.push_back(*std::max_element(fwd.begin(), fwd.end()));
+    max_bwd.push_back(*std::max_element(bwd.begin(), bwd.end()));
+    if (i < first) continue;
+    int64_t tables = 0;
+    for (const auto& t : json_field(r, "/num_tables", JsonKind::kCounts, where)) tables += t.get<int64_t>();
+    table.add_row({json_field(r, "/sample", JsonKind::kCount, where).dump(), std::to_string(tables),
+                   min_max(numbers("/dim_sums"), "{:.0f}"),
+                   fmt::format("{:.2f}", *std::max_element(delays.begin(), delays.end())),
+                   min_max(fwd, "{:.3f}"), min_max(bwd, "{:.3f}")});
   }
   return fmt::format("{} all-to-all costs in {} ({} ranks, batch {}, {}){}\n{}median over samples "
                      "of the slowest rank: fwd {:.3f} ms, bwd {:.3f} ms\n",
-                     records.size(), path,
-                     json_field(header, "/num_devices", JsonKind::kCount, path).get<int64_t>(),
-                     json_field(header, "/batch_size", JsonKind::kCount, path).get<int64_t>(),
+                     records.size(), path, count_in(header, "/num_devices", path),
+                     // Version 1 files spell it "batch".
+                     count_in(header, header.contains("batch_size") ? "/batch_size" : "/batch", path),
                      measurement_of(header, path),
                      first > 0 ? fmt::format("; the last {}:", records.size() - first) : ":",
                      table.render(), median_of(max_fwd), median_of(max_bwd));

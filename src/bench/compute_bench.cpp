@@ -177,8 +177,7 @@ ProbeReference probe_reference_of_file(const std::string& path, const std::strin
            "{}: field 'executor' is '{}', this run's is '{}': a probe reference of another "
            "executor or clock is another scale",
            path, recorded ? recorded->get<std::string>() : "", executor);
-  return probe_reference_from_json(json_field(header, "/probe/reference", JsonKind::kObject, path),
-                                   path + ": probe.reference");
+  return probe_reference_from_json(header, "/probe/reference", path);
 }
 
 json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o,
@@ -239,16 +238,8 @@ int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter
     reporter.note(fmt::format("bench compute: dropped a torn last record ({} bytes) from {}",
                               out.dropped_bytes(), options.out_path));
   }
-  // Records are numbered 0, 1, ...: anything else means a foreign or edited file.
-  const auto& existing = out.records();
-  for (size_t i = 0; i < existing.size(); ++i) {
-    const json* sample = json_optional(existing[i], "/sample", JsonKind::kCount,
-                                       fmt::format("{}: record {}", options.out_path, i + 1));
-    ES_CHECK(sample && *sample == i,
-             "{}: record {} has sample {}, expected {}: the file is not a clean run",
-             options.out_path, i + 1, sample ? sample->dump() : "none", i);
-  }
-  int64_t next = static_cast<int64_t>(existing.size());
+  out.check_numbered();
+  int64_t next = static_cast<int64_t>(out.records().size());
   if (next >= options.samples) return next;
 
   Progress progress(reporter, "bench compute", static_cast<uint64_t>(options.samples),
@@ -292,39 +283,47 @@ std::string compute_records_table(const std::string& path, int64_t show) {
                    "bwd+upd ms", "total ms", "raw ms", "rounds", "ratio MAD %"});
   const size_t first = records.size() > static_cast<size_t>(show) ? records.size() - show : 0;
   for (size_t i = first; i < records.size(); ++i) {
-    const auto& r = records[i];
-    // at(), never [] on a const record: a field missing from an edited file
-    // is an error naming it, not a read past the end.
-    try {
-      std::string dims;
-      int64_t rows = 0;
-      double pooling = 0, bytes = 0;
-      for (const auto& t : r.at("tables")) {
-        dims += fmt::format("{}{}", dims.empty() ? "" : ",", t.at("dim").get<int>());
-        rows += t.at("rows").get<int64_t>();
-        pooling += t.at("pooling_factor").get<double>();
-        bytes += t.at("rows").get<double>() * t.at("dim").get<double>() * 4;
-      }
-      if (dims.size() > 28) dims = dims.substr(0, 25) + "...";
-      const double ms = r.at("ms").get<double>();
-      table.add_row(
-          {std::to_string(r.at("sample").get<int64_t>()), std::to_string(r.at("tables").size()),
-           dims, std::to_string(rows), fmt::format("{:.1f}", pooling),
-           fmt::format("{:.1f}", bytes / 1e6), fmt::format("{:.3f}", r.at("fwd_ms").get<double>()),
-           fmt::format("{:.3f}", r.at("bwd_ms").get<double>()), fmt::format("{:.3f}", ms),
-           fmt::format("{:.3f}", r.contains("raw_ms") ? r.at("raw_ms").get<double>() : ms),
-           r.contains("rounds") ? std::to_string(r.at("rounds").get<int>()) : "-",
-           r.contains("ratio_mad") ? fmt::format("{:.1f}", 100 * r.at("ratio_mad").get<double>())
-                                   : "-"});
-    } catch (const nlohmann::json::exception& e) {
-      ES_THROW("{}: record {}: {}", path, i + 1, e.what());
+    // By pointer: a field missing or of another type in an edited file is
+    // named, not read past the end.
+    const json& r = records[i];
+    const std::string where = fmt::format("{}: record {}", path, i + 1);
+    const auto count = [&](const std::string& pointer) {
+      return json_field(r, pointer, JsonKind::kCount, where).get<int64_t>();
+    };
+    const auto number = [&](const std::string& pointer) {
+      return json_field(r, pointer, JsonKind::kNumber, where).get<double>();
+    };
+    std::string dims;
+    int64_t rows = 0;
+    double pooling = 0, bytes = 0;
+    const size_t tables = json_field(r, "/tables", JsonKind::kArray, where).size();
+    for (size_t k = 0; k < tables; ++k) {
+      const std::string t = fmt::format("/tables/{}/", k);
+      const int64_t dim = count(t + "dim"), table_rows = count(t + "rows");
+      dims += fmt::format("{}{}", dims.empty() ? "" : ",", dim);
+      rows += table_rows;
+      pooling += number(t + "pooling_factor");
+      bytes += static_cast<double>(table_rows) * static_cast<double>(dim) * 4;
     }
+    if (dims.size() > 28) dims = dims.substr(0, 25) + "...";
+    const double ms = number("/ms");
+    const json* raw = json_optional(r, "/raw_ms", JsonKind::kNumber, where);
+    const json* rounds = json_optional(r, "/rounds", JsonKind::kCount, where);
+    const json* mad = json_optional(r, "/ratio_mad", JsonKind::kNumber, where);
+    table.add_row({std::to_string(count("/sample")), std::to_string(tables), dims,
+                   std::to_string(rows), fmt::format("{:.1f}", pooling),
+                   fmt::format("{:.1f}", bytes / 1e6), fmt::format("{:.3f}", number("/fwd_ms")),
+                   fmt::format("{:.3f}", number("/bwd_ms")), fmt::format("{:.3f}", ms),
+                   fmt::format("{:.3f}", raw ? raw->get<double>() : ms),
+                   rounds ? rounds->dump() : "-",
+                   mad ? fmt::format("{:.1f}", 100 * mad->get<double>()) : "-"});
   }
   const json* reference = json_optional(header, "/probe/reference/reference_ms", JsonKind::kNumber, path);
   const double reference_ms = reference ? reference->get<double>() : 0.0;
   const json* executor = json_optional(header, "/executor", JsonKind::kString, path);
+  const json* batch = json_optional(header, "/batch_size", JsonKind::kCount, path);
   return fmt::format("{} shard costs in {} (batch {}, {}; {}){}\n{}", records.size(), path,
-                     json_field(header, "/batch_size", JsonKind::kCount, path).get<int64_t>(),
+                     batch ? batch->get<int64_t>() : 0,
                      executor ? executor->get<std::string>() : "cpu",
                      reference_ms > 0
                          ? fmt::format("normalized against the reference probe, {:.3f} ms quiet",

@@ -335,18 +335,21 @@ json probe_reference_json(const ProbeReference& reference, const ProbeReferenceO
           {"window_ms", reference.window_ms}};
 }
 
-ProbeReference probe_reference_from_json(const json& j, const std::string& context) {
-  const auto number = [&](const char* pointer, double absent) {
-    const json* v = json_optional(j, pointer, JsonKind::kNumber, context);
+ProbeReference probe_reference_from_json(const json& root, const std::string& pointer,
+                                         const std::string& path) {
+  json_field(root, pointer, JsonKind::kObject, path);
+  const auto number = [&](const char* key, double absent) {
+    const json* v = json_optional(root, pointer + key, JsonKind::kNumber, path);
     return v ? v->get<double>() : absent;
   };
   ProbeReference r;
-  r.reference_ms = json_field(j, "/reference_ms", JsonKind::kNumber, context).get<double>();
+  r.reference_ms = json_field(root, pointer + "/reference_ms", JsonKind::kNumber, path).get<double>();
   r.median_ms = number("/median_ms", r.reference_ms);
   r.dispersion = number("/dispersion", 0.0);
   r.window_ms = number("/window_ms", 0.0);
   ES_CHECK(std::isfinite(r.reference_ms) && r.reference_ms > 0,
-           "{}: field 'reference_ms' is {}, must be a positive number", context, r.reference_ms);
+           "{}: field '{}/reference_ms' is {}, must be a positive number", path, pointer,
+           r.reference_ms);
   return r;
 }
 

@@ -99,12 +99,33 @@ ComputeRecord parse_compute(const json& r) {
       if (it != t.end() && json_is(*it, kind)) return *it;
       return json_field(r, fmt::format("/tables/{}/{}", i, key), kind);
     };
+    const auto histogram = [&](const char* key) {
+      const json& v = field(key, JsonKind::kNumbers);
+      if (v.size() != kReuseBins) {
+        throw std::invalid_argument(fmt::format("field '/tables/{}/{}' holds {} shares, expected {}",
+                                                i, key, v.size(), kReuseBins));
+      }
+      return v.get<ReuseHistogram>();
+    };
     TableFeatures f;
     f.rows = field("rows", JsonKind::kInteger).get<int64_t>();
-    f.dim = field("dim", JsonKind::kInteger).get<int>();
+    const int64_t dim = field("dim", JsonKind::kInteger).get<int64_t>();
     f.pooling_factor = field("pooling_factor", JsonKind::kNumber).get<double>();
-    f.row_reuse = field("row_reuse_histogram", JsonKind::kNumbers).get<ReuseHistogram>();
-    f.lookup_reuse = field("lookup_reuse_histogram", JsonKind::kNumbers).get<ReuseHistogram>();
+    // A dim past an int is an edited one, not one to wrap around.
+    if (f.rows <= 0 || dim <= 0 || dim > (int64_t{1} << 20) || !std::isfinite(f.pooling_factor) ||
+        f.pooling_factor < 0) {
+      throw std::invalid_argument(fmt::format("table with rows {}, dim {}, pooling factor {}",
+                                              f.rows, dim, f.pooling_factor));
+    }
+    f.dim = static_cast<int>(dim);
+    f.row_reuse = histogram("row_reuse_histogram");
+    f.lookup_reuse = histogram("lookup_reuse_histogram");
+    for (int k = 0; k < kReuseBins; ++k) {
+      if (!std::isfinite(f.row_reuse[k]) || !std::isfinite(f.lookup_reuse[k]) ||
+          f.row_reuse[k] < 0 || f.lookup_reuse[k] < 0) {
+        throw std::invalid_argument(fmt::format("invalid reuse share in bin {}", k));
+      }
+    }
     // A piece (bench compute --pieces): a row block starts at row_offset, a
     // replica serves slice s of n of the batch.
     if (const auto it = t.find("row_offset"); it != t.end()) {

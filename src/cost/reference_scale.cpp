@@ -64,8 +64,7 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
     }
     json description = *probe;
     description.erase("reference");
-    const ProbeReference r = probe_reference_from_json(
-        (*probe)["reference"], fmt::format("{}: {}/probe/reference ({})", path, entry, text(entry + "/path")));
+    const ProbeReference r = probe_reference_from_json(manifest, entry + "/probe/reference", path);
     if (description != probe_description ||
         (scale.compute && scale.compute->reference_ms != r.reference_ms)) {
       complete = false;

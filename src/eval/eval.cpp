@@ -302,8 +302,8 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     json previous;
     if (has_records(o.out_path)) RecordFile::read_all(o.out_path, &previous, nullptr);
     if (previous.contains("probe_reference")) {
-      measured->set_probe_reference(probe_reference_from_json(
-          previous["probe_reference"], o.out_path + ": probe_reference"));
+      measured->set_probe_reference(
+          probe_reference_from_json(previous, "/probe_reference", o.out_path));
       const json* source = json_optional(previous, "/reference_source", JsonKind::kString, o.out_path);
       reference_source = source ? source->get<std::string>() : "the resumed file's";
     } else if (o.reference == EvalOptions::Reference::kModel) {

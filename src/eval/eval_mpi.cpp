@@ -79,6 +79,8 @@ std::vector<double> comm_references_in(const std::string& path, int n) {
   if (!file_exists(path)) return {};
   nlohmann::json header;
   RecordFile::read_all(path, &header, nullptr);
+  // A file of a single-process run holds a null comm_probe: none either.
+  if (header.value("comm_probe", nlohmann::json()).is_null()) return {};
   const nlohmann::json* recorded =
       json_optional(header, "/comm_probe/reference_ms", JsonKind::kNumbers, path);
   const auto ms = recorded ? recorded->get<std::vector<double>>() : std::vector<double>{};

@@ -116,28 +116,28 @@ CostSample sample_from(const json& state, size_t i, const std::string& path,
   const auto field = [&](const char* key, JsonKind kind) -> const json& {
     return json_field(state, at + key, kind, path);
   };
-  const auto counts = [&](const char* key) {
-    const auto v = field(key, JsonKind::kCounts).get<std::vector<int64_t>>();
-    return std::vector<int>(v.begin(), v.end());
+  // Whole numbers in lo..hi - 1, checked before they narrow to int: each
+  // picks a pool, a table or a device (from 0), or is a dim (from 1).
+  const auto whole = [&](const char* key, const json& x, uint64_t lo, uint64_t hi,
+                         const std::string& what) {
+    const uint64_t n = x.get<uint64_t>();
+    ES_CHECK(n >= lo && n < hi, "{}: field '{}{}' holds {}, {}", path, at, key, n, what);
+    return static_cast<int>(n);
   };
-  // Each index below picks a table, a dim slot or a device: one past the
-  // run's would read out of bounds, so it is named here instead.
-  const auto check_below = [&](const char* key, const std::vector<int>& v, size_t limit,
-                               const std::string& what) {
-    for (int x : v) {
-      ES_CHECK(x >= 0 && static_cast<size_t>(x) < limit, "{}: field '{}{}' holds {}, {}", path,
-               at, key, x, what);
-    }
+  const auto wholes = [&](const char* key, uint64_t lo, uint64_t hi, const std::string& what) {
+    std::vector<int> out;
+    for (const json& x : field(key, JsonKind::kCounts)) out.push_back(whole(key, x, lo, hi, what));
+    return out;
   };
   CostSample s;
-  s.pool = static_cast<int>(field("pool", JsonKind::kCount).get<int64_t>());
-  check_below("pool", {s.pool}, pools.size(), fmt::format("the run has {}", count_of(static_cast<int64_t>(pools.size()), "pool")));
-  s.spec.tables = counts("tables");
+  s.pool = whole("pool", field("pool", JsonKind::kCount), 0, pools.size(),
+                 "the run has " + count_of(static_cast<int64_t>(pools.size()), "pool"));
   const size_t tables = pools[static_cast<size_t>(s.pool)].tables.size();
-  check_below("tables", s.spec.tables, tables, fmt::format("pool {} has {}", s.pool, count_of(static_cast<int64_t>(tables), "table")));
-  s.spec.dims = counts("dims");
-  s.device_of = counts("device_of");
-  check_below("device_of", s.device_of, static_cast<size_t>(devices), fmt::format("the run has {}", count_of(devices, "device")));
+  s.spec.tables = wholes("tables", 0, tables,
+                         fmt::format("pool {} has {}", s.pool, count_of(static_cast<int64_t>(tables), "table")));
+  s.spec.dims = wholes("dims", 1, uint64_t{1} << 20, "expected a dim in 1..2^20 - 1");
+  s.device_of = wholes("device_of", 0, static_cast<uint64_t>(devices),
+                       "the run has " + count_of(devices, "device"));
   s.spec.mem_cap_bytes = field("mem_cap_bytes", JsonKind::kCount).get<int64_t>();
   s.device_ms = field("device_ms", JsonKind::kNumbers).get<std::vector<double>>();
   s.plan_ms = field("plan_ms", JsonKind::kNumber).get<double>();

@@ -53,6 +53,16 @@ bool json_is(const json& v, JsonKind kind) {
 
 namespace {
 
+// A value as the message shows it: at most 80 bytes, cut at a character's
+// start, and never an error of its own (invalid UTF-8 replaced).
+std::string shown(const json& v) {
+  std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() <= 80) return text;
+  size_t end = 77;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end) + "...";
+}
+
 // Thrown as it is: the file:line of ES_CHECK would point here, not at the
 // reader, and a record reader's caller adds the file and line.
 [[noreturn]] void fail(std::string_view where, std::string_view pointer, const std::string& what) {
@@ -66,6 +76,7 @@ namespace {
 // missing one; one that is not an object or array where the path goes on
 // is the error.
 const json* walk(const json& root, std::string_view pointer, std::string_view where) {
+  ES_CHECK(pointer.empty() || pointer[0] == '/', "JSON pointer '{}' does not start with '/'", pointer);
   const json* v = &root;
   for (size_t at = 1, end; at <= pointer.size(); at = end + 1) {
     end = std::min(pointer.find('/', at), pointer.size());
@@ -78,7 +89,7 @@ const json* walk(const json& root, std::string_view pointer, std::string_view wh
       continue;
     }
     if (!v->is_object()) {
-      fail(where, pointer.substr(0, at - 1), fmt::format("is {}, expected an object", v->dump().substr(0, 80)));
+      fail(where, pointer.substr(0, at - 1), fmt::format("is {}, expected an object", shown(*v)));
     }
     const auto it = v->find(key);
     if (it == v->end()) return nullptr;
@@ -93,7 +104,7 @@ const json* json_optional(const json& root, std::string_view pointer, JsonKind k
                           std::string_view where) {
   const json* v = walk(root, pointer, where);
   if (v != nullptr && !json_is(*v, kind)) {
-    fail(where, pointer, fmt::format("is {}, expected {}", v->dump().substr(0, 80), expected(kind)));
+    fail(where, pointer, fmt::format("is {}, expected {}", shown(*v), expected(kind)));
   }
   return v;
 }

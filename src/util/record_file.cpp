@@ -10,6 +10,7 @@
 
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/json_field.h"
 
 namespace embshard {
 namespace {
@@ -202,6 +203,16 @@ void RecordFile::append(const json& record) {
   ES_CHECK(::fdatasync(fd_) == 0 || errno == EINVAL, "cannot sync '{}': {}", path_,
            std::strerror(errno));  // EINVAL: a device such as /dev/null, which keeps nothing
   records_.push_back(record);
+}
+
+void RecordFile::check_numbered() const {
+  for (size_t i = 0; i < records_.size(); ++i) {
+    const nlohmann::json* sample = json_optional(records_[i], "/sample", JsonKind::kCount,
+                                                 fmt::format("{}: record {}", path_, i + 1));
+    ES_CHECK(sample && *sample == i,
+             "{}: record {} has sample {}, expected {}: the file is not a clean run", path_, i + 1,
+             sample ? sample->dump() : "none", i);
+  }
 }
 
 }  // namespace embshard

@@ -196,9 +196,10 @@ TEST(CommBench, TableOfAnEditedFileNamesTheRecord) {
   spit(path, lines[0] + "\n" + lines[1] + "\n" + lines[2] + "\n" + lines[3] + "\n");
   EXPECT_NE(comm_records_table(path, 2).find("fwd ms (ranks)"), std::string::npos);
   for (const auto& [field, value, said] :
-       {std::tuple<const char*, json, const char*>{"delays_ms", nullptr, "'delays_ms'"},
-        {"fwd_ms", json::array(), "field 'fwd_ms' is empty"},
-        {"dim_sums", json::array(), "field 'dim_sums' is empty"}}) {
+       {std::tuple<const char*, json, const char*>{"delays_ms", nullptr, "field '/delays_ms' is missing"},
+        {"fwd_ms", json::array(), "field '/fwd_ms' is empty"},
+        {"dim_sums", json::array(), "field '/dim_sums' is empty"},
+        {"bwd_ms", "slow", "field '/bwd_ms' is \"slow\", expected an array of numbers"}}) {
     json edited = json::parse(lines[2]);
     if (value.is_null()) {
       edited.erase(field);

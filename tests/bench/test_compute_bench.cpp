@@ -115,7 +115,7 @@ TEST(ComputeBench, ResumesAfterATornRecordWithoutDuplicates) {
   spit(out, text.substr(0, last + 1) + edited.dump() + "\n");
   const std::string e = testing::error_of([&] { compute_records_table(out, 3); });
   EXPECT_NE(e.find(out + ": record 8: "), std::string::npos) << e;
-  EXPECT_NE(e.find("'bwd_ms'"), std::string::npos) << e;
+  EXPECT_NE(e.find("field '/bwd_ms' is missing"), std::string::npos) << e;
   // Resuming it: a record's sample number of another type is named.
   edited["sample"] = "eight";
   spit(out, text.substr(0, last + 1) + edited.dump() + "\n");
@@ -215,7 +215,7 @@ TEST(ComputeBench, ForeignFilesAndMissingDirectoriesFailFirst) {
   ComputeBenchOptions edited = small_options(workload, dir.file("costs.jsonl"));
   edited.reference_from = dir.file("edited.jsonl");
   const std::string e = testing::error_of([&] { run_compute_bench(edited, silent_reporter()); });
-  EXPECT_NE(e.find("edited.jsonl: probe.reference: field '/reference_ms' is \"3 ms\", expected a number"),
+  EXPECT_NE(e.find("edited.jsonl: field '/probe/reference/reference_ms' is \"3 ms\", expected a number"),
             std::string::npos)
       << e;
   EXPECT_FALSE(std::filesystem::exists(dir.file("costs.jsonl")));

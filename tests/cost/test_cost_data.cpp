@@ -26,10 +26,11 @@ using testing::ScratchDir;
 TEST(CostData, BadRecordsAreSkippedAndCounted) {
   ScratchDir dir("cost_data_bad");
   const std::string path = dir.file("compute.jsonl");
-  testing::write_synth_compute(path, 60, 1);
+  testing::write_synth_compute(path, 90, 1);
   std::string text = read_file(path);
   // Line 3 gets a negative ms, line 5 is garbage, line 7 a null ms, line 9 no
-  // tables, line 11 a table's rows as text, and the last line is torn.
+  // tables, line 11 a table's rows as text, line 13 no rows, line 15 a short
+  // histogram, and the last line is torn.
   std::vector<std::string> lines;
   for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) {
     lines.push_back(text.substr(at, nl - at));
@@ -47,12 +48,18 @@ TEST(CostData, BadRecordsAreSkippedAndCounted) {
   r = nlohmann::json::parse(lines[10]);
   r["tables"][0]["rows"] = "many";
   lines[10] = r.dump();
+  r = nlohmann::json::parse(lines[12]);  // line 13: a table of no rows
+  r["tables"][0]["rows"] = 0;
+  lines[12] = r.dump();
+  r = nlohmann::json::parse(lines[14]);  // line 15: a histogram cut short
+  r["tables"][0]["row_reuse_histogram"] = {0.5, 0.5};
+  lines[14] = r.dump();
   text.clear();
   for (const auto& l : lines) text += l + "\n";
-  text += "{\"sample\": 60, \"tables\": [";
+  text += "{\"sample\": 90, \"tables\": [";
   write_file_atomic(path, text);
   const ComputeData data = load_compute_data(path);
-  ASSERT_EQ(data.problems.size(), 6u);
+  ASSERT_EQ(data.problems.size(), 8u);
   EXPECT_EQ(data.problems[0].line, 3);
   EXPECT_NE(data.problems[0].reason.find("ms"), std::string::npos);
   EXPECT_EQ(data.problems[1].line, 5);
@@ -62,8 +69,12 @@ TEST(CostData, BadRecordsAreSkippedAndCounted) {
   EXPECT_EQ(data.problems[3].reason, "field '/tables' is missing");
   EXPECT_EQ(data.problems[4].line, 11);
   EXPECT_EQ(data.problems[4].reason, "field '/tables/0/rows' is \"many\", expected a whole number");
-  EXPECT_EQ(data.problems[5].line, 62);
-  EXPECT_EQ(data.records.size(), 55u);
+  EXPECT_EQ(data.problems[5].line, 13);
+  EXPECT_NE(data.problems[5].reason.find("table with rows 0"), std::string::npos);
+  EXPECT_EQ(data.problems[6].reason,
+            "field '/tables/0/row_reuse_histogram' holds 2 shares, expected 17");
+  EXPECT_EQ(data.problems[7].line, 92);
+  EXPECT_EQ(data.records.size(), 83u);
   // Too many bad records: the file is refused, not trained on.
   LoadOptions strict_share;
   strict_share.max_bad_share = 0.05;

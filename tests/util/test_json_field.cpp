@@ -67,9 +67,21 @@ TEST(JsonField, NamesTheFieldTheValueAndTheKindExpected) {
   // Present and of another kind: an error even where the field is optional.
   EXPECT_EQ(testing::error_of([] { json_optional(kDoc, "/name", JsonKind::kNumber); }),
             "field '/name' is \"cpu\", expected a number");
-  // Long values are cut short in the message.
-  const json long_doc = {{"v", std::string(500, 'x')}};
+  // Long values are cut short in the message, at a character's start, so
+  // that the message is valid UTF-8 (it may go into a JSON report).
+  const json long_doc = {{"v", std::string(500, 'x')}, {"w", "\"" + std::string(50, 'x') + [] {
+                           std::string s;
+                           for (int i = 0; i < 100; ++i) s += "\xc3\xa9";  // e acute
+                           return s;
+                         }()}};
   EXPECT_LT(testing::error_of([&] { json_field(long_doc, "/v", JsonKind::kNumber); }).size(), 150u);
+  for (const size_t shift : {0, 2}) {  // the cut at a character's start, then inside one
+    json doc = long_doc;
+    doc["w"] = doc["w"].get<std::string>().substr(shift);
+    const std::string e = testing::error_of([&] { json_field(doc, "/w", JsonKind::kNumber); });
+    EXPECT_NE(e.find("..., expected a number"), std::string::npos) << e;
+    EXPECT_NO_THROW(json(e).dump()) << "a character cut in half";
+  }
 }
 
 }  // namespace

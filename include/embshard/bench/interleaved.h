@@ -147,8 +147,11 @@ nlohmann::json interleaved_rounds_json(const InterleavedResult& result);
 // "median_ms", "dispersion", "runs", "window_ms".
 nlohmann::json probe_reference_json(const ProbeReference& reference,
                                     const ProbeReferenceOptions& options);
-// Back from a header (the runs themselves are not stored). Error naming
-// `context` when reference_ms is missing or not a positive number.
-ProbeReference probe_reference_from_json(const nlohmann::json& j, const std::string& context);
+// Back from the object at `pointer` ("/probe/reference") of a header or
+// manifest, the JSON of `path` (the runs themselves are not stored). Error
+// naming the file and field when one is of another type, or reference_ms
+// is missing or not a positive number.
+ProbeReference probe_reference_from_json(const nlohmann::json& root, const std::string& pointer,
+                                         const std::string& path);
 
 }  // namespace embshard

@@ -52,6 +52,10 @@ class RecordFile {
 
   void append(const nlohmann::json& record);
 
+  // Error unless the records are numbered 0, 1, ... in their field "sample",
+  // as a measuring run writes them: anything else is a foreign or edited file.
+  void check_numbered() const;
+
   // Reads all records of a file without opening it for writing; a torn last
   // line is skipped and reported through `dropped_bytes`.
   static std::vector<nlohmann::json> read_all(const std::string& path, nlohmann::json* header,
