@@ -7,9 +7,10 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh
 (cd build && ctest --output-on-failure -j2)
 
-# Reader tests (trace file, tables.json, .pt files, record files, plan files, cost data and
+# Reader tests (trace file, tables.json, .pt files, record files, plan files, cost data, JSON fields and
 # model files) under ASan+UBSan.
-sanitized_tests=(test_trace test_record_file test_pt_reader test_stats test_plan_diff test_neural)
+sanitized_tests=(test_trace test_record_file test_pt_reader test_stats test_plan_diff test_neural
+  test_cost_data test_json_field)
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DEMBSHARD_SANITIZE=ON \
   -DEMBSHARD_WITH_TORCH=OFF -DEMBSHARD_NATIVE=OFF >/dev/null
 present=()

@@ -250,10 +250,6 @@ std::string collective_records_table(const std::string& path, const nlohmann::js
   const size_t count = data.records.size();
   const size_t first = count > static_cast<size_t>(show) ? count - show : 0;
   auto max_of = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
-  auto range = [&](const std::vector<double>& v, const char* format) {
-    return fmt::format(fmt::runtime(format), *std::min_element(v.begin(), v.end())) + ".." +
-           fmt::format(fmt::runtime(format), max_of(v));
-  };
   std::vector<double> fwd_err, bwd_err;
   for (size_t i = 0; i < count; ++i) {
     const CollectiveRecord& r = data.records[i];
@@ -263,10 +259,10 @@ std::string collective_records_table(const std::string& path, const nlohmann::js
     if (mf > 0) fwd_err.push_back(100 * std::abs(af - mf) / mf);
     if (mb > 0) bwd_err.push_back(100 * std::abs(ab - mb) / mb);
     if (i < first) continue;
-    table.add_row({std::to_string(i), range(r.load.rw_dim_sums, "{:.0f}"),
+    table.add_row({std::to_string(i), min_max(r.load.rw_dim_sums, "{:.0f}"),
                    fmt::format("{:.2f}", max_of(r.load.index_recv_bytes) / 1e6),
-                   fmt::format("{:.2f}", r.load.allreduce_bytes / 1e6), range(r.fwd_ms, "{:.3f}"),
-                   fmt::format("{:.3f}", af), range(r.bwd_ms, "{:.3f}"), fmt::format("{:.3f}", ab)});
+                   fmt::format("{:.2f}", r.load.allreduce_bytes / 1e6), min_max(r.fwd_ms, "{:.3f}"),
+                   fmt::format("{:.3f}", af), min_max(r.bwd_ms, "{:.3f}"), fmt::format("{:.3f}", ab)});
   }
   return fmt::format("{} collective costs in {} ({} ranks, batch {}, {}){}\n{}the analytic formula "
                      "({}) against the slowest rank: median error fwd {:.1f}%, bwd {:.1f}%\n",
@@ -303,7 +299,8 @@ std::string comm_records_table(const std::string& path, int64_t show) {
     if (i < first) continue;
     int64_t tables = 0;
     for (const auto& t : json_field(r, "/num_tables", JsonKind::kCounts, where)) tables += t.get<int64_t>();
-    table.add_row({json_field(r, "/sample", JsonKind::kCount, where).dump(), std::to_string(tables),
+    table.add_row({std::to_string(json_field(r, "/sample", JsonKind::kCount, where).get<int64_t>()),
+                   std::to_string(tables),
                    min_max(numbers("/dim_sums"), "{:.0f}"),
                    fmt::format("{:.2f}", *std::max_element(delays.begin(), delays.end())),
                    min_max(fwd, "{:.3f}"), min_max(bwd, "{:.3f}")});

@@ -111,10 +111,10 @@ ComputeRecord parse_compute(const json& r) {
     f.rows = field("rows", JsonKind::kInteger).get<int64_t>();
     const int64_t dim = field("dim", JsonKind::kInteger).get<int64_t>();
     f.pooling_factor = field("pooling_factor", JsonKind::kNumber).get<double>();
-    // A dim past an int is an edited one, not one to wrap around.
-    if (f.rows <= 0 || dim <= 0 || dim > (int64_t{1} << 20) || !std::isfinite(f.pooling_factor) ||
+    // Dims as the kernels take them (1..1024), checked before narrowing.
+    if (f.rows <= 0 || dim <= 0 || dim > 1024 || !std::isfinite(f.pooling_factor) ||
         f.pooling_factor < 0) {
-      throw std::invalid_argument(fmt::format("table with rows {}, dim {}, pooling factor {}",
+      throw std::invalid_argument(fmt::format("/tables/{}: rows {}, dim {}, pooling factor {}", i,
                                               f.rows, dim, f.pooling_factor));
     }
     f.dim = static_cast<int>(dim);
@@ -123,7 +123,7 @@ ComputeRecord parse_compute(const json& r) {
     for (int k = 0; k < kReuseBins; ++k) {
       if (!std::isfinite(f.row_reuse[k]) || !std::isfinite(f.lookup_reuse[k]) ||
           f.row_reuse[k] < 0 || f.lookup_reuse[k] < 0) {
-        throw std::invalid_argument(fmt::format("invalid reuse share in bin {}", k));
+        throw std::invalid_argument(fmt::format("/tables/{}: invalid reuse share in bin {}", i, k));
       }
     }
     // A piece (bench compute --pieces): a row block starts at row_offset, a

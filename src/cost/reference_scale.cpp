@@ -64,7 +64,8 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
     }
     json description = *probe;
     description.erase("reference");
-    const ProbeReference r = probe_reference_from_json(manifest, entry + "/probe/reference", path);
+    const ProbeReference r = probe_reference_from_json(
+        manifest, entry + "/probe/reference", fmt::format("{} (data file {})", path, text(entry + "/path")));
     if (description != probe_description ||
         (scale.compute && scale.compute->reference_ms != r.reference_ms)) {
       complete = false;

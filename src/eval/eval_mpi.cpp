@@ -76,11 +76,11 @@ constexpr int kReferenceRuns = 200;
 // Every rank's reference exchange time recorded in an evaluation file that a
 // run resumes (empty: none yet).
 std::vector<double> comm_references_in(const std::string& path, int n) {
-  if (!file_exists(path)) return {};
+  if (!has_records(path)) return {};
   nlohmann::json header;
   RecordFile::read_all(path, &header, nullptr);
   // A file of a single-process run holds a null comm_probe: none either.
-  if (header.value("comm_probe", nlohmann::json()).is_null()) return {};
+  if (const auto it = header.find("comm_probe"); it == header.end() || it->is_null()) return {};
   const nlohmann::json* recorded =
       json_optional(header, "/comm_probe/reference_ms", JsonKind::kNumbers, path);
   const auto ms = recorded ? recorded->get<std::vector<double>>() : std::vector<double>{};

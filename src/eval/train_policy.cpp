@@ -117,16 +117,19 @@ CostSample sample_from(const json& state, size_t i, const std::string& path,
     return json_field(state, at + key, kind, path);
   };
   // Whole numbers in lo..hi - 1, checked before they narrow to int: each
-  // picks a pool, a table or a device (from 0), or is a dim (from 1).
-  const auto whole = [&](const char* key, const json& x, uint64_t lo, uint64_t hi,
+  // picks a pool, a table or a device (from 0), or is a dim (1..1024).
+  const auto whole = [&](const std::string& key, const json& x, uint64_t lo, uint64_t hi,
                          const std::string& what) {
     const uint64_t n = x.get<uint64_t>();
-    ES_CHECK(n >= lo && n < hi, "{}: field '{}{}' holds {}, {}", path, at, key, n, what);
+    ES_CHECK(n >= lo && n < hi, "{}: field '{}{}' is {}, {}", path, at, key, n, what);
     return static_cast<int>(n);
   };
   const auto wholes = [&](const char* key, uint64_t lo, uint64_t hi, const std::string& what) {
+    const json& v = field(key, JsonKind::kCounts);
     std::vector<int> out;
-    for (const json& x : field(key, JsonKind::kCounts)) out.push_back(whole(key, x, lo, hi, what));
+    for (size_t k = 0; k < v.size(); ++k) {
+      out.push_back(whole(fmt::format("{}/{}", key, k), v[k], lo, hi, what));
+    }
     return out;
   };
   CostSample s;
@@ -135,7 +138,7 @@ CostSample sample_from(const json& state, size_t i, const std::string& path,
   const size_t tables = pools[static_cast<size_t>(s.pool)].tables.size();
   s.spec.tables = wholes("tables", 0, tables,
                          fmt::format("pool {} has {}", s.pool, count_of(static_cast<int64_t>(tables), "table")));
-  s.spec.dims = wholes("dims", 1, uint64_t{1} << 20, "expected a dim in 1..2^20 - 1");
+  s.spec.dims = wholes("dims", 1, 1025, "expected a dim in 1..1024");
   s.device_of = wholes("device_of", 0, static_cast<uint64_t>(devices),
                        "the run has " + count_of(devices, "device"));
   s.spec.mem_cap_bytes = field("mem_cap_bytes", JsonKind::kCount).get<int64_t>();

@@ -70,7 +70,8 @@ TEST(CostData, BadRecordsAreSkippedAndCounted) {
   EXPECT_EQ(data.problems[4].line, 11);
   EXPECT_EQ(data.problems[4].reason, "field '/tables/0/rows' is \"many\", expected a whole number");
   EXPECT_EQ(data.problems[5].line, 13);
-  EXPECT_NE(data.problems[5].reason.find("table with rows 0"), std::string::npos);
+  EXPECT_NE(data.problems[5].reason.find("/tables/0: rows 0"), std::string::npos);
+  EXPECT_EQ(data.problems[6].line, 15);
   EXPECT_EQ(data.problems[6].reason,
             "field '/tables/0/row_reuse_histogram' holds 2 shares, expected 17");
   EXPECT_EQ(data.problems[7].line, 92);

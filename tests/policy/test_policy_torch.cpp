@@ -118,14 +118,14 @@ TEST(TrainPolicy, ResumesToTheSameWeights) {
   ASSERT_FALSE(state.at("samples").empty());
   for (const auto& [field, value, needle] :
        std::vector<std::tuple<const char*, nlohmann::json, std::string>>{
-           {"device_of", {99}, "field '/samples/0/device_of' holds 99, the run has 4 devices"},
+           {"device_of", {99}, "field '/samples/0/device_of/0' is 99, the run has 4 devices"},
            {"pool", "first", "field '/samples/0/pool' is \"first\", expected a whole number >= 0"},
-           {"tables", {100000}, "field '/samples/0/tables' holds 100000, pool 0 has 40 tables"},
+           {"tables", {100000}, "field '/samples/0/tables/0' is 100000, pool 0 has 40 tables"},
            // Past an int: not wrapped around to a table that exists.
            {"tables", {(int64_t{1} << 32) + 3},
-            "field '/samples/0/tables' holds 4294967299, pool 0 has 40 tables"},
-           {"pool", 7, "field '/samples/0/pool' holds 7, the run has 1 pool"},
-           {"dims", {0}, "field '/samples/0/dims' holds 0, expected a dim in 1..2^20 - 1"}}) {
+            "field '/samples/0/tables/0' is 4294967299, pool 0 has 40 tables"},
+           {"pool", 7, "field '/samples/0/pool' is 7, the run has 1 pool"},
+           {"dims", {0}, "field '/samples/0/dims/0' is 0, expected a dim in 1..1024"}}) {
     nlohmann::json edited = state;
     edited["samples"][0][field] = value;
     testing::spit(state_path, edited.dump());

@@ -27,11 +27,14 @@ enum class JsonKind {
 // Whether `v` is of `kind`.
 bool json_is(const nlohmann::json& v, JsonKind kind);
 
-// The value at `pointer` ("/probe/reference_ms": keys below `root`, no
-// escapes) when it is of `kind`. Otherwise throws Error "<where>: field
-// '/probe/reference_ms' is missing", "... is "x", expected an array of
+// The value at `pointer` ("/probe/reference_ms", "/tables/3/rows": keys and
+// array indices below `root`, starting with '/', no escapes) when it is of
+// `kind`. Otherwise throws Error "<where>: field '/probe/reference_ms' is
+// missing" (the first key missing), "... is "x", expected an array of
 // numbers", or, for a key on the way that is not an object, "field '/probe'
-// is 3, expected an object". Without `where` the message starts at "field".
+// is 3, expected an object" ("the top level is 3, ..." for `root` itself).
+// Values are shown up to 80 bytes. Without `where` the message starts at
+// "field".
 const nlohmann::json& json_field(const nlohmann::json& root, std::string_view pointer,
                                  JsonKind kind, std::string_view where = {});
 
