@@ -267,7 +267,7 @@ int64_t header_count(const std::string& path, const json& header, const std::str
   ES_CHECK(it != header.end(), "{}: the header has no field '{}'", path, key);
   ES_CHECK(it->is_number_integer() && it->get<int64_t>() > 0 && it->get<int64_t>() <= max,
            "{}: header field '{}' is {}, expected an integer in 1..{}", path, key,
-           it->dump().substr(0, 80), max);
+           json_shown(*it), max);
   return it->get<int64_t>();
 }
 

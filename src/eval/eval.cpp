@@ -365,7 +365,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     const json& r = out.records()[k];
     ES_CHECK(r.is_object() && r.contains("task") && r["task"] == k,
              "{}: record {} is {}, expected task {}'s (each task once, in order)", o.out_path, k + 1,
-             r.dump().substr(0, 60), k);
+             json_shown(r, 60), k);
   }
   Progress progress(reporter, "eval", tasks.size(), done);
   for (size_t i = done; i < tasks.size(); ++i) {

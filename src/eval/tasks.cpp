@@ -10,6 +10,7 @@
 #include "embshard/eval/eval.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/json_field.h"
 
 namespace embshard {
 
@@ -97,7 +98,7 @@ std::vector<EvalTask> load_tasks(const std::string& path, std::string* pool_dir)
     ES_THROW("{}: invalid JSON: {}", path, e.what());
   }
   const auto field = [&](const char* key) {
-    return j.is_object() && j.contains(key) ? j[key].dump().substr(0, 80) : "missing";
+    return j.is_object() && j.contains(key) ? json_shown(j[key]) : "missing";
   };
   ES_CHECK(j.is_object() && j.contains("format") && j["format"] == "embshard-tasks" &&
                j.contains("version") && j["version"] == 1,
@@ -119,14 +120,14 @@ std::vector<EvalTask> load_tasks(const std::string& path, std::string* pool_dir)
     ES_CHECK(t.is_object() && t.contains("tables") && t["tables"].is_array() && t.contains("dims") &&
                  t["dims"].is_array(),
              "{}: tasks[{}] is {}, expected an object with arrays 'tables' and 'dims'", path, i,
-             t.dump().substr(0, 80));
+             json_shown(t));
     for (int64_t v : integers(t, "tables", path, i, 0, std::numeric_limits<int>::max())) {
       task.tables.push_back(static_cast<int>(v));
     }
     for (int64_t v : integers(t, "dims", path, i, 1, 1024)) task.dims.push_back(static_cast<int>(v));
     ES_CHECK(!t.contains("mem_cap_bytes") || !t["mem_cap_bytes"].is_array(),
              "{}: field 'tasks[{}].mem_cap_bytes' is {}, expected one integer (bytes per device)",
-             path, i, t["mem_cap_bytes"].dump().substr(0, 80));
+             path, i, json_shown(t["mem_cap_bytes"]));
     task.mem_cap_bytes =
         integers(t, "mem_cap_bytes", path, i, 1, std::numeric_limits<int64_t>::max()).front();
     ES_CHECK(!task.tables.empty() && task.tables.size() == task.dims.size(),

@@ -15,6 +15,7 @@
 #include "embshard/plan/report.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/json_field.h"
 
 namespace embshard {
 namespace {
@@ -43,9 +44,7 @@ const char* const kShardedKernels[] = {"fused", "fused_uvm", "fused_uvm_caching"
 std::string show(const json& v) {
   if (v.is_object()) return fmt::format("an object of {} fields", v.size());
   if (v.is_array()) return fmt::format("an array of {} values", v.size());
-  std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (text.size() > 64) text = text.substr(0, 61) + "...";
-  return text;
+  return json_shown(v, 64);
 }
 
 std::string member_path(const std::string& where, const std::string& name) {

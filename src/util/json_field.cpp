@@ -30,6 +30,14 @@ const char* expected(JsonKind kind) {
 
 }  // namespace
 
+std::string json_shown(const json& v, size_t max_bytes) {
+  std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() <= max_bytes) return text;
+  size_t end = max_bytes < 3 ? 0 : max_bytes - 3;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end) + "...";
+}
+
 bool json_is(const json& v, JsonKind kind) {
   // A count built in memory from a signed integer is stored as signed; one
   // parsed from text as unsigned.
@@ -52,16 +60,6 @@ bool json_is(const json& v, JsonKind kind) {
 }
 
 namespace {
-
-// A value as the message shows it: at most 80 bytes, cut at a character's
-// start, and never an error of its own (invalid UTF-8 replaced).
-std::string shown(const json& v) {
-  std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (text.size() <= 80) return text;
-  size_t end = 77;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  return text.substr(0, end) + "...";
-}
 
 // Thrown as it is: the file:line of ES_CHECK would point here, not at the
 // reader, and a record reader's caller adds the file and line.
@@ -89,7 +87,7 @@ const json* walk(const json& root, std::string_view pointer, std::string_view wh
       continue;
     }
     if (!v->is_object()) {
-      fail(where, pointer.substr(0, at - 1), fmt::format("is {}, expected an object", shown(*v)));
+      fail(where, pointer.substr(0, at - 1), fmt::format("is {}, expected an object", json_shown(*v)));
     }
     const auto it = v->find(key);
     if (it == v->end()) return nullptr;
@@ -104,7 +102,7 @@ const json* json_optional(const json& root, std::string_view pointer, JsonKind k
                           std::string_view where) {
   const json* v = walk(root, pointer, where);
   if (v != nullptr && !json_is(*v, kind)) {
-    fail(where, pointer, fmt::format("is {}, expected {}", shown(*v), expected(kind)));
+    fail(where, pointer, fmt::format("is {}, expected {}", json_shown(*v), expected(kind)));
   }
   return v;
 }

@@ -82,6 +82,11 @@ TEST(JsonField, NamesTheFieldTheValueAndTheKindExpected) {
     EXPECT_NE(e.find("..., expected a number"), std::string::npos) << e;
     EXPECT_NO_THROW(json(e).dump()) << "a character cut in half";
   }
+  EXPECT_EQ(json_shown(json("abc")), "\"abc\"");
+  EXPECT_EQ(json_shown(json("abcdefghijklmnop"), 10), "\"abcdef...");
+  EXPECT_EQ(json_shown(json("ab\xc3\xa9\xc3\xa9xyz"), 7), "\"ab...");  // not half an e acute
+  EXPECT_EQ(json_shown(json("ab\xc3\xa9\xc3\xa9xyz"), 8), "\"ab\xc3\xa9...");
+  EXPECT_EQ(json_shown(json("\xff")), "\"\xef\xbf\xbd\"");  // invalid UTF-8 replaced, no throw
 }
 
 }  // namespace

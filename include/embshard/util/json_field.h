@@ -6,6 +6,7 @@
 // edit or a crash may cut short ask for their fields here instead.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,10 @@ enum class JsonKind {
   kCounts,   // an array of whole numbers >= 0
   kStrings,  // an array of strings
 };
+
+// `v` as an error message shows it: its JSON text up to `max_bytes` (cut at
+// a character's start, "..." added), invalid UTF-8 replaced, never throwing.
+std::string json_shown(const nlohmann::json& v, size_t max_bytes = 80);
 
 // Whether `v` is of `kind`.
 bool json_is(const nlohmann::json& v, JsonKind kind);
