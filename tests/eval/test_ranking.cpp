@@ -43,7 +43,7 @@ TEST(Ranking, ABlindModelPicksBadPlacements) {
   ScratchDir dir("ranking_toy");
   const Workload w = load_workload(make_workload(dir, 12));
   testing::ToyCostModel truth;
-  const CostModel blind{std::make_shared<Blind>(*truth.compute), truth.model.comm, "blind"};
+  const CostModel blind{std::make_shared<Blind>(*truth.compute), truth.model.comm, "blind", {}};
   RankingOptions o;
   o.tasks = 20;
   o.placements = 6;

@@ -50,7 +50,7 @@ TEST(ShardingSearch, EveryPlannerGivesValidPlansWithinTheAllowedTypes) {
   for (int devices : {2, 4, 8}) {
     for (uint64_t seed : {1, 2}) {
       const PlanTask task = hot_task(devices, seed);
-      for (const std::string& algo : {"neuroshard", "torchrec", "size_greedy"}) {
+      for (const char* algo : {"neuroshard", "torchrec", "size_greedy"}) {
         ToyCostModel model;
         auto planner = create_planner(algo, {});
         PlanResult r;
@@ -112,7 +112,7 @@ TEST(ShardingSearch, TableWiseColumnWiseOnlyHasNoNewPieces) {
     const PlanTask task = testing::random_task(30, 4, 1.3, seed);
     PlanTask twcw = task;
     twcw.types = types("table_wise,column_wise");
-    for (const std::string& algo : {"neuroshard", "torchrec"}) {
+    for (const char* algo : {"neuroshard", "torchrec"}) {
       ToyCostModel model;
       auto planner = create_planner(algo, {});
       const PlanResult r = make_plan(*planner, twcw, model);
@@ -261,9 +261,9 @@ TEST(ShardingSearch, TablesTooTightForColumnHalvesGoByRows) {
   const PlanTask tasks[] = {
       make_task(one, 4096, {bytes / 2, bytes / 2}, {}),
       make_task(two, 4096, {big * 2 / 3, big * 2 / 5, big * 2 / 5, big * 2 / 5},
-                {.types = types("table_wise,row_wise,table_row_wise")})};
+                TaskConstraints{{}, {}, {}, types("table_wise,row_wise,table_row_wise")})};
   for (const PlanTask& task : tasks) {
-    for (const std::string& algo : {"neuroshard", "size_greedy", "random", "torchrec"}) {
+    for (const char* algo : {"neuroshard", "size_greedy", "random", "torchrec"}) {
       ToyCostModel model;
       PlanResult r;
       ASSERT_NO_THROW(r = make_plan(*create_planner(algo, {}), task, model))

@@ -69,7 +69,7 @@ TEST(Verification, CandidatesAreDistinctBestFirstAndTheMeasuredFastestIsChosen) 
   const PlanResult plain = make_plan(*planner, task, model);
   EXPECT_DOUBLE_EQ(plain.predicted.cost_ms, predicted.front());
 
-  const CostModel truth{std::make_shared<SkewedCompute>(*model.compute), model.model.comm, "skewed"};
+  const CostModel truth{std::make_shared<SkewedCompute>(*model.compute), model.model.comm, "skewed", {}};
   const PlanResult v = make_verified_plan(*planner, task, model, truth, {.candidates = 5});
   ASSERT_TRUE(v.verification.has_value());
   const Verification& ver = *v.verification;
@@ -115,7 +115,7 @@ TEST(Verification, LaterRoundsPlanAgainstTheMeasuredErrorsAndMeasureFaster) {
   const PlanTask task = random_task(30, 4, 1.3, 11);
   ToyCostModel model(true);
   auto planner = create_planner("neuroshard", {});
-  const CostModel truth{std::make_shared<SlowTables>(), model.model.comm, "slow tables"};
+  const CostModel truth{std::make_shared<SlowTables>(), model.model.comm, "slow tables", {}};
   const PlanResult one = make_verified_plan(*planner, task, model, truth, {.candidates = 3});
   const PlanResult three =
       make_verified_plan(*planner, task, model, truth, {.candidates = 3, .rounds = 3});

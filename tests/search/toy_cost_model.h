@@ -75,7 +75,7 @@ class ToyCommModel : public CommModel {
 struct ToyCostModel {
   explicit ToyCostModel(bool incremental = false)
       : compute(std::make_shared<ToyComputeModel>(incremental)),
-        model{compute, std::make_shared<ToyCommModel>(), "toy"} {}
+        model{compute, std::make_shared<ToyCommModel>(), "toy", {}} {}
   std::shared_ptr<ToyComputeModel> compute;
   CostModel model;
   operator const CostModel&() const { return model; }
