@@ -262,7 +262,8 @@ std::string collective_records_table(const std::string& path, const nlohmann::js
     table.add_row({std::to_string(i), min_max(r.load.rw_dim_sums, "{:.0f}"),
                    fmt::format("{:.2f}", max_of(r.load.index_recv_bytes) / 1e6),
                    fmt::format("{:.2f}", r.load.allreduce_bytes / 1e6), min_max(r.fwd_ms, "{:.3f}"),
-                   fmt::format("{:.3f}", af), min_max(r.bwd_ms, "{:.3f}"), fmt::format("{:.3f}", ab)});
+                   fmt::format("{:.3f}", af), min_max(r.bwd_ms, "{:.3f}"),
+                   fmt::format("{:.3f}", ab)});
   }
   return fmt::format("{} collective costs in {} ({} ranks, batch {}, {}){}\n{}the analytic formula "
                      "({}) against the slowest rank: median error fwd {:.1f}%, bwd {:.1f}%\n",
@@ -298,21 +299,24 @@ std::string comm_records_table(const std::string& path, int64_t show) {
     max_bwd.push_back(*std::max_element(bwd.begin(), bwd.end()));
     if (i < first) continue;
     int64_t tables = 0;
-    for (const auto& t : json_field(r, "/num_tables", JsonKind::kCounts, where)) tables += t.get<int64_t>();
+    for (const auto& t : json_field(r, "/num_tables", JsonKind::kCounts, where)) {
+      tables += t.get<int64_t>();
+    }
     table.add_row({std::to_string(json_field(r, "/sample", JsonKind::kCount, where).get<int64_t>()),
                    std::to_string(tables),
                    min_max(numbers("/dim_sums"), "{:.0f}"),
                    fmt::format("{:.2f}", *std::max_element(delays.begin(), delays.end())),
                    min_max(fwd, "{:.3f}"), min_max(bwd, "{:.3f}")});
   }
-  return fmt::format("{} all-to-all costs in {} ({} ranks, batch {}, {}){}\n{}median over samples "
-                     "of the slowest rank: fwd {:.3f} ms, bwd {:.3f} ms\n",
-                     records.size(), path, count_in(header, "/num_devices", path),
-                     // Version 1 files spell it "batch".
-                     count_in(header, header.contains("batch_size") ? "/batch_size" : "/batch", path),
-                     measurement_of(header, path),
-                     first > 0 ? fmt::format("; the last {}:", records.size() - first) : ":",
-                     table.render(), median_of(max_fwd), median_of(max_bwd));
+  return fmt::format(
+      "{} all-to-all costs in {} ({} ranks, batch {}, {}){}\n{}median over samples "
+      "of the slowest rank: fwd {:.3f} ms, bwd {:.3f} ms\n",
+      records.size(), path, count_in(header, "/num_devices", path),
+      // Version 1 files spell it "batch".
+      count_in(header, header.contains("batch_size") ? "/batch_size" : "/batch", path),
+      measurement_of(header, path),
+      first > 0 ? fmt::format("; the last {}:", records.size() - first) : ":", table.render(),
+      median_of(max_fwd), median_of(max_bwd));
 }
 
 }  // namespace embshard

@@ -318,7 +318,8 @@ std::string compute_records_table(const std::string& path, int64_t show) {
                    rounds ? rounds->dump() : "-",
                    mad ? fmt::format("{:.1f}", 100 * mad->get<double>()) : "-"});
   }
-  const json* reference = json_optional(header, "/probe/reference/reference_ms", JsonKind::kNumber, path);
+  const json* reference =
+      json_optional(header, "/probe/reference/reference_ms", JsonKind::kNumber, path);
   const double reference_ms = reference ? reference->get<double>() : 0.0;
   const json* executor = json_optional(header, "/executor", JsonKind::kString, path);
   const json* batch = json_optional(header, "/batch_size", JsonKind::kCount, path);

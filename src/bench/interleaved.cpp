@@ -343,7 +343,8 @@ ProbeReference probe_reference_from_json(const json& root, const std::string& po
     return v ? v->get<double>() : absent;
   };
   ProbeReference r;
-  r.reference_ms = json_field(root, pointer + "/reference_ms", JsonKind::kNumber, path).get<double>();
+  r.reference_ms =
+      json_field(root, pointer + "/reference_ms", JsonKind::kNumber, path).get<double>();
   r.median_ms = number("/median_ms", r.reference_ms);
   r.dispersion = number("/dispersion", 0.0);
   r.window_ms = number("/window_ms", 0.0);

@@ -102,8 +102,8 @@ ComputeRecord parse_compute(const json& r) {
     const auto histogram = [&](const char* key) {
       const json& v = field(key, JsonKind::kNumbers);
       if (v.size() != kReuseBins) {
-        throw std::invalid_argument(fmt::format("field '/tables/{}/{}' holds {} shares, expected {}",
-                                                i, key, v.size(), kReuseBins));
+        throw std::invalid_argument(fmt::format(
+            "field '/tables/{}/{}' holds {} shares, expected {}", i, key, v.size(), kReuseBins));
       }
       return v.get<ReuseHistogram>();
     };
@@ -149,7 +149,8 @@ ComputeRecord parse_compute(const json& r) {
       f.batch_slices = s[1].get<int>();
     }
     rec.tables.push_back(f);
-    rec.pool_ids.push_back(t.contains("table") ? field("table", JsonKind::kInteger).get<int>() : -1);
+    rec.pool_ids.push_back(t.contains("table") ? field("table", JsonKind::kInteger).get<int>()
+                                               : -1);
   }
   return rec;
 }

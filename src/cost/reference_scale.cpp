@@ -33,6 +33,10 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
     const json* v = optional(pointer, JsonKind::kString);
     return v ? v->get<std::string>() : std::string();
   };
+  const auto file_of = [&](const std::string& entry) {
+    const std::string file = text(entry + "/path");
+    return file.empty() ? std::string("?") : file;
+  };
   // A fitted model predicts on the scale of the files it was fitted to
   // (`fitted.scale`): its compute, and its exchanges where it fitted them.
   std::string compute = "/data/compute", ground_truth = "/data/ground_truth", comm = "/data/comm";
@@ -64,8 +68,9 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
     }
     json description = *probe;
     description.erase("reference");
-    const ProbeReference r = probe_reference_from_json(
-        manifest, entry + "/probe/reference", fmt::format("{} (data file {})", path, text(entry + "/path")));
+    const ProbeReference r =
+        probe_reference_from_json(manifest, entry + "/probe/reference",
+                                  fmt::format("{} (data file {})", path, file_of(entry)));
     if (description != probe_description ||
         (scale.compute && scale.compute->reference_ms != r.reference_ms)) {
       complete = false;
@@ -98,7 +103,7 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
     if (dim != kReferenceExchangeDim) {
       scale.note += fmt::format("{}data.comm entry {} was normalized by a reference exchange of {} "
                                 "columns, not {}",
-                                scale.note.empty() ? "" : "; ", text(entry + "/path"), dim,
+                                scale.note.empty() ? "" : "; ", file_of(entry), dim,
                                 kReferenceExchangeDim);
       continue;
     }
@@ -106,10 +111,10 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
     const auto ms = reference ? reference->get<std::vector<double>>() : std::vector<double>{};
     ES_CHECK(ms.empty() || static_cast<int>(ms.size()) == devices,
              "{}: data.comm entry {} holds {} ranks' reference times for {} ranks", path,
-             text(entry + "/path"), ms.size(), devices);
+             file_of(entry), ms.size(), devices);
     for (double m : ms) {
       ES_CHECK(std::isfinite(m) && m > 0, "{}: data.comm entry {}: reference time {}", path,
-               text(entry + "/path"), m);
+               file_of(entry), m);
     }
     scale.exchange_ms = ms;
   }

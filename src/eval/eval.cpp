@@ -304,7 +304,8 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     if (previous.contains("probe_reference")) {
       measured->set_probe_reference(
           probe_reference_from_json(previous, "/probe_reference", o.out_path));
-      const json* source = json_optional(previous, "/reference_source", JsonKind::kString, o.out_path);
+      const json* source =
+          json_optional(previous, "/reference_source", JsonKind::kString, o.out_path);
       reference_source = source ? source->get<std::string>() : "the resumed file's";
     } else if (o.reference == EvalOptions::Reference::kModel) {
       const ReferenceScale scale = model_reference_scale(

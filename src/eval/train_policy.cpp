@@ -136,15 +136,17 @@ CostSample sample_from(const json& state, size_t i, const std::string& path,
   s.pool = whole("pool", field("pool", JsonKind::kCount), 0, pools.size(),
                  "the run has " + count_of(static_cast<int64_t>(pools.size()), "pool"));
   const size_t tables = pools[static_cast<size_t>(s.pool)].tables.size();
-  s.spec.tables = wholes("tables", 0, tables,
-                         fmt::format("pool {} has {}", s.pool, count_of(static_cast<int64_t>(tables), "table")));
+  s.spec.tables = wholes(
+      "tables", 0, tables,
+      fmt::format("pool {} has {}", s.pool, count_of(static_cast<int64_t>(tables), "table")));
   s.spec.dims = wholes("dims", 1, 1025, "expected a dim in 1..1024");
   s.device_of = wholes("device_of", 0, static_cast<uint64_t>(devices),
                        "the run has " + count_of(devices, "device"));
   s.spec.mem_cap_bytes = field("mem_cap_bytes", JsonKind::kCount).get<int64_t>();
   s.device_ms = field("device_ms", JsonKind::kNumbers).get<std::vector<double>>();
   s.plan_ms = field("plan_ms", JsonKind::kNumber).get<double>();
-  ES_CHECK(s.spec.dims.size() == s.spec.tables.size() && s.device_of.size() == s.spec.tables.size() &&
+  ES_CHECK(s.spec.dims.size() == s.spec.tables.size() &&
+               s.device_of.size() == s.spec.tables.size() &&
                s.device_ms.size() == static_cast<size_t>(3 * devices),
            "{}: sample {} holds {} tables, {} dims, {} device_of and {} device_ms, expected one "
            "dim and device per table and 3 x {} device_ms",

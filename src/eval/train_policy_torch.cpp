@@ -470,7 +470,8 @@ bool PolicyTrainer::load_checkpoint() {
   }
   nets_ = load_policy(checkpoint_dir_);
   torch_ = to_torch(nets_);
-  done_ = static_cast<int>(json_field(state, "/iterations_done", JsonKind::kCount, path).get<int64_t>());
+  done_ = static_cast<int>(
+      json_field(state, "/iterations_done", JsonKind::kCount, path).get<int64_t>());
   baseline_ms_ = json_field(state, "/baseline_ms", JsonKind::kNumber, path).get<double>();
   history_ = json_field(state, "/history", JsonKind::kArray, path);
   const size_t samples = json_field(state, "/samples", JsonKind::kArray, path).size();

@@ -77,7 +77,8 @@ PolicyNets load_policy(const std::string& dir) {
   const auto strings = [&](const char* pointer) {
     return json_field(m, pointer, JsonKind::kStrings, path).get<std::vector<std::string>>();
   };
-  nets.kind = parse_policy_kind(json_field(m, "/policy", JsonKind::kString, path).get<std::string>());
+  nets.kind =
+      parse_policy_kind(json_field(m, "/policy", JsonKind::kString, path).get<std::string>());
   const auto names = strings("/features");
   ES_CHECK(names == policy_feature_names(),
            "{}: the policy was trained on {} table features, this embshard computes {} "
@@ -91,7 +92,9 @@ PolicyNets load_policy(const std::string& dir) {
   const size_t nf = policy_feature_names().size();
   const size_t nd = device_names.size();
   nets.features = normaliser_from(m, "/normaliser", nf, path);
-  const auto mlp = [&](const std::string& name) { return mlp_from(dir, m, "/networks/" + name, path); };
+  const auto mlp = [&](const std::string& name) {
+    return mlp_from(dir, m, "/networks/" + name, path);
+  };
   nets.policy_table = mlp("policy_table");
   nets.policy_logit = mlp("policy_logit");
   const int E = nets.policy_table.out();

@@ -74,7 +74,8 @@ namespace {
 // missing one; one that is not an object or array where the path goes on
 // is the error.
 const json* walk(const json& root, std::string_view pointer, std::string_view where) {
-  ES_CHECK(pointer.empty() || pointer[0] == '/', "JSON pointer '{}' does not start with '/'", pointer);
+  ES_CHECK(pointer.empty() || pointer[0] == '/', "JSON pointer '{}' does not start with '/'",
+           pointer);
   const json* v = &root;
   for (size_t at = 1, end; at <= pointer.size(); at = end + 1) {
     end = std::min(pointer.find('/', at), pointer.size());
@@ -87,7 +88,8 @@ const json* walk(const json& root, std::string_view pointer, std::string_view wh
       continue;
     }
     if (!v->is_object()) {
-      fail(where, pointer.substr(0, at - 1), fmt::format("is {}, expected an object", json_shown(*v)));
+      fail(where, pointer.substr(0, at - 1),
+           fmt::format("is {}, expected an object", json_shown(*v)));
     }
     const auto it = v->find(key);
     if (it == v->end()) return nullptr;
@@ -113,7 +115,8 @@ const json& json_field(const json& root, std::string_view pointer, JsonKind kind
   if (v == nullptr) {
     // Name the first key that is missing, not the whole path.
     size_t end = pointer.size();
-    for (size_t at = pointer.find('/', 1); at != std::string_view::npos; at = pointer.find('/', at + 1)) {
+    for (size_t at = pointer.find('/', 1); at != std::string_view::npos;
+         at = pointer.find('/', at + 1)) {
       if (walk(root, pointer.substr(0, at), where) == nullptr) {
         end = at;
         break;

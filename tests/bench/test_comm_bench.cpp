@@ -136,9 +136,11 @@ TEST(CommBench, ReferencesComeFromCommFilesOnly) {
   // A field of another type is named (an edited file).
   json edited = h;
   edited["probe"]["reference_ms"] = "fast";
-  EXPECT_NE(testing::error_of([&] { exchange_references_of(edited, "c.jsonl", 2, 512, 64); })
-                .find("c.jsonl: field '/probe/reference_ms' is \"fast\", expected an array of numbers"),
-            std::string::npos);
+  EXPECT_NE(
+      testing::error_of([&] {
+        exchange_references_of(edited, "c.jsonl", 2, 512, 64);
+      }).find("c.jsonl: field '/probe/reference_ms' is \"fast\", expected an array of numbers"),
+      std::string::npos);
   h["format"] = "embshard-compute-costs";
   EXPECT_NE(testing::error_of([&] { exchange_references_of(h, "c.jsonl", 2, 512, 64); })
                 .find("c.jsonl: format is \"embshard-compute-costs\""),
@@ -196,7 +198,8 @@ TEST(CommBench, TableOfAnEditedFileNamesTheRecord) {
   spit(path, lines[0] + "\n" + lines[1] + "\n" + lines[2] + "\n" + lines[3] + "\n");
   EXPECT_NE(comm_records_table(path, 2).find("fwd ms (ranks)"), std::string::npos);
   for (const auto& [field, value, said] :
-       {std::tuple<const char*, json, const char*>{"delays_ms", nullptr, "field '/delays_ms' is missing"},
+       {std::tuple<const char*, json, const char*>{"delays_ms", nullptr,
+                                                   "field '/delays_ms' is missing"},
         {"fwd_ms", json::array(), "field '/fwd_ms' is empty"},
         {"dim_sums", json::array(), "field '/dim_sums' is empty"},
         {"bwd_ms", "slow", "field '/bwd_ms' is \"slow\", expected an array of numbers"}}) {

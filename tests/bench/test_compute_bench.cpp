@@ -215,8 +215,9 @@ TEST(ComputeBench, ForeignFilesAndMissingDirectoriesFailFirst) {
   ComputeBenchOptions edited = small_options(workload, dir.file("costs.jsonl"));
   edited.reference_from = dir.file("edited.jsonl");
   const std::string e = testing::error_of([&] { run_compute_bench(edited, silent_reporter()); });
-  EXPECT_NE(e.find("edited.jsonl: field '/probe/reference/reference_ms' is \"3 ms\", expected a number"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find("edited.jsonl: field '/probe/reference/reference_ms' is \"3 ms\", expected a number"),
+      std::string::npos)
       << e;
   EXPECT_FALSE(std::filesystem::exists(dir.file("costs.jsonl")));
   ComputeBenchOptions o = small_options(workload, dir.file("missing/costs.jsonl"));

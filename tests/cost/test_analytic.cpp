@@ -458,7 +458,8 @@ TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("broken.jsonl: line 2: field '/fwd_ms' is [\"x\","), std::string::npos) << what;
+    EXPECT_NE(what.find("broken.jsonl: line 2: field '/fwd_ms' is [\"x\","), std::string::npos)
+        << what;
   }
   // An all-to-all file is not a collectives file: the message says which is wanted.
   write_file_atomic(dir.file("a2a.jsonl"), json{{"format", "embshard-comm-costs"}}.dump() + "\n");

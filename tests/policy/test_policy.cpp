@@ -115,7 +115,8 @@ TEST(Policy, BadDirectoriesNameTheFile) {
   j["networks"].erase("cost_overall");
   spit(manifest, j.dump());
   e = error_of([&] { load_policy(pdir); });
-  EXPECT_NE(e.find("manifest.json: field '/networks/cost_overall' is missing"), std::string::npos) << e;
+  EXPECT_NE(e.find("manifest.json: field '/networks/cost_overall' is missing"), std::string::npos)
+      << e;
   spit(manifest, good);
   EXPECT_NO_THROW(load_policy(pdir));
   // A policy of the other kind.

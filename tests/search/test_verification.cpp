@@ -69,7 +69,8 @@ TEST(Verification, CandidatesAreDistinctBestFirstAndTheMeasuredFastestIsChosen) 
   const PlanResult plain = make_plan(*planner, task, model);
   EXPECT_DOUBLE_EQ(plain.predicted.cost_ms, predicted.front());
 
-  const CostModel truth{std::make_shared<SkewedCompute>(*model.compute), model.model.comm, "skewed", {}};
+  const CostModel truth{
+      std::make_shared<SkewedCompute>(*model.compute), model.model.comm, "skewed", {}};
   const PlanResult v = make_verified_plan(*planner, task, model, truth, {.candidates = 5});
   ASSERT_TRUE(v.verification.has_value());
   const Verification& ver = *v.verification;

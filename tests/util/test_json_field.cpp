@@ -47,10 +47,12 @@ TEST(JsonField, NamesTheFieldTheValueAndTheKindExpected) {
   };
   EXPECT_EQ(error("/tables/1/rows", JsonKind::kCount, "f.json"),
             "f.json: field '/tables/1/rows' is \"many\", expected a whole number >= 0");
-  EXPECT_EQ(error("/offset", JsonKind::kCount), "field '/offset' is -3, expected a whole number >= 0");
+  EXPECT_EQ(error("/offset", JsonKind::kCount),
+            "field '/offset' is -3, expected a whole number >= 0");
   EXPECT_EQ(error("/ratio", JsonKind::kInteger), "field '/ratio' is 0.5, expected a whole number");
   EXPECT_EQ(error("/none", JsonKind::kNumber), "field '/none' is null, expected a number");
-  EXPECT_EQ(error("/name", JsonKind::kStrings), "field '/name' is \"cpu\", expected an array of strings");
+  EXPECT_EQ(error("/name", JsonKind::kStrings),
+            "field '/name' is \"cpu\", expected an array of strings");
   EXPECT_EQ(error("/probe/hosts", JsonKind::kNumbers),
             "field '/probe/hosts' is [\"a\",\"b\"], expected an array of numbers");
   EXPECT_EQ(error("/probe/reference_ms", JsonKind::kCounts),
@@ -59,7 +61,8 @@ TEST(JsonField, NamesTheFieldTheValueAndTheKindExpected) {
   EXPECT_EQ(error("/probe/missing/deeper", JsonKind::kNumber), "field '/probe/missing' is missing");
   EXPECT_EQ(error("/tables/5/rows", JsonKind::kCount), "field '/tables/5' is missing");
   // A key on the way that holds no object.
-  EXPECT_EQ(error("/name/first", JsonKind::kString), "field '/name' is \"cpu\", expected an object");
+  EXPECT_EQ(error("/name/first", JsonKind::kString),
+            "field '/name' is \"cpu\", expected an object");
   EXPECT_EQ(testing::error_of([] { json_optional(kDoc, "/batch/x", JsonKind::kCount, "f.json"); }),
             "f.json: field '/batch' is 2048, expected an object");
   EXPECT_EQ(testing::error_of([] { json_field(json(3), "/sample", JsonKind::kCount, "r"); }),

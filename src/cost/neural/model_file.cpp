@@ -142,8 +142,10 @@ json normaliser_json(const Normaliser& n) {
 Normaliser normaliser_from(const json& manifest, const std::string& pointer, size_t features,
                            const std::string& where) {
   Normaliser n;
-  n.mean = json_field(manifest, pointer + "/mean", JsonKind::kNumbers, where).get<std::vector<float>>();
-  n.scale = json_field(manifest, pointer + "/scale", JsonKind::kNumbers, where).get<std::vector<float>>();
+  n.mean =
+      json_field(manifest, pointer + "/mean", JsonKind::kNumbers, where).get<std::vector<float>>();
+  n.scale =
+      json_field(manifest, pointer + "/scale", JsonKind::kNumbers, where).get<std::vector<float>>();
   ES_CHECK(n.mean.size() == features && n.scale.size() == features,
            "{}: normalisation has {} means and {} scales, expected {} (one per feature)", where,
            n.mean.size(), n.scale.size(), features);
@@ -206,8 +208,8 @@ void read_target(const json& manifest, const std::string& net, const std::string
 void check_names(const json& manifest, const std::string& net,
                  const std::vector<std::string>& expected, const std::string& path,
                  const char* which) {
-  const auto names =
-      json_field(manifest, net + "/features", JsonKind::kStrings, path).get<std::vector<std::string>>();
+  const auto names = json_field(manifest, net + "/features", JsonKind::kStrings, path)
+                         .get<std::vector<std::string>>();
   if (names == expected) return;
   size_t i = 0;
   while (i < names.size() && i < expected.size() && names[i] == expected[i]) ++i;
@@ -287,9 +289,10 @@ NeuralModel load_neural_model(const std::string& given) {
   const std::string c = "/networks/compute";
   check_names(manifest, c, compute_feature_names(), path, "compute");
   const std::string pooling = json_field(manifest, c + "/pooling", JsonKind::kString, path);
-  ES_CHECK(pooling == "sum_exp_log", "{}: compute pooling '{}', this embshard implements 'sum_exp_log'",
-           path, pooling);
-  m.compute.features = normaliser_from(manifest, c + "/normaliser", compute_feature_names().size(), path);
+  ES_CHECK(pooling == "sum_exp_log",
+           "{}: compute pooling '{}', this embshard implements 'sum_exp_log'", path, pooling);
+  m.compute.features =
+      normaliser_from(manifest, c + "/normaliser", compute_feature_names().size(), path);
   m.compute.table = mlp_from(dir, manifest, c + "/table_mlp", path);
   m.compute.head = mlp_from(dir, manifest, c + "/head_mlp", path);
   read_target(manifest, c, path, "compute", m.compute.target_mean, m.compute.target_std);
