@@ -21,12 +21,9 @@ std::string make_workload(const ScratchDir& dir, int tables) {
 }
 
 // Predicts a pseudo-random compute cost per shard: ranks placements blindly.
-class Blind : public ComputeModel {
+class Blind : public testing::WrappedCompute {
  public:
-  explicit Blind(ComputeModel& inner) : inner_(inner) {}
-  std::string name() const override { return "blind"; }
-  int64_t batch_size() const override { return inner_.batch_size(); }
-  int add_table(const TableFeatures& t) override { return inner_.add_table(t); }
+  explicit Blind(ComputeModel& inner) : WrappedCompute(inner, "blind") {}
   double compute_ms(std::span<const int> ids) const override {
     std::vector<int> key(ids.begin(), ids.end());
     std::sort(key.begin(), key.end());
@@ -34,9 +31,6 @@ class Blind : public ComputeModel {
     for (int id : key) h = (h ^ static_cast<uint64_t>(id)) * 1099511628211ULL;
     return 1.0 + static_cast<double>(h % 1000);
   }
-
- private:
-  ComputeModel& inner_;
 };
 
 TEST(Ranking, ABlindModelPicksBadPlacements) {

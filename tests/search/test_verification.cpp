@@ -25,20 +25,14 @@ using testing::ToyCostModel;
 // A truth that disagrees with the toy model: device compute doubled for
 // every device but the first, so a measured ranking differs from the
 // predicted one.
-class SkewedCompute : public ComputeModel {
+class SkewedCompute : public testing::WrappedCompute {
  public:
-  explicit SkewedCompute(ComputeModel& inner) : inner_(inner) {}
-  std::string name() const override { return "skewed"; }
-  int64_t batch_size() const override { return inner_.batch_size(); }
-  int add_table(const TableFeatures& t) override { return inner_.add_table(t); }
+  explicit SkewedCompute(ComputeModel& inner) : WrappedCompute(inner, "skewed") {}
   double compute_ms(std::span<const int> ids) const override {
     double ms = inner_.compute_ms(ids);
     for (int id : ids) ms += 0.01 * (id % 7);
     return ms;
   }
-
- private:
-  ComputeModel& inner_;
 };
 
 TEST(Verification, CandidatesAreDistinctBestFirstAndTheMeasuredFastestIsChosen) {

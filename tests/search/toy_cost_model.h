@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "embshard/cost/cost_model.h"
@@ -69,6 +71,22 @@ class ToyCommModel : public CommModel {
       bwd[d] += 2e-4 * load.rw_dim_sums[d] + 1e-7 * load.allreduce_bytes;
     }
   }
+};
+
+// A compute model that registers its tables with `inner` and prices them its
+// own way (compute_ms): the truths and blind models tests set against one.
+class WrappedCompute : public ComputeModel {
+ public:
+  WrappedCompute(ComputeModel& inner, std::string name) : inner_(inner), name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  int64_t batch_size() const override { return inner_.batch_size(); }
+  int add_table(const TableFeatures& t) override { return inner_.add_table(t); }
+
+ protected:
+  ComputeModel& inner_;
+
+ private:
+  std::string name_;
 };
 
 // The pair; `compute` stays reachable for counting calls.
