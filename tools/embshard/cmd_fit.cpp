@@ -155,6 +155,12 @@ void add_fit_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--executor", b.executor, "Where shards run: " + one_of(executor_names()))
       ->capture_default_str();
+  add_bytes_option(cmd, "--mem-cap", b.mem_cap_bytes,
+                   "Weight bytes per shard measured at most (a GPU's set: the sizes it plans)")
+      ->default_str(std::to_string(b.mem_cap_bytes));
+  cmd->add_option("--dims", b.dims, "Dims the shards' tables are drawn at")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--threads", b.threads, "Executor threads")->capture_default_str();
   add_thread_cpu_time_flag(cmd, b.thread_cpu_time);
   add_seed_option(cmd, b.seed, "Seed of the shards drawn");
