@@ -392,39 +392,51 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
       if (signature(pieces) == start.signature) break;
       summary_ += "; no plan from the start with columns halved first; from rows split first";
     }
-    start = BeamState{};
-    start.pieces = std::move(pieces);
     // Pieces by cost, as NeuroShard places them; where that leaves a big piece
     // without room, the big pieces first.
-    for (const bool big_first : {false, true}) {
-      big_first_ = big_first;
-      std::sort(start.pieces.begin(), start.pieces.end(), PieceOrder(task, big_first));
-      start.cost_ms = grids[0]->run(start.pieces, start.device_of);
-      start.cap = grids[0]->best_cap();
-      if (std::isfinite(start.cost_ms)) break;
-    }
-    start.signature = signature(start.pieces);
-    remember(best, start, count);
+    const auto placed = [&](std::vector<Piece> pieces) {
+      BeamState s;
+      s.pieces = std::move(pieces);
+      for (const bool big_first : {false, true}) {
+        big_first_ = big_first;
+        std::sort(s.pieces.begin(), s.pieces.end(), PieceOrder(task, big_first));
+        s.cost_ms = grids[0]->run(s.pieces, s.device_of);
+        s.cap = grids[0]->best_cap();
+        if (std::isfinite(s.cost_ms)) break;
+      }
+      s.signature = signature(s.pieces);
+      remember(best, s, count);
+      return s;
+    };
+    start = placed(std::move(pieces));
+    const bool start_big_first = big_first_;
     // NeuroShard's beam over halvings alone, then (where the task allows other
-    // types) the beam with every move: a wider space must not crowd the
+    // types) a beam with every other move: a wider space must not crowd the
     // halvings' lineage out of a beam of width 3, so the search keeps the best
     // of all and is never rated worse than the table- and column-wise search.
-    // Last, when TorchRec's greedy proposal (greedy_proposal) beats every plan
-    // found so far, a third beam with every move starts from it (a beam of its
-    // own: in the second one its children crowded out the start's lineage).
-    // The wider beams each get the work the halvings' beam took (pieces placed
-    // by the children it rated), counted, not timed, so that plans do not
-    // depend on the machine: every type costs at most about twice the search
-    // time, three times where the third beam runs.
+    // The second beam halves nothing: given halvings too, their children,
+    // often cheaper one step ahead, crowded out the lineages that replicate
+    // or split rows table after table, which end cheaper (docs/
+    // sharding_types.md, "A beam without halvings"). It starts from the
+    // tables that fit no device split by rows, not halved, where those differ:
+    // halves it cannot join again. Last, when TorchRec's greedy proposal
+    // (greedy_proposal) beats every plan found so far, a third beam with every
+    // move, halvings included, starts from it (a beam of its own: beside the
+    // start its children crowded out the start's lineage). The wider beams
+    // each get the work the halvings' beam took (pieces placed by the
+    // children it rated), counted, not timed, so that plans do not depend on
+    // the machine: every type costs at most about twice the search time,
+    // three times where the third beam runs.
     const bool wider = task.types.any_row_split() || task.types.allows(ShardingType::kDataParallel);
     size_t halvings_work = 0;
-    enum Phase { kHalvings, kEveryMove, kFromProposal };
-    for (const Phase phase : {kHalvings, kEveryMove, kFromProposal}) {
+    enum Phase { kHalvings, kNoHalvings, kFromProposal };
+    for (const Phase phase : {kHalvings, kNoHalvings, kFromProposal}) {
       const bool extended = phase != kHalvings;
       if (extended && !wider) break;
       std::vector<BeamState> beam{start}, children, more;
       std::unordered_set<uint64_t> seen{start.signature};
       size_t work = 0;
+      big_first_ = start_big_first;
       if (phase == kFromProposal) {
         BeamState p = greedy_proposal(task, costs, grids, rated, seen, work);
         const bool cheaper = !best.empty() ? p.cost_ms < best.front().cost_ms : std::isfinite(p.cost_ms);
@@ -435,6 +447,13 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
         if (!cheaper) break;
         remember(best, p, count);
         beam = {std::move(p)};
+      }
+      if (phase == kNoHalvings && fit == search::Fit::kColumnsFirst && task.types.any_row_split()) {
+        std::vector<Piece> rows = search::initial_pieces(task, costs, search::Fit::kRowsFirst);
+        if (signature(rows) != start.signature) {
+          beam = {placed(std::move(rows))};
+          seen.insert(beam.front().signature);
+        }
       }
       double phase_best = beam.front().cost_ms;
       int stale_steps = 0;  // steps in a row that found nothing cheaper than phase_best
@@ -450,7 +469,7 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
         children.clear();
         for (size_t b = 0; b < beam.size(); ++b) {
           const BeamState& s = beam[b];
-          for (size_t i : candidates(task, s)) {
+          for (size_t i : phase != kNoHalvings ? candidates(task, s) : std::vector<size_t>{}) {
             BeamState child = split(task, costs, s, i);
             if (!search::types_allowed(task, child.pieces)) continue;
             child.parent = b;
@@ -497,7 +516,8 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
           break;
         }
       }
-      static const char* const kNames[] = {"halvings", "every move", "every move from it"};
+      static const char* const kNames[] = {"halvings", "every move but halvings",
+                                           "every move from it"};
       summary_ += fmt::format("{}{}: {} of {} beam steps{}", summary_.empty() ? "" : "; ",
                               kNames[phase], steps, options_.max_steps,
                               stop.empty() ? "" : " (" + stop + ")");
