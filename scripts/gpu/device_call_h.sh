@@ -10,14 +10,17 @@
 #      machine from the same files: training needs no GPU);
 #   3. the never-seen pools of models/h100's figures (the same seeds and
 #      flags as device calls B and G), measured on this GPU.
-# Everything lands in $OUT/h.tar.gz, rewritten after each step.
+# Everything but the pools' traces lands in $OUT/h.tar.gz, rewritten after
+# each step. (As run on 2026-11-27 the pack took the fit's pools too, which
+# made it slow and too large to come back; a second call packed the files
+# here, and a third resumed the last two pools with the `measure` lines.)
 set -u
 ROOT=$PWD
 T0=$(date +%s)
 L=$ROOT/build-devdeps/root/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$L:$L/pmix2/lib
 R=$ROOT/build-dev/h; D=$R/data; W=/tmp/w; mkdir -p $D $W
-pack() { (cd $R && tar czf $OUT/h.tar.gz .); echo "t=$(( $(date +%s) - T0 ))s $*"; }
+pack() { (cd $R && tar czf $OUT/h.tar.gz --exclude='pool_*' .); echo "t=$(( $(date +%s) - T0 ))s $*"; }
 nvidia-smi -L | tee $R/gpu.txt
 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBSHARD_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DEMBSHARD_WITH_TORCH=OFF \
