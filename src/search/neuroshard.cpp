@@ -411,28 +411,32 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
     start = placed(std::move(pieces));
     const bool start_big_first = big_first_;
     // NeuroShard's beam over halvings alone, then (where the task allows other
-    // types) a beam with every other move: a wider space must not crowd the
+    // types) a beam with every move: a wider space must not crowd the
     // halvings' lineage out of a beam of width 3, so the search keeps the best
     // of all and is never rated worse than the table- and column-wise search.
-    // The second beam halves nothing: given halvings too, their children,
-    // often cheaper one step ahead, crowded out the lineages that replicate
-    // or split rows table after table, which end cheaper (docs/
-    // sharding_types.md, "A beam without halvings"). It starts from the
+    // Then a beam that halves nothing: in the every-move beam the halvings'
+    // children, often cheaper one step ahead, crowd out the lineages that
+    // replicate or split rows table after table, which end cheaper
+    // (docs/sharding_types.md, "A beam without halvings"). It starts from the
     // tables that fit no device split by rows, not halved, where those differ:
     // halves it cannot join again. Last, when TorchRec's greedy proposal
-    // (greedy_proposal) beats every plan found so far, a third beam with every
-    // move, halvings included, starts from it (a beam of its own: beside the
-    // start its children crowded out the start's lineage). The wider beams
-    // each get the work the halvings' beam took (pieces placed by the
-    // children it rated), counted, not timed, so that plans do not depend on
-    // the machine: every type costs at most about twice the search time,
-    // three times where the third beam runs.
+    // (greedy_proposal) beats every plan found so far, a fourth beam with
+    // every move starts from it (a beam of its own: beside the start its
+    // children crowded out the start's lineage). The beam without halvings
+    // and the last get the work the halvings' beam took (pieces placed by the
+    // children they rated), the every-move beam half of it (mostly one step:
+    // it finds the plans that mix halvings and row splits from the start),
+    // counted, not timed, so that plans do not depend on the machine: every
+    // type costs at most about 2.5 times the search time, 3.5 times where the
+    // last beam runs.
     const bool wider = task.types.any_row_split() || task.types.allows(ShardingType::kDataParallel);
     size_t halvings_work = 0;
-    enum Phase { kHalvings, kNoHalvings, kFromProposal };
-    for (const Phase phase : {kHalvings, kNoHalvings, kFromProposal}) {
+    enum Phase { kHalvings, kEveryMove, kNoHalvings, kFromProposal };
+    for (const Phase phase : {kHalvings, kEveryMove, kNoHalvings, kFromProposal}) {
       const bool extended = phase != kHalvings;
       if (extended && !wider) break;
+      // Where nothing was halved, the every-move beam was this one already.
+      if (phase == kNoHalvings && halvings_work == 0) continue;
       std::vector<BeamState> beam{start}, children, more;
       std::unordered_set<uint64_t> seen{start.signature};
       size_t work = 0;
@@ -462,8 +466,9 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
       for (; steps < options_.max_steps; ++steps) {
         // (Where the halvings' beam had nothing to halve, as with column-wise
         // not allowed, the wider beams are bounded by the steps alone.)
-        if (extended && halvings_work > 0 && work >= halvings_work) {
-          stop = "the halvings' work spent";
+        const double share = phase == kEveryMove ? 0.5 : 1.0;
+        if (extended && halvings_work > 0 && work >= share * halvings_work) {
+          stop = phase == kEveryMove ? "half the halvings' work spent" : "the halvings' work spent";
           break;
         }
         children.clear();
@@ -516,7 +521,7 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
           break;
         }
       }
-      static const char* const kNames[] = {"halvings", "every move but halvings",
+      static const char* const kNames[] = {"halvings", "every move", "every move but halvings",
                                            "every move from it"};
       summary_ += fmt::format("{}{}: {} of {} beam steps{}", summary_.empty() ? "" : "; ",
                               kNames[phase], steps, options_.max_steps,
