@@ -14,21 +14,10 @@
 set -u
 ROOT=$PWD
 T0=$(date +%s)
-L=$ROOT/build-devdeps/root/usr/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$L:$L/pmix2/lib
 R=$ROOT/build-dev/g; D=$R/data; W=/tmp/w; mkdir -p $D $W
 pack() { (cd $R && tar czf $OUT/g.tar.gz .); echo "t=$(( $(date +%s) - T0 ))s $*"; }
 nvidia-smi -L | tee $R/gpu.txt
-cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBSHARD_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DEMBSHARD_WITH_TORCH=OFF \
-  -DCMAKE_PREFIX_PATH="$ROOT/build-devdeps/root/usr;$L/cmake" \
-  -DMPI_SKIP_COMPILER_WRAPPER=ON -DMPI_CXX_SKIP_MPICXX=ON -DMPI_CXX_HEADER_DIR=$L/openmpi/include \
-  -DMPI_CXX_LIB_NAMES=mpi -DMPI_mpi_LIBRARY=$L/libmpi.so.40 \
-  -DZLIB_INCLUDE_DIR=$ROOT/build-devdeps/root/usr/include -DZLIB_LIBRARY=$L/libz.a \
-  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 > $R/cmake.log 2>&1 ||
-  { tail -30 $R/cmake.log; pack "cmake failed"; exit 1; }
-ninja -C build-cuda embshard_cli test_tbe_cuda test_executor_cuda > $R/build.log 2>&1 ||
-  { grep -B2 -A12 -m3 "error" $R/build.log | head -60; pack "build failed"; exit 1; }
+. scripts/gpu/cuda_build.sh
 E=$ROOT/build-cuda/embshard
 pack "built"
 ( build-cuda/test_tbe_cuda --gtest_brief=1 && build-cuda/test_executor_cuda --gtest_brief=1 ) > $R/tests.txt 2>&1
