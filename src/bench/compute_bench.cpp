@@ -22,15 +22,8 @@
 #include "embshard/util/text_table.h"
 
 namespace embshard {
-namespace {
 
-using nlohmann::json;
-
-const char* optimizer_name(OptimizerType type) {
-  return type == OptimizerType::kSgd ? "sgd" : "rowwise_adagrad";
-}
-
-void check_options(const Workload& workload, const ComputeBenchOptions& o) {
+void check_compute_bench_options(const ComputeBenchOptions& o) {
   ES_CHECK(o.samples >= 0, "bench compute: --samples is {}, must be >= 0", o.samples);
   ES_CHECK(o.max_tables >= 1, "bench compute: --max-tables is {}, must be >= 1", o.max_tables);
   ES_CHECK(o.mem_cap_bytes > 0, "bench compute: --mem-cap is {}, must be positive",
@@ -49,6 +42,18 @@ void check_options(const Workload& workload, const ComputeBenchOptions& o) {
     ES_CHECK(dim >= 1 && dim <= 1024, "bench compute: --dims holds {}, dims must be in 1..1024",
              dim);
   }
+}
+
+namespace {
+
+using nlohmann::json;
+
+const char* optimizer_name(OptimizerType type) {
+  return type == OptimizerType::kSgd ? "sgd" : "rowwise_adagrad";
+}
+
+void check_options(const Workload& workload, const ComputeBenchOptions& o) {
+  check_compute_bench_options(o);
   ES_CHECK(!workload.tables.empty(), "bench compute: workload '{}' has no tables",
            workload.dir);
   const int min_dim = *std::min_element(o.dims.begin(), o.dims.end());

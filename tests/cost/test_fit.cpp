@@ -295,6 +295,14 @@ TEST(Fit, RefusedOptionsLeaveNoDirectory) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("cannot cover"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir.file("out")));
+  // Measuring options too, though the pools are made before any shard runs.
+  for (const char* bad : {"--mem-cap 0", "--dims 0", "--dims 4096"}) {
+    const auto b = testing::run_cli("fit --model " + shipped_models_dir() +
+                                    "/neural --fine-tune off " + bad + " -o " + dir.file("out"));
+    EXPECT_NE(b.exit_code, 0) << bad;
+    EXPECT_NE(b.output.find("bench compute: --"), std::string::npos) << b.output;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("out"))) << bad;
+  }
 }
 
 // The command says so when the fitted model judges worse than the one given:

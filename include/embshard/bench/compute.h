@@ -63,6 +63,10 @@ std::unique_ptr<Executor> create_executor(const ComputeBenchOptions& options);
 // The shard timer's options of a run.
 ShardTimerOptions shard_timer_options(const ComputeBenchOptions& options);
 
+// Checks the options that do not depend on the workload (counts, sizes,
+// dims, rounds): an Error naming the flag. run_compute_bench checks them too.
+void check_compute_bench_options(const ComputeBenchOptions& options);
+
 // Runs the whole benchmark (resuming), with progress to `reporter`. Returns
 // the number of records in the output file.
 int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter);

@@ -304,6 +304,7 @@ FitFiles measure_fit_data(const FitMeasureOptions& o, double fit_share, Reporter
            "fit: {} shards cannot cover {} pools (profiles x batches), each with shards to fit "
            "on and to judge",
            o.bench.samples, 2 * pools);
+  check_compute_bench_options(o.bench);  // before any pool is made
   FitFiles files;
   uint64_t seed = o.bench.seed;
   for (const std::string& profile : o.profiles) {
