@@ -16,7 +16,7 @@ reference=${1:?usage: scripts/reference_speed.sh NEUROSHARD_DIR [EMBSHARD_BINARY
 embshard=${2:-build/embshard}
 repeats=${3:-3}
 sizes=${4:-50x4 100x8 200x16}
-python=/usr/bin/python3
+python=${PYTHON:-/usr/bin/python3}  # PYTHON: another interpreter with torch
 here=$(cd "$(dirname "$0")" && pwd)
 [[ -f $reference/neuroshard/neurosharder.py ]] ||
   { echo "reference_speed.sh: no NeuroShard checkout at '$reference' (neuroshard/neurosharder.py)" >&2; exit 1; }
