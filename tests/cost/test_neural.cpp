@@ -637,8 +637,8 @@ TEST(Mlp, BlockedForwardEqualsReference) {
 TEST(Mlp, ZeroInputsSkipped) {
   std::mt19937_64 rng(13);
   std::uniform_real_distribution<float> u(-1, 1);
-  for (const std::vector<int>& sizes : std::vector<std::vector<int>>{
-           {32, 64, 64, 1}, {43, 64, 64, 32}, {130, 70, 9}, {7, 8, 3}}) {
+  for (const std::vector<int>& sizes :
+       std::vector<std::vector<int>>{{32, 64, 64, 1}, {43, 64, 64, 32}, {130, 70, 9}, {7, 8, 3}}) {
     Mlp ref = random_mlp(sizes, false, rng);
     Mlp fast = ref;
     fast.prepare();

@@ -37,7 +37,8 @@ struct NonZero {
     int i = 0;
 #if defined(__AVX512F__)
     for (; i + 16 <= n; i += 16) {
-      const uint64_t m = _mm512_cmp_ps_mask(_mm512_loadu_ps(in + i), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+      const uint64_t m =
+          _mm512_cmp_ps_mask(_mm512_loadu_ps(in + i), _mm512_setzero_ps(), _CMP_NEQ_UQ);
       words[i / 64] |= m << (i % 64);
     }
 #elif defined(__AVX__)
