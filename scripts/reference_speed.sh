@@ -8,7 +8,8 @@
 #
 # usage: scripts/reference_speed.sh NEUROSHARD_DIR [EMBSHARD_BINARY] [REPEATS] [SIZES]
 #   NEUROSHARD_DIR: a checkout of daochenzha/neuroshard (not part of this
-#   repository); needs Debian's python3 with python3-torch.
+#   repository); needs Debian's python3 with python3-torch (or PYTHON=another
+#   interpreter with torch).
 #   defaults: build/embshard, 3, "50x4 100x8 200x16"
 set -euo pipefail
 
