@@ -632,8 +632,9 @@ TEST(Mlp, BlockedForwardEqualsReference) {
 
 // Zero inputs are skipped, bit-exactly: inputs mostly zero (and all zero,
 // only even ones, only odd ones), on widths over one 64-bit mask word, give
-// the reference's outputs; and the weights from zero inputs are never read:
-// set to NaN, they leave the outputs' bits unchanged.
+// the reference's outputs; and where at most half the inputs are non-zero,
+// the blocks never read the weights from zero inputs: set to NaN in the
+// transposed copy the blocks read, they leave the outputs' bits unchanged.
 TEST(Mlp, ZeroInputsSkipped) {
   std::mt19937_64 rng(13);
   std::uniform_real_distribution<float> u(-1, 1);

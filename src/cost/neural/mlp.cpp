@@ -150,11 +150,13 @@ void Mlp::forward(const float* x, float* y) const {
       // Blocks of 64 (eight independent vector chains hide the FMA latency),
       // 32 and 8 outputs over the non-zero inputs, then dot products over
       // the inputs (float accumulation, like torch).
-      const NonZero nz(in, layer.in);
       int o = 0;
-      for (; o + 64 <= layer.out; o += 64) dense_block<64>(layer, in, nz, o, out);
-      for (; o + 32 <= layer.out; o += 32) dense_block<32>(layer, in, nz, o, out);
-      for (; o + 8 <= layer.out; o += 8) dense_block<8>(layer, in, nz, o, out);
+      if (layer.out >= 8) {  // the masks serve the blocks alone
+        const NonZero nz(in, layer.in);
+        for (; o + 64 <= layer.out; o += 64) dense_block<64>(layer, in, nz, o, out);
+        for (; o + 32 <= layer.out; o += 32) dense_block<32>(layer, in, nz, o, out);
+        for (; o + 8 <= layer.out; o += 8) dense_block<8>(layer, in, nz, o, out);
+      }
       for (; o < layer.out; ++o) dense_dot(layer, in, o, out);
       in = out;
       continue;
