@@ -3,7 +3,7 @@
 // (screened first on a coarse grid: PlannerOptions::screen_keep);
 // beyond NeuroShard, where the task allows them, moves that split a piece's
 // rows over k devices (k = 2 and every device) and that replicate a table on
-// every device, and a beam from TorchRec's greedy proposal.
+// every device, and a beam from the cheaper of two of TorchRec's proposals.
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -141,9 +141,10 @@ class NeuroShardPlanner : public Planner {
   BeamState split(const PlanTask& task, ShardCosts& costs, const BeamState& s, size_t i) const;
   void more_moves(const PlanTask& task, ShardCosts& costs, const BeamState& s,
                   std::vector<BeamState>& out) const;
-  BeamState greedy_proposal(const PlanTask& task, ShardCosts& costs,
-                          std::vector<std::unique_ptr<search::GridGreedy>>& grids, Ratings& rated,
-                          std::unordered_set<uint64_t>& seen, size_t& work) const;
+  BeamState torchrec_proposal(const PlanTask& task, ShardCosts& costs,
+                              std::vector<std::unique_ptr<search::GridGreedy>>& grids,
+                              Ratings& rated, std::unordered_set<uint64_t>& seen,
+                              bool with_row_wise, size_t& work, std::string& which) const;
 
   PlannerOptions options_;
   bool big_first_ = false;  // PieceOrder's for this task
@@ -339,33 +340,54 @@ void remember(std::vector<BeamState>& best, const BeamState& s, size_t count) {
   if (best.size() > count) best.pop_back();
 }
 
-// The third beam's start: TorchRec's greedy proposal (each table in its
-// form of the lowest TorchRec perf; search::torchrec_greedy_proposal) where
-// it splits rows or replicates (column halves alone are the halvings'
-// space), rated on the whole grid (infinite cost: it places nowhere). A plan
+// The last beam's start: the cheaper on the model of two of TorchRec's
+// proposals where they split rows or replicate (column halves alone are the
+// halvings' space), each rated on the whole grid (infinite cost: it places
+// nowhere): its greedy proposal (each table in its form of the lowest
+// TorchRec perf; search::torchrec_greedy_proposal) and, `with_row_wise`,
+// its row-wise one (every table split by rows over every device). A plan
 // that splits the rows of many tables is many moves from the table-wise
 // start, and one such move alone can cost more than it saves (a
 // reduce-scatter before any balance), so the beams seldom get there step by
-// step. Its pieces count as the beam's work. (TorchRec's other proposals
-// were tried as starts too, docs/sharding_types.md: every table row-wise
-// made no better plans in all for n pieces a table, 1.3x the search time at
-// 1000 x 64; the replicas never won.) An empty state where it has no new type.
-BeamState NeuroShardPlanner::greedy_proposal(const PlanTask& task, ShardCosts& costs,
-                                           std::vector<std::unique_ptr<search::GridGreedy>>& grids,
-                                           Ratings& rated, std::unordered_set<uint64_t>& seen,
-                                           size_t& work) const {
-  std::vector<BeamState> proposal(1);
-  BeamState& s = proposal.front();
-  s.pieces = search::torchrec_greedy_proposal(task, costs);
-  const bool new_types = std::any_of(s.pieces.begin(), s.pieces.end(),
-                                     [](const Piece& p) { return !p.full_rows(); });
-  if (!new_types || !search::types_allowed(task, s.pieces)) return {};
-  std::sort(s.pieces.begin(), s.pieces.end(), PieceOrder(task, big_first_));
-  s.signature = signature(s.pieces);
-  seen.insert(s.signature);
-  work += s.pieces.size();
-  rate_children(proposal, 1, grids, rated, options_, nullptr);
-  return std::move(s);
+// step; where tables too big for any device fill the memory, the row-wise
+// proposal can be the only cheap plan there is (docs/sharding_types.md,
+// "The reuse tail merged and TorchRec's row-wise proposal"). Elsewhere it
+// seldom wins and costs the most to rate (a piece per table and device), so
+// it is rated only there. Their pieces count as the beam's work; `which`
+// names the one returned. (The replicas never won as starts.) An empty state
+// where neither has a new type.
+BeamState NeuroShardPlanner::torchrec_proposal(
+    const PlanTask& task, ShardCosts& costs,
+    std::vector<std::unique_ptr<search::GridGreedy>>& grids, Ratings& rated,
+    std::unordered_set<uint64_t>& seen, bool with_row_wise, size_t& work,
+    std::string& which) const {
+  std::vector<std::pair<const char*, std::vector<Piece>>> starts;
+  starts.emplace_back("greedy", search::torchrec_greedy_proposal(task, costs));
+  if (with_row_wise)
+    starts.emplace_back("row-wise", search::torchrec_row_wise_proposal(task, costs));
+  std::vector<BeamState> proposals;
+  std::vector<std::pair<uint64_t, const char*>> names;  // by signature
+  for (const auto& [name, pieces] : starts) {
+    const bool new_types =
+        std::any_of(pieces.begin(), pieces.end(), [](const Piece& p) { return !p.full_rows(); });
+    if (!new_types || !search::types_allowed(task, pieces)) continue;
+    BeamState s;
+    s.pieces = pieces;
+    std::sort(s.pieces.begin(), s.pieces.end(), PieceOrder(task, big_first_));
+    s.signature = signature(s.pieces);
+    if (!seen.insert(s.signature).second) continue;
+    names.emplace_back(s.signature, name);
+    work += s.pieces.size();
+    proposals.push_back(std::move(s));
+  }
+  if (proposals.empty()) return {};
+  // The cheaper exactly; the other may be cut off. Ties: the greedy one.
+  rate_children(proposals, 1, grids, rated, options_, nullptr);
+  by_cost(proposals);
+  for (const auto& [signature, name] : names) {
+    if (signature == proposals.front().signature) which = name;
+  }
+  return std::move(proposals.front());
 }
 
 std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, ShardCosts& costs,
@@ -419,10 +441,10 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
     // replicate or split rows table after table, which end cheaper
     // (docs/sharding_types.md, "A beam without halvings"). It starts from the
     // tables that fit no device split by rows, not halved, where those differ:
-    // halves it cannot join again. Last, when TorchRec's greedy proposal
-    // (greedy_proposal) beats every plan found so far, a fourth beam with
-    // every move starts from it (a beam of its own: beside the start its
-    // children crowded out the start's lineage). The beam without halvings
+    // halves it cannot join again. Last, when the cheaper of TorchRec's greedy
+    // and row-wise proposals (torchrec_proposal) beats every plan found so
+    // far, a fourth beam with every move starts from it (a beam of its own:
+    // beside the start its children crowded out the start's lineage). The beam without halvings
     // and the last get the work the halvings' beam took (pieces placed by the
     // children they rated), the every-move beam half of it (mostly one step:
     // it finds the plans that mix halvings and row splits from the start),
@@ -442,12 +464,21 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
       size_t work = 0;
       big_first_ = start_big_first;
       if (phase == kFromProposal) {
-        BeamState p = greedy_proposal(task, costs, grids, rated, seen, work);
+        std::string which;
+        // The row-wise proposal where a table fits no device whole.
+        const int64_t room =
+            *std::max_element(task.device_mem_bytes.begin(), task.device_mem_bytes.end());
+        bool huge = false;
+        for (int t = 0; t < task.num_tables(); ++t) huge = huge || task.table_bytes(t) > room;
+        BeamState p = torchrec_proposal(task, costs, grids, rated, seen, huge, work, which);
         const bool cheaper = !best.empty() ? p.cost_ms < best.front().cost_ms : std::isfinite(p.cost_ms);
-        summary_ += p.pieces.empty()               ? "; TorchRec's greedy proposal splits no rows"
-                    : !std::isfinite(p.cost_ms) ? "; TorchRec's greedy proposal: its pieces, placed by this search's grid, do not fit the devices' memory (the torchrec planner places them its own way)"
-                    : fmt::format("; TorchRec's greedy proposal {:.3f} ms{}", p.cost_ms,
-                                  cheaper ? "" : " (not cheaper: no beam from it)");
+        summary_ +=
+            p.pieces.empty() ? "; TorchRec's proposals split no rows"
+            : !std::isfinite(p.cost_ms)
+                ? "; TorchRec's proposals: their pieces, placed by this search's grid, do not fit "
+                  "the devices' memory (the torchrec planner places them its own way)"
+                : fmt::format("; TorchRec's {} proposal {:.3f} ms{}", which, p.cost_ms,
+                              cheaper ? "" : " (not cheaper: no beam from it)");
         if (!cheaper) break;
         remember(best, p, count);
         beam = {std::move(p)};

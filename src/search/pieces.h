@@ -89,6 +89,9 @@ auto place_with_fallback(const PlanTask& task, ShardCosts& costs, Place place) {
 // the form of the lowest TorchRec perf the task allows (table-wise, column
 // halves, row-wise over every device, or a replica).
 std::vector<Piece> torchrec_greedy_proposal(const PlanTask& task, ShardCosts& costs);
+// Its UniformProposer's row-wise proposal: every table that may be split by
+// rows over every device, at full width.
+std::vector<Piece> torchrec_row_wise_proposal(const PlanTask& task, ShardCosts& costs);
 
 // Pieces of a table become column ranges in the order they appear (a row
 // group takes one column range); a replica becomes a copy on every device.

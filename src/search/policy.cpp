@@ -81,7 +81,7 @@ std::vector<float> policy_table_features(const PlanTask& task) {
   std::vector<float> x(static_cast<size_t>(n) * nf, 0.0f);
   for (int t = 0; t < n; ++t) {
     compute_raw_features(table_features(task.tables[t], task.tables[t].dim), task.batch_size,
-                         &x[static_cast<size_t>(t) * nf]);
+                         &x[static_cast<size_t>(t) * nf], kNoReuseTail);
   }
   for (int f = 0; f < kTaskScalars; ++f) {
     double sum = 0, sq = 0;

@@ -139,6 +139,27 @@ std::vector<Piece> greedy(const PlanTask& task, ShardCosts& costs, const std::ve
   return out;
 }
 
+// Every table that can be row-wise, row-wise over every device at full
+// width (also one that the base halved to fit: TorchRec enumerates every
+// type per table).
+std::vector<Piece> all_rows(const PlanTask& task, ShardCosts& costs,
+                            const std::vector<Piece>& base) {
+  std::vector<Piece> out;
+  const int n = task.num_devices();
+  std::vector<uint8_t> done(task.tables.size(), 0);
+  for (const Piece& p : base) {
+    if (!task.row_splittable(p.table, n)) {
+      out.push_back(p);
+      continue;
+    }
+    if (done[p.table]) continue;
+    done[p.table] = 1;
+    const Piece whole = search::make_piece(task, costs, p.table, task.tables[p.table].dim);
+    for (const Piece& r : search::split_rows(task, costs, whole, n, out)) out.push_back(r);
+  }
+  return out;
+}
+
 class TorchRecPlanner : public Planner {
  public:
   std::string name() const override { return "torchrec"; }
@@ -195,27 +216,6 @@ class TorchRecPlanner : public Planner {
     return out;
   }
 
-  // Every table that can be row-wise, row-wise over every device at full
-  // width (also one that the base halved to fit: TorchRec enumerates every
-  // type per table).
-  static std::vector<Piece> all_rows(const PlanTask& task, ShardCosts& costs,
-                                     const std::vector<Piece>& base) {
-    std::vector<Piece> out;
-    const int n = task.num_devices();
-    std::vector<uint8_t> done(task.tables.size(), 0);
-    for (const Piece& p : base) {
-      if (!task.row_splittable(p.table, n)) {
-        out.push_back(p);
-        continue;
-      }
-      if (done[p.table]) continue;
-      done[p.table] = 1;
-      const Piece whole = search::make_piece(task, costs, p.table, task.tables[p.table].dim);
-      for (const Piece& r : search::split_rows(task, costs, whole, n, out)) out.push_back(r);
-    }
-    return out;
-  }
-
   // Every table-wise table that fits each device replicated (or only those
   // whose replica's perf beats its table-wise perf: `only_cheaper`).
   static std::vector<Piece> replicate(const PlanTask& task, ShardCosts& costs,
@@ -267,6 +267,10 @@ class TorchRecPlanner : public Planner {
 
 std::vector<Piece> search::torchrec_greedy_proposal(const PlanTask& task, ShardCosts& costs) {
   return greedy(task, costs, search::initial_pieces(task, costs));
+}
+
+std::vector<Piece> search::torchrec_row_wise_proposal(const PlanTask& task, ShardCosts& costs) {
+  return all_rows(task, costs, search::initial_pieces(task, costs));
 }
 
 std::unique_ptr<Planner> make_torchrec_planner(const PlannerOptions&) {

@@ -118,6 +118,102 @@ TEST(NeuralModel, SaveLoadRoundTrip) {
   EXPECT_EQ(back.comm_max_delay_ms, m.comm_max_delay_ms);
 }
 
+// A table whose histograms reach past bin `tail`: a few rows accessed tens of
+// thousands of times, as a hot table's hottest rows are.
+TableFeatures table_with_hot_rows(std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0, 1);
+  TableFeatures t;
+  t.rows = 40000;
+  t.dim = 16;
+  t.pooling_factor = 35;
+  double row_sum = 0, lookup_sum = 0;
+  for (int k = 0; k < kReuseBins; ++k) {
+    t.row_reuse[k] = k < 10 ? u(rng) : 1e-4 * u(rng);
+    t.lookup_reuse[k] = u(rng);
+    row_sum += t.row_reuse[k];
+    lookup_sum += t.lookup_reuse[k];
+  }
+  for (int k = 0; k < kReuseBins; ++k) t.row_reuse[k] /= row_sum, t.lookup_reuse[k] /= lookup_sum;
+  return t;
+}
+
+// Bins above the tail bin read 0 and it holds their sum; the rest is as
+// without a tail: the scalars, the bins below, every bin of a table whose
+// histograms end before the tail.
+TEST(NeuralFeatures, ReuseTailMergedIntoOneBin) {
+  std::mt19937_64 rng(7);
+  const size_t nf = compute_feature_names().size();
+  constexpr int kScalars = 9, kRow = kScalars, kLookup = kScalars + kReuseBins;
+  ASSERT_EQ(nf, static_cast<size_t>(kScalars + 2 * kReuseBins));
+  for (int trial = 0; trial < 20; ++trial) {
+    const TableFeatures t = table_with_hot_rows(rng);
+    std::vector<float> none(nf), merged(nf);
+    compute_raw_features(t, 4096, none.data(), kNoReuseTail);
+    for (int tail : {1, 5, kDefaultReuseTailBin, kNoReuseTail - 1, kNoReuseTail}) {
+      compute_raw_features(t, 4096, merged.data(), tail);
+      for (int i = 0; i < kScalars; ++i) EXPECT_EQ(merged[i], none[i]) << "feature " << i;
+      for (int base : {kRow, kLookup}) {
+        float sum = 0;
+        for (int k = tail; k < kReuseBins; ++k) sum += none[base + k];
+        for (int k = 0; k < kReuseBins; ++k) {
+          const float expected = k < tail ? none[base + k] : k == tail ? sum : 0.0f;
+          EXPECT_FLOAT_EQ(merged[base + k], expected) << "tail " << tail << ", bin " << k;
+        }
+      }
+    }
+  }
+  // Nothing past the tail: the same features.
+  TableFeatures cold = table_with_hot_rows(rng);
+  for (int k = kDefaultReuseTailBin + 1; k < kReuseBins; ++k) {
+    cold.row_reuse[k] = cold.lookup_reuse[k] = 0;
+  }
+  std::vector<float> a(nf), b(nf);
+  compute_raw_features(cold, 2048, a.data(), kNoReuseTail);
+  compute_raw_features(cold, 2048, b.data(), kDefaultReuseTailBin);
+  EXPECT_EQ(a, b);
+  for (int bad : {0, -1, kReuseBins}) {
+    EXPECT_NE(testing::error_of([&] {
+                compute_raw_features(cold, 2048, a.data(), bad);
+              }).find("reuse tail bin " + std::to_string(bad)),
+              std::string::npos);
+  }
+}
+
+// The tail bin is the model's: saved and loaded with it, read by the fast
+// path; a manifest without it (a model trained before it) merges nothing.
+TEST(NeuralModel, ReuseTailBinTravelsWithTheModel) {
+  ScratchDir dir("neural_tail");
+  const std::string d = dir.path().string();
+  NeuralModel m = random_model(2);
+  m.compute.reuse_tail_bin = kDefaultReuseTailBin;
+  save_neural_model(m, d);
+  auto manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
+  EXPECT_EQ(manifest["networks"]["compute"]["reuse_tail_bin"], kDefaultReuseTailBin);
+  const NeuralModel back = load_neural_model(d);
+  EXPECT_EQ(back.compute.reuse_tail_bin, kDefaultReuseTailBin);
+  NeuralModel untailed = m;
+  untailed.compute.reuse_tail_bin = kNoReuseTail;
+  std::mt19937_64 rng(3);
+  const std::vector<TableFeatures> hot = {table_with_hot_rows(rng)};
+  EXPECT_EQ(predict_compute_ms(back, hot), predict_compute_ms(m, hot));
+  EXPECT_NE(predict_compute_ms(back, hot), predict_compute_ms(untailed, hot));
+  NeuralComputeModel fast(prepared_neural_model(back));
+  const int id = fast.add_table(hot[0]);
+  EXPECT_NEAR(fast.compute_ms(std::vector<int>{id}), predict_compute_ms(m, hot),
+              1e-5 * predict_compute_ms(m, hot));
+
+  manifest["networks"]["compute"].erase("reuse_tail_bin");
+  write_file_atomic(dir.file("manifest.json"), manifest.dump());
+  EXPECT_EQ(load_neural_model(d).compute.reuse_tail_bin, kNoReuseTail);
+  for (const nlohmann::json& bad : {nlohmann::json(0), nlohmann::json(17), nlohmann::json("x")}) {
+    manifest["networks"]["compute"]["reuse_tail_bin"] = bad;
+    write_file_atomic(dir.file("manifest.json"), manifest.dump());
+    const std::string e = testing::error_of([&] { load_neural_model(d); });
+    EXPECT_NE(e.find("manifest.json"), std::string::npos) << e;
+    EXPECT_NE(e.find("reuse_tail_bin"), std::string::npos) << e;
+  }
+}
+
 // Forward = the wait for the last device + the network's transfer time, the
 // network seeing delays clipped to its training range: a straggler 50 ms late
 // adds its 50 ms, it is not extrapolated.
@@ -291,7 +387,7 @@ TEST(NeuralModel, TablesFarFromTheTrainingTablesAreNamed) {
   std::vector<double> sum(nf), sq(nf);
   std::vector<float> x(nf);
   for (const TableFeatures& t : pool) {
-    compute_raw_features(t, m.batch_size, x.data());
+    compute_raw_features(t, m.batch_size, x.data(), m.compute.reuse_tail_bin);
     for (size_t i = 0; i < nf; ++i) sum[i] += x[i], sq[i] += double{x[i]} * x[i];
   }
   for (size_t i = 0; i < nf; ++i) {  // as training fits them: a constant feature's scale 1

@@ -92,6 +92,10 @@ TEST_F(NeuralTrain, FastPathEqualsLibtorchForward) {
     f.pooling_factor = t.pooling;
     f.row_reuse = t.row_reuse;
     f.lookup_reuse = t.lookup_reuse;
+    if (rng() % 2) {  // a few very hot rows: past the model's reuse tail bin
+      f.lookup_reuse[kReuseBins - 2] += 0.1;
+      f.row_reuse[kReuseBins - 2] += 1e-3;
+    }
     EXPECT_EQ(fast.add_table(f), torch_model.add_table(f));
   }
   for (int s = 0; s < 200; ++s) {
@@ -153,6 +157,8 @@ TEST_F(NeuralTrain, NonsenseSettingsAreErrors) {
       {[](TrainOptions& o) { o.hidden = 0; }, "--hidden 0"},
       {[](TrainOptions& o) { o.embed = -1; }, "--embed -1"},
       {[](TrainOptions& o) { o.threads = 0; }, "--threads 0"},
+      {[](TrainOptions& o) { o.reuse_tail_bin = 0; }, "--reuse-tail-bin 0"},
+      {[](TrainOptions& o) { o.reuse_tail_bin = kReuseBins; }, "--reuse-tail-bin 17"},
   };
   for (const auto& c : cases) {
     TrainOptions o = options();
@@ -197,6 +203,8 @@ TEST_F(NeuralTrain, WeightAverageLearnsIsDeterministicAndIsRecorded) {
   EXPECT_GE(mape, 0);
   EXPECT_LT(mape, 5.0);
   EXPECT_EQ(a.model.info["training"]["weight_average"], 0.99);
+  EXPECT_EQ(a.model.info["training"]["reuse_tail_bin"], kDefaultReuseTailBin);
+  EXPECT_EQ(a.model.compute.reuse_tail_bin, kDefaultReuseTailBin);
 }
 
 TEST_F(NeuralTrain, TrainAndValidateCommands) {

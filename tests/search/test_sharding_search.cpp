@@ -11,6 +11,8 @@
 #include "embshard/search/planner.h"
 #include "embshard/search/policy.h"
 #include "embshard/util/error.h"
+#include "search/grid_greedy.h"
+#include "search/pieces.h"
 #include "search/task_util.h"
 #include "search/toy_cost_model.h"
 
@@ -211,6 +213,43 @@ TEST(ShardingSearch, EveryTypeSearchNoWorseThanTorchRecOnHotTables) {
     }
   }
   EXPECT_GE(from_proposal, 1);
+}
+
+// Hot tables too big for any device, memory tight: each starts split by rows
+// over the fewest devices it fits, where its blocks stay (a row piece is not
+// split again), and the devices holding them run long. TorchRec's row-wise
+// proposal (every table over every device) spreads them all; the search
+// starts its last beam from it when it is the cheaper proposal and beats the
+// beams, so it is never rated worse than that proposal.
+TEST(ShardingSearch, NoWorseThanTorchRecsRowWiseProposalWhereHugeHotTablesFillMemory) {
+  int from_rows = 0;
+  for (uint64_t seed : {1, 2, 3, 4}) {
+    std::vector<TableSpec> tables = testing::random_tables(16, seed);
+    for (TableSpec& t : tables) t.rows = std::min<int64_t>(t.rows, 20000);
+    for (int t = 0; t < 3; ++t) {
+      tables[t].rows = 3'000'000;
+      tables[t].dim = 32;
+      tables[t].pooling_factor = 100 + 100 * t;
+    }
+    MemoryModel m;
+    int64_t total = 0;
+    for (const TableSpec& s : tables) total += m.shard_bytes(s.rows, s.dim);
+    const int devices = 8;
+    const PlanTask task =
+        make_task(tables, 4096, std::vector<int64_t>(devices, total * 11 / 10 / devices), {});
+    ToyCostModel model;
+    ShardCosts costs(task, model);
+    const std::vector<search::Piece> rows = search::torchrec_row_wise_proposal(task, costs);
+    std::vector<int> device_of;
+    search::GridGreedy grid(task, model, PlannerOptions{});
+    const double proposal = grid.run(rows, device_of);
+    ASSERT_TRUE(std::isfinite(proposal)) << seed;
+    auto neuroshard = create_planner("neuroshard", {});
+    const double full = make_plan(*neuroshard, task, model).predicted.cost_ms;
+    EXPECT_LE(full, proposal * (1 + 1e-9)) << seed << ": " << neuroshard->search_summary();
+    if (neuroshard->search_summary().find("row-wise proposal") != std::string::npos) ++from_rows;
+  }
+  EXPECT_GE(from_rows, 1);
 }
 
 // Memory so tight that the table-wise start places nowhere: the screen has

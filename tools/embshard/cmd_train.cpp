@@ -91,6 +91,10 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--hidden", o.hidden, "Hidden layer width")->capture_default_str();
   cmd->add_option("--embed", o.embed, "Per-table MLP output width")->capture_default_str();
+  cmd->add_option("--reuse-tail-bin", o.reuse_tail_bin,
+                  "Reuse bin the histograms' tail is merged into: rows accessed more often count "
+                  "alike (16: nothing merged)")
+      ->capture_default_str();
   cmd->add_option("--threads", o.threads, "Torch threads (1 is deterministic)")
       ->capture_default_str();
   cmd->callback([args] { run_train(*args); });

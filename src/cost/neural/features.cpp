@@ -53,7 +53,9 @@ const std::vector<std::string>& comm_bwd_feature_names() {
   return names;
 }
 
-void compute_raw_features(const TableFeatures& t, int64_t batch, float* out) {
+void compute_raw_features(const TableFeatures& t, int64_t batch, float* out, int reuse_tail_bin) {
+  ES_CHECK(reuse_tail_bin >= 1 && reuse_tail_bin <= kNoReuseTail,
+           "neural cost model: reuse tail bin {} (must be 1 .. {})", reuse_tail_bin, kNoReuseTail);
   ES_CHECK(t.rows > 0 && t.dim > 0 && std::isfinite(t.pooling_factor) && t.pooling_factor >= 0,
            "neural cost model: invalid table (rows {}, dim {}, pooling factor {})", t.rows, t.dim,
            t.pooling_factor);
@@ -75,9 +77,16 @@ void compute_raw_features(const TableFeatures& t, int64_t batch, float* out) {
       std::log(rows * dim * 4),
       unique / rows};
   for (int i = 0; i < kComputeScalarFeatures; ++i) out[i] = static_cast<float>(scalars[i]);
+  float* const row = out + kComputeScalarFeatures;
+  float* const lookup = row + kReuseBins;
   for (int k = 0; k < kReuseBins; ++k) {
-    out[kComputeScalarFeatures + k] = static_cast<float>(t.row_reuse[k]);
-    out[kComputeScalarFeatures + kReuseBins + k] = static_cast<float>(t.lookup_reuse[k]);
+    row[k] = static_cast<float>(t.row_reuse[k]);
+    lookup[k] = static_cast<float>(t.lookup_reuse[k]);
+  }
+  for (int k = reuse_tail_bin + 1; k < kReuseBins; ++k) {
+    row[reuse_tail_bin] += row[k];
+    lookup[reuse_tail_bin] += lookup[k];
+    row[k] = lookup[k] = 0;
   }
 }
 

@@ -50,7 +50,7 @@ double predict_compute_ms(const NeuralModel& model, std::span<const TableFeature
   std::vector<float> x(compute_feature_names().size()), e(net.table.out()),
       sum(net.table.out(), 0.0f);
   for (const TableFeatures& t : tables) {
-    compute_raw_features(t, fit.network_batch, x.data());
+    compute_raw_features(t, fit.network_batch, x.data(), net.reuse_tail_bin);
     net.features.apply(x.data());
     net.table.forward(x.data(), e.data());
     for (size_t i = 0; i < e.size(); ++i) sum[i] += table_exp(e[i]);
@@ -195,7 +195,7 @@ std::string NeuralComputeModel::name() const { return neural_name(notes()); }
 int NeuralComputeModel::add_table(const TableFeatures& table) {
   const ComputeNet& net = model_->compute;
   float x[Mlp::kMaxWidth];
-  compute_raw_features(table, fit_.network_batch, x);
+  compute_raw_features(table, fit_.network_batch, x, net.reuse_tail_bin);
   net.features.apply(x);
   const size_t at = embedded_.size();
   embedded_.resize(at + embed_);
@@ -208,7 +208,7 @@ int NeuralComputeModel::add_table(const TableFeatures& table) {
 std::string NeuralComputeModel::far_from_training(const TableFeatures& table) const {
   const Normaliser& n = model_->compute.features;
   float x[Mlp::kMaxWidth];
-  compute_raw_features(table, fit_.network_batch, x);
+  compute_raw_features(table, fit_.network_batch, x, model_->compute.reuse_tail_bin);
   // The first three features: log rows, log dim, log(1 + pooling factor).
   const char* const names[] = {"rows", "dim", "pooling factor"};
   const double values[] = {static_cast<double>(table.rows), static_cast<double>(table.dim),

@@ -232,6 +232,7 @@ void save_neural_model(const NeuralModel& m, const std::string& dir) {
   json nets;
   nets["compute"] = {{"features", compute_feature_names()},
                      {"pooling", "sum_exp_log"},  // log(sum over tables of exp(table_mlp))
+                     {"reuse_tail_bin", m.compute.reuse_tail_bin},
                      {"normaliser", normaliser_json(m.compute.features)},
                      {"table_mlp", mlp_entry(dir, "compute_table.bin", m.compute.table)},
                      {"head_mlp", mlp_entry(dir, "compute_head.bin", m.compute.head)},
@@ -291,6 +292,12 @@ NeuralModel load_neural_model(const std::string& given) {
   const std::string pooling = json_field(manifest, c + "/pooling", JsonKind::kString, path);
   ES_CHECK(pooling == "sum_exp_log",
            "{}: compute pooling '{}', this embshard implements 'sum_exp_log'", path, pooling);
+  if (const json* tail = json_optional(manifest, c + "/reuse_tail_bin", JsonKind::kCount, path)) {
+    const int64_t bin = tail->get<int64_t>();
+    ES_CHECK(bin >= 1 && bin <= kNoReuseTail, "{}: {}/reuse_tail_bin is {}, must be 1 .. {}", path,
+             c, bin, kNoReuseTail);
+    m.compute.reuse_tail_bin = static_cast<int>(bin);
+  }
   m.compute.features =
       normaliser_from(manifest, c + "/normaliser", compute_feature_names().size(), path);
   m.compute.table = mlp_from(dir, manifest, c + "/table_mlp", path);

@@ -93,7 +93,8 @@ int64_t TorchComputeReference::batch_size() const { return impl_->model.batch_si
 int TorchComputeReference::add_table(const TableFeatures& table) {
   const size_t at = impl_->rows.size();
   impl_->rows.resize(at + impl_->num_features);
-  compute_raw_features(table, impl_->model.batch_size, impl_->rows.data() + at);  // its smallest
+  compute_raw_features(table, impl_->model.batch_size, impl_->rows.data() + at,  // its smallest
+                       impl_->model.compute.reuse_tail_bin);
   impl_->model.compute.features.apply(impl_->rows.data() + at);
   impl_->features = to_tensor(impl_->rows, impl_->num_features);
   return static_cast<int>(at / impl_->num_features);

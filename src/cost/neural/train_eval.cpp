@@ -46,6 +46,7 @@ json options_json(const TrainOptions& o) {
           {"weight_average", o.weight_average},
           {"hidden", o.hidden},
           {"embed", o.embed},
+          {"reuse_tail_bin", o.reuse_tail_bin},
           {"threads", o.threads}};
 }
 

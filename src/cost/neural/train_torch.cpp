@@ -189,7 +189,7 @@ ComputeTensors compute_tensors(const ComputeData& data, ComputeNet& net, const C
   std::vector<double> train_log_ms;
   for (size_t r = 0; r < data.records.size(); ++r) {
     for (const TableFeatures& t : data.records[r].tables) {
-      compute_raw_features(t, data.records[r].batch, x.data());
+      compute_raw_features(t, data.records[r].batch, x.data(), net.reuse_tail_bin);
       rows.insert(rows.end(), x.begin(), x.end());
       if (in_train[r]) train_rows.insert(train_rows.end(), x.begin(), x.end());
     }
@@ -225,6 +225,7 @@ torch::Tensor compute_forward(TorchMlp& table, TorchMlp& head, const ComputeTens
 
 FitOutcome train_compute(const ComputeData& data, const ComputeSplit& split,
                          const TrainOptions& o, ComputeNet& net) {
+  net.reuse_tail_bin = o.reuse_tail_bin;
   const ComputeTensors t = compute_tensors(data, net, split);
   const int nf = static_cast<int>(compute_feature_names().size());
   TorchMlp table(std::vector<int>{nf, o.hidden, o.hidden, o.embed}, /*relu_last=*/false);
@@ -332,7 +333,7 @@ void fine_tune_fitted_model(FitResult& r, const FineTuneOptions& o, Reporter& re
     const ComputeRecord& rec = r.data.records[r.fit_idx[k]];
     const BatchFit bf = fit_batch(model.batch_size, model.max_batch_size, rec.batch);
     for (const TableFeatures& t : rec.tables) {
-      compute_raw_features(t, bf.network_batch, x.data());
+      compute_raw_features(t, bf.network_batch, x.data(), net.reuse_tail_bin);
       net.features.apply(x.data());
       rows.insert(rows.end(), x.begin(), x.end());
     }
@@ -397,6 +398,9 @@ TrainResult train_neural_model(const TrainOptions& o) {
                o.embed <= Mlp::kMaxWidth && o.threads >= 1,
            "train: --hidden {} and --embed {} must be in 1..{}, --threads {} at least 1",
            o.hidden, o.embed, Mlp::kMaxWidth, o.threads);
+  ES_CHECK(o.reuse_tail_bin >= 1 && o.reuse_tail_bin <= kNoReuseTail,
+           "train: --reuse-tail-bin {} must be in 1..{} ({}: nothing merged)", o.reuse_tail_bin,
+           kNoReuseTail, kNoReuseTail);
   torch::manual_seed(o.seed);
   torch::set_num_threads(o.threads);
   TrainResult result;

@@ -18,16 +18,17 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
+#include "embshard/cost/neural/features.h"
 #include "embshard/cost/neural/mlp.h"
 
 namespace embshard {
 
 struct ComputeNet {
   Normaliser features;                     // per-table features
+  int reuse_tail_bin = kNoReuseTail;       // compute_raw_features' (manifest: absent = none)
   Mlp table;                               // per-table MLP (linear output)
   Mlp head;                                // log(sum of exp(table outputs)) -> normalised log ms
   double target_mean = 0, target_std = 1;  // log ms = y * target_std + target_mean
