@@ -15,8 +15,26 @@
 #include "embshard/util/record_file.h"
 #include "embshard/workload/table.h"
 #include "embshard/cost/compute_model.h"
+#include "embshard/cost/neural/mlp.h"
 
 namespace embshard::testing {
+
+// An MLP of the given layer sizes with N(0, 0.3) weights and biases, ReLU
+// after every layer but the last (and the last too with `relu_last`).
+inline Mlp random_mlp(const std::vector<int>& sizes, bool relu_last, std::mt19937_64& rng) {
+  std::normal_distribution<float> n(0, 0.3f);
+  Mlp mlp;
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
+    DenseLayer l;
+    l.in = sizes[i];
+    l.out = sizes[i + 1];
+    l.relu = i + 2 < sizes.size() || relu_last;
+    for (int k = 0; k < l.in * l.out; ++k) l.weight.push_back(n(rng));
+    for (int k = 0; k < l.out; ++k) l.bias.push_back(n(rng));
+    mlp.layers.push_back(l);
+  }
+  return mlp;
+}
 
 struct SynthTable {
   int64_t rows;

@@ -29,21 +29,6 @@ namespace {
 
 using testing::ScratchDir;
 
-Mlp random_mlp(const std::vector<int>& sizes, bool relu_last, std::mt19937_64& rng) {
-  std::normal_distribution<float> n(0, 0.3f);
-  Mlp mlp;
-  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
-    DenseLayer l;
-    l.in = sizes[i];
-    l.out = sizes[i + 1];
-    l.relu = i + 2 < sizes.size() || relu_last;
-    for (int k = 0; k < l.in * l.out; ++k) l.weight.push_back(n(rng));
-    for (int k = 0; k < l.out; ++k) l.bias.push_back(n(rng));
-    mlp.layers.push_back(l);
-  }
-  return mlp;
-}
-
 NeuralModel random_model(uint64_t seed) {
   std::mt19937_64 rng(seed);
   NeuralModel m;
@@ -52,8 +37,8 @@ NeuralModel random_model(uint64_t seed) {
   const int nf = static_cast<int>(compute_feature_names().size());
   m.compute.features.mean.assign(nf, 0.5f);
   m.compute.features.scale.assign(nf, 0.7f);
-  m.compute.table = random_mlp({nf, 16, 8}, true, rng);
-  m.compute.head = random_mlp({8, 16, 1}, false, rng);
+  m.compute.table = testing::random_mlp({nf, 16, 8}, true, rng);
+  m.compute.head = testing::random_mlp({8, 16, 1}, false, rng);
   m.compute.target_mean = -1;
   m.compute.target_std = 0.8;
   m.has_comm = true;
@@ -62,7 +47,7 @@ NeuralModel random_model(uint64_t seed) {
                                                       : comm_bwd_feature_names().size());
     net->features.mean.assign(n, 0.1f);
     net->features.scale.assign(n, 0.5f);
-    net->mlp = random_mlp({n, 12, 1}, false, rng);
+    net->mlp = testing::random_mlp({n, 12, 1}, false, rng);
   }
   m.comm_max_delay_ms = 2;
   return m;
@@ -703,89 +688,6 @@ TEST(NeuralCostModel, IncrementalStateEqualsComputeMs) {
     EXPECT_DOUBLE_EQ(model.state_ms(state), model.compute_ms(ids));
   }
   EXPECT_THROW(model.add_to_state(99, state), Error);
-}
-
-// The blocked fast path of Mlp::forward against the double-accumulation
-// reference (unprepared weights), on odd and block-sized widths.
-TEST(Mlp, BlockedForwardEqualsReference) {
-  std::mt19937_64 rng(12);
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (const std::vector<int>& sizes : std::vector<std::vector<int>>{
-           {1, 1}, {3, 7, 1}, {43, 64, 64, 32}, {32, 64, 64, 1}, {9, 33, 65, 8}, {5, 100, 40, 2}}) {
-    Mlp ref = random_mlp(sizes, false, rng);
-    Mlp fast = ref;
-    fast.prepare();
-    for (int trial = 0; trial < 20; ++trial) {
-      std::vector<float> x(sizes.front());
-      for (float& v : x) v = u(rng);
-      std::vector<float> a(sizes.back()), b(sizes.back());
-      ref.forward(x.data(), a.data());
-      fast.forward(x.data(), b.data());
-      for (size_t o = 0; o < a.size(); ++o) EXPECT_NEAR(b[o], a[o], 1e-5f * (1 + std::abs(a[o])));
-    }
-  }
-}
-
-// Zero inputs are skipped, bit-exactly: inputs mostly zero (and all zero,
-// only even ones, only odd ones), on widths over one 64-bit mask word, give
-// the reference's outputs; and where at most half the inputs are non-zero,
-// the blocks never read the weights from zero inputs: set to NaN in the
-// transposed copy the blocks read, they leave the outputs' bits unchanged.
-TEST(Mlp, ZeroInputsSkipped) {
-  std::mt19937_64 rng(13);
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (const std::vector<int>& sizes :
-       std::vector<std::vector<int>>{{32, 64, 64, 1}, {43, 64, 64, 32}, {130, 70, 9}, {7, 8, 3}}) {
-    Mlp ref = random_mlp(sizes, false, rng);
-    Mlp fast = ref;
-    fast.prepare();
-    const int n = sizes.front();
-    for (int trial = 0; trial < 24; ++trial) {
-      std::vector<float> x(n, 0.0f);
-      for (int i = 0; i < n; ++i) {
-        const bool on = trial == 0   ? false
-                        : trial == 1 ? i % 2 == 0
-                        : trial == 2 ? i % 2 == 1
-                        : trial == 3 ? i == n - 1
-                                     : rng() % 4 == 0;
-        if (on) x[i] = u(rng);
-      }
-      std::vector<float> a(sizes.back()), b(sizes.back()), c(sizes.back());
-      ref.forward(x.data(), a.data());
-      fast.forward(x.data(), b.data());
-      for (size_t o = 0; o < a.size(); ++o) EXPECT_NEAR(b[o], a[o], 1e-5f * (1 + std::abs(a[o])));
-      // Inputs over half non-zero go through every weight (a loop without
-      // data-dependent branches), so the NaNs reach them: not checked there.
-      if (2 * std::count_if(x.begin(), x.end(), [](float v) { return v != 0.0f; }) > n) continue;
-      Mlp poisoned = fast;
-      DenseLayer& first = poisoned.layers.front();
-      for (int i = 0; i < n; ++i) {
-        if (x[i] != 0.0f) continue;
-        for (int o = 0; o < first.out; ++o) {
-          first.weight_t[static_cast<size_t>(i) * first.out + o] =
-              std::numeric_limits<float>::quiet_NaN();
-        }
-      }
-      poisoned.forward(x.data(), c.data());
-      for (size_t o = 0; o < b.size(); ++o) {
-        EXPECT_EQ(std::bit_cast<uint32_t>(c[o]), std::bit_cast<uint32_t>(b[o])) << o;
-      }
-    }
-  }
-}
-
-TEST(LogPositive, MatchesStdLog) {
-  std::mt19937_64 rng(3);
-  std::vector<float> xs = {1.0f, 2.0f, 0.5f, 1.41421356f, std::nextafter(1.41421356f, 2.0f),
-                           std::nextafter(1.0f, 2.0f), std::nextafter(1.0f, 0.0f),
-                           std::numeric_limits<float>::min(), 1e-30f, 1e30f,
-                           std::numeric_limits<float>::max()};
-  std::uniform_real_distribution<float> exponent(-80, 80);
-  for (int i = 0; i < 100000; ++i) xs.push_back(std::exp(exponent(rng)));
-  for (float x : xs) {
-    const double want = std::log(static_cast<double>(x));
-    ASSERT_NEAR(log_positive(x), want, 4e-7 * std::max(1.0, std::abs(want))) << x;
-  }
 }
 
 }  // namespace
