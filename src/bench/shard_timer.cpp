@@ -101,8 +101,12 @@ std::unique_ptr<PreparedShard> ShardTimer::prepare(const std::vector<ShardTable>
              "shard timer: table {} is not in workload '{}' ({} tables)", s.table, workload_.dir,
              workload_.tables.size());
     const TableTrace& t = piece_trace(s);
+    // A row block that no lookup of the batch falls in has no indices (a
+    // valid piece: its rows are held all the same); the executor still
+    // takes a pointer.
+    static const int64_t kNoIndices = 0;
     input.tables.push_back({s.rows > 0 ? s.rows : workload_.tables[s.table].rows, s.dim,
-                            t.offsets.data(), t.indices.data()});
+                            t.offsets.data(), t.indices.empty() ? &kNoIndices : t.indices.data()});
   }
   return executor_.prepare(input);
 }

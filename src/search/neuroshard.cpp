@@ -2,8 +2,9 @@
 // rated by the greedy grid search (grid_greedy.h) against the cost model
 // (screened first on a coarse grid: PlannerOptions::screen_keep);
 // beyond NeuroShard, where the task allows them, moves that split a piece's
-// rows over k devices (k = 2 and every device) and that replicate a table on
-// every device, and a beam from the cheaper of two of TorchRec's proposals.
+// rows over k devices (k = 2 and every device), that replicate a table on
+// every device and that join such splits and replicas back, and a beam from
+// the cheaper of two of TorchRec's proposals.
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -136,11 +137,17 @@ class NeuroShardPlanner : public Planner {
 
  private:
   std::vector<size_t> candidates(const PlanTask& task, const BeamState& s) const;
-  BeamState child(const PlanTask& task, const BeamState& s, size_t i,
+  BeamState child(const PlanTask& task, const BeamState& s, std::span<const size_t> removed,
                   std::span<const Piece> added) const;
+  BeamState child(const PlanTask& task, const BeamState& s, size_t i,
+                  std::span<const Piece> added) const {
+    return child(task, s, std::span<const size_t>(&i, 1), added);
+  }
   BeamState split(const PlanTask& task, ShardCosts& costs, const BeamState& s, size_t i) const;
   void more_moves(const PlanTask& task, ShardCosts& costs, const BeamState& s,
                   std::vector<BeamState>& out) const;
+  void joins(const PlanTask& task, ShardCosts& costs, const BeamState& s,
+             std::vector<BeamState>& out) const;
   BeamState torchrec_proposal(const PlanTask& task, ShardCosts& costs,
                               std::vector<std::unique_ptr<search::GridGreedy>>& grids,
                               Ratings& rated, std::unordered_set<uint64_t>& seen,
@@ -181,17 +188,25 @@ std::vector<size_t> NeuroShardPlanner::candidates(const PlanTask& task,
   return picked;
 }
 
-// The child whose pieces are the parent's without its piece i and with
-// `added`: each goes in at its place in PieceOrder, so the child's pieces are
-// in order as the parent's are.
-BeamState NeuroShardPlanner::child(const PlanTask& task, const BeamState& s, size_t i,
+// The child whose pieces are the parent's without its pieces `removed`
+// (ascending indices) and with `added`: each goes in at its place in
+// PieceOrder, so the child's pieces are in order as the parent's are.
+BeamState NeuroShardPlanner::child(const PlanTask& task, const BeamState& s,
+                                   std::span<const size_t> removed,
                                    std::span<const Piece> added) const {
   const PieceOrder order(task, big_first_);
   BeamState child;
   child.pieces.reserve(s.pieces.size() + added.size());
-  child.pieces.assign(s.pieces.begin(), s.pieces.end());
-  child.pieces.erase(child.pieces.begin() + static_cast<std::ptrdiff_t>(i));
-  child.signature = s.signature - search::piece_key(s.pieces[i].id);
+  child.signature = s.signature;
+  auto next = removed.begin();
+  for (size_t j = 0; j < s.pieces.size(); ++j) {
+    if (next != removed.end() && *next == j) {
+      child.signature -= search::piece_key(s.pieces[j].id);
+      ++next;
+    } else {
+      child.pieces.push_back(s.pieces[j]);
+    }
+  }
   for (const Piece& p : added) {
     child.pieces.insert(std::upper_bound(child.pieces.begin(), child.pieces.end(), p, order), p);
     child.signature += search::piece_key(p.id);
@@ -250,6 +265,60 @@ void NeuroShardPlanner::more_moves(const PlanTask& task, ShardCosts& costs, cons
   for (size_t i : picked) {
     const Piece replica[] = {search::make_replica(task, costs, pieces[i].table)};
     out.push_back(child(task, s, i, replica));
+  }
+}
+
+// The splits' way back: a row split's blocks joined into one full-row piece
+// (where it fits the largest device) or into half as many blocks, and a
+// replica into one table-wise piece (candidates: the k row splits with the
+// lowest summed cost of their blocks alone, and the k costliest replicas).
+// A start that splits the rows of many tables (TorchRec's row-wise
+// proposal) can so undo the splits that cost more than they save.
+void NeuroShardPlanner::joins(const PlanTask& task, ShardCosts& costs, const BeamState& s,
+                              std::vector<BeamState>& out) const {
+  const size_t k = std::max(1, options_.candidates / 2);
+  const std::vector<Piece>& pieces = s.pieces;
+  struct Split {
+    std::vector<size_t> at;  // its blocks' indices, ascending
+    double ms = 0;
+  };
+  std::vector<Split> splits;
+  std::vector<size_t> replicas;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Piece& p = pieces[i];
+    if (p.replica) replicas.push_back(i);
+    if (!p.row_piece()) continue;
+    if (static_cast<size_t>(p.group) >= splits.size()) splits.resize(p.group + 1);
+    splits[p.group].at.push_back(i);
+    splits[p.group].ms += p.single_ms;
+  }
+  std::erase_if(splits, [](const Split& g) { return g.at.empty(); });
+  std::stable_sort(splits.begin(), splits.end(),
+                   [](const Split& a, const Split& b) { return a.ms < b.ms; });
+  if (splits.size() > k) splits.resize(k);
+  const int64_t largest =
+      *std::max_element(task.device_mem_bytes.begin(), task.device_mem_bytes.end());
+  for (const Split& g : splits) {
+    const Piece& block = pieces[g.at.front()];
+    const Piece whole = search::make_piece(task, costs, block.table, block.cols);
+    if (whole.mem_bytes <= largest) {
+      BeamState next = child(task, s, g.at, std::span<const Piece>(&whole, 1));
+      if (search::types_allowed(task, next.pieces)) out.push_back(std::move(next));
+    }
+    const int half = static_cast<int>(g.at.size()) / 2;
+    if (half >= 2 && task.row_splittable(block.table, half)) {
+      BeamState next = child(task, s, g.at, search::split_rows(task, costs, whole, half, pieces));
+      if (search::types_allowed(task, next.pieces)) out.push_back(std::move(next));
+    }
+  }
+  std::unordered_set<int> seen;
+  std::vector<size_t> picked;
+  top_k(replicas, k, [&](size_t i) { return pieces[i].single_ms; }, pieces, seen, picked);
+  for (size_t i : picked) {
+    const int t = pieces[i].table;
+    const Piece whole[] = {search::make_piece(task, costs, t, task.tables[t].dim)};
+    BeamState next = child(task, s, i, whole);
+    if (search::types_allowed(task, next.pieces)) out.push_back(std::move(next));
   }
 }
 
@@ -444,15 +513,18 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
     // halves it cannot join again. Last, when the cheaper of TorchRec's greedy
     // and row-wise proposals (torchrec_proposal) beats every plan found so
     // far, a fourth beam with every move starts from it (a beam of its own:
-    // beside the start its children crowded out the start's lineage). The beam without halvings
-    // and the last get the work the halvings' beam took (pieces placed by the
-    // children they rated), the every-move beam half of it (mostly one step:
-    // it finds the plans that mix halvings and row splits from the start),
-    // counted, not timed, so that plans do not depend on the machine: every
-    // type costs at most about 2.5 times the search time, 3.5 times where the
-    // last beam runs.
+    // beside the start its children crowded out the start's lineage). The
+    // beam without halvings gets the work the halvings' beam took (pieces
+    // placed by the children they rated), the every-move beam half of it
+    // (mostly one step: it finds the plans that mix halvings and row splits
+    // from the start), and the last that work times its start's pieces over
+    // the start's (its children place that many more pieces each: the
+    // row-wise proposal's are one per table and device), counted, not timed,
+    // so that plans do not depend on the machine: every type costs at most
+    // about 2.5 times the search time where the last beam does not run.
     const bool wider = task.types.any_row_split() || task.types.allows(ShardingType::kDataParallel);
     size_t halvings_work = 0;
+    double proposal_scale = 1;  // the last beam's work: the halvings' x this
     enum Phase { kHalvings, kEveryMove, kNoHalvings, kFromProposal };
     for (const Phase phase : {kHalvings, kEveryMove, kNoHalvings, kFromProposal}) {
       const bool extended = phase != kHalvings;
@@ -481,6 +553,7 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
                               cheaper ? "" : " (not cheaper: no beam from it)");
         if (!cheaper) break;
         remember(best, p, count);
+        proposal_scale = std::max(1.0, static_cast<double>(p.pieces.size()) / start.pieces.size());
         beam = {std::move(p)};
       }
       if (phase == kNoHalvings && fit == search::Fit::kColumnsFirst && task.types.any_row_split()) {
@@ -497,9 +570,13 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
       for (; steps < options_.max_steps; ++steps) {
         // (Where the halvings' beam had nothing to halve, as with column-wise
         // not allowed, the wider beams are bounded by the steps alone.)
-        const double share = phase == kEveryMove ? 0.5 : 1.0;
+        const double share = phase == kEveryMove      ? 0.5
+                             : phase == kFromProposal ? proposal_scale
+                                                      : 1.0;
         if (extended && halvings_work > 0 && work >= share * halvings_work) {
-          stop = phase == kEveryMove ? "half the halvings' work spent" : "the halvings' work spent";
+          stop = phase == kEveryMove      ? "half the halvings' work spent"
+                 : phase == kFromProposal ? fmt::format("{:.3g} x the halvings' work spent", share)
+                                          : "the halvings' work spent";
           break;
         }
         children.clear();
@@ -514,6 +591,7 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
           if (!extended) continue;
           more.clear();
           more_moves(task, costs, s, more);
+          if (phase == kFromProposal) joins(task, costs, s, more);
           for (BeamState& child : more) {
             child.parent = b;
             if (seen.insert(child.signature).second) children.push_back(std::move(child));

@@ -170,19 +170,24 @@ TEST_F(NeuralTrain, NonsenseSettingsAreErrors) {
 
 TEST_F(NeuralTrain, SameSeedSameWeights) {
   TrainOptions o = options();
-  o.comm_paths.clear();
   o.max_epochs = 15;
   const TrainResult a = train_neural_model(o), b = train_neural_model(o);
-  ASSERT_EQ(a.model.compute.head.layers.size(), b.model.compute.head.layers.size());
-  for (size_t l = 0; l < a.model.compute.table.layers.size(); ++l) {
-    EXPECT_EQ(a.model.compute.table.layers[l].weight, b.model.compute.table.layers[l].weight);
-  }
-  for (size_t l = 0; l < a.model.compute.head.layers.size(); ++l) {
-    EXPECT_EQ(a.model.compute.head.layers[l].weight, b.model.compute.head.layers[l].weight);
-  }
+  const auto same = [](const Mlp& x, const Mlp& y, const char* what) {
+    ASSERT_EQ(x.layers.size(), y.layers.size()) << what;
+    for (size_t l = 0; l < x.layers.size(); ++l) {
+      EXPECT_EQ(x.layers[l].weight, y.layers[l].weight) << what << " layer " << l;
+      EXPECT_EQ(x.layers[l].bias, y.layers[l].bias) << what << " layer " << l;
+    }
+  };
+  same(a.model.compute.table, b.model.compute.table, "compute table network");
+  same(a.model.compute.head, b.model.compute.head, "compute head");
+  ASSERT_TRUE(a.model.has_comm && b.model.has_comm);
+  same(a.model.comm_fwd.mlp, b.model.comm_fwd.mlp, "forward comm network");
+  same(a.model.comm_bwd.mlp, b.model.comm_bwd.mlp, "backward comm network");
   o.seed += 1;
   const TrainResult c = train_neural_model(o);
   EXPECT_NE(a.model.compute.head.layers[0].weight, c.model.compute.head.layers[0].weight);
+  EXPECT_NE(a.model.comm_fwd.mlp.layers[0].weight, c.model.comm_fwd.mlp.layers[0].weight);
 }
 
 TEST_F(NeuralTrain, WeightAverageLearnsIsDeterministicAndIsRecorded) {

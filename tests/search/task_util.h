@@ -1,6 +1,8 @@
 // Random sharding tasks for the planner tests (fixed seeds).
 #pragma once
 
+#include <fmt/format.h>
+
 #include <random>
 #include <string>
 #include <vector>
@@ -15,7 +17,7 @@ inline std::vector<TableSpec> random_tables(int count, uint64_t seed) {
   std::vector<TableSpec> tables(count);
   for (int t = 0; t < count; ++t) {
     TableSpec& s = tables[t];
-    s.name = "t" + std::to_string(t);
+    s.name = fmt::format("t{}", t);
     s.rows = static_cast<int64_t>(std::pow(10.0, std::uniform_real_distribution<>(3, 5.5)(rng)));
     s.dim = dims[rng() % 4];
     s.pooling_factor = std::uniform_real_distribution<>(1, 30)(rng);

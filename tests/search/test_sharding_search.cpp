@@ -215,6 +215,23 @@ TEST(ShardingSearch, EveryTypeSearchNoWorseThanTorchRecOnHotTables) {
   EXPECT_GE(from_proposal, 1);
 }
 
+// 16 random tables, three of them 3M-row hot ones, on 8 devices with
+// memory 1.1x the tables'.
+PlanTask huge_hot_task(uint64_t seed) {
+  std::vector<TableSpec> tables = testing::random_tables(16, seed);
+  for (TableSpec& t : tables) t.rows = std::min<int64_t>(t.rows, 20000);
+  for (int t = 0; t < 3; ++t) {
+    tables[t].rows = 3'000'000;
+    tables[t].dim = 32;
+    tables[t].pooling_factor = 100 + 100 * t;
+  }
+  MemoryModel m;
+  int64_t total = 0;
+  for (const TableSpec& s : tables) total += m.shard_bytes(s.rows, s.dim);
+  const int devices = 8;
+  return make_task(tables, 4096, std::vector<int64_t>(devices, total * 11 / 10 / devices), {});
+}
+
 // Hot tables too big for any device, memory tight: each starts split by rows
 // over the fewest devices it fits, where its blocks stay (a row piece is not
 // split again), and the devices holding them run long. TorchRec's row-wise
@@ -224,19 +241,7 @@ TEST(ShardingSearch, EveryTypeSearchNoWorseThanTorchRecOnHotTables) {
 TEST(ShardingSearch, NoWorseThanTorchRecsRowWiseProposalWhereHugeHotTablesFillMemory) {
   int from_rows = 0;
   for (uint64_t seed : {1, 2, 3, 4}) {
-    std::vector<TableSpec> tables = testing::random_tables(16, seed);
-    for (TableSpec& t : tables) t.rows = std::min<int64_t>(t.rows, 20000);
-    for (int t = 0; t < 3; ++t) {
-      tables[t].rows = 3'000'000;
-      tables[t].dim = 32;
-      tables[t].pooling_factor = 100 + 100 * t;
-    }
-    MemoryModel m;
-    int64_t total = 0;
-    for (const TableSpec& s : tables) total += m.shard_bytes(s.rows, s.dim);
-    const int devices = 8;
-    const PlanTask task =
-        make_task(tables, 4096, std::vector<int64_t>(devices, total * 11 / 10 / devices), {});
+    const PlanTask task = huge_hot_task(seed);
     ToyCostModel model;
     ShardCosts costs(task, model);
     const std::vector<search::Piece> rows = search::torchrec_row_wise_proposal(task, costs);
@@ -250,6 +255,45 @@ TEST(ShardingSearch, NoWorseThanTorchRecsRowWiseProposalWhereHugeHotTablesFillMe
     if (neuroshard->search_summary().find("row-wise proposal") != std::string::npos) ++from_rows;
   }
   EXPECT_GE(from_rows, 1);
+}
+
+// The toy compute plus a fixed cost per piece a device runs (each piece is
+// work of its own): a split whose blocks each carry little work costs more
+// than it saves.
+class PerPieceCompute : public testing::WrappedCompute {
+ public:
+  explicit PerPieceCompute(ComputeModel& inner) : WrappedCompute(inner, "per piece") {}
+  double compute_ms(std::span<const int> ids) const override {
+    return inner_.compute_ms(ids) + 0.05 * static_cast<double>(ids.size());
+  }
+};
+
+// The huge hot tables' task above, under that model: the last beam starts
+// from TorchRec's row-wise proposal (every table split by rows over every
+// device), and its joins take splits back, so the plan holds fewer row
+// blocks than the proposal and is rated cheaper. (Without the joins the
+// beam from the proposal has no candidates.)
+TEST(ShardingSearch, JoinsBackTheSplitsOfTorchRecsRowWiseProposal) {
+  for (uint64_t seed : {1, 2, 3, 4}) {
+    const PlanTask task = huge_hot_task(seed);
+    ToyCostModel toy;
+    const CostModel model{
+        std::make_shared<PerPieceCompute>(*toy.compute), toy.model.comm, "per piece", {}};
+    ShardCosts costs(task, model);
+    const std::vector<search::Piece> rows = search::torchrec_row_wise_proposal(task, costs);
+    std::vector<int> device_of;
+    search::GridGreedy grid(task, model, PlannerOptions{});
+    const double proposal = grid.run(rows, device_of);
+    auto neuroshard = create_planner("neuroshard", {});
+    const PlanResult r = make_plan(*neuroshard, task, model);
+    const std::string summary = neuroshard->search_summary();
+    ASSERT_NE(summary.find("row-wise proposal"), std::string::npos) << seed << ": " << summary;
+    ASSERT_EQ(summary.find("not cheaper"), std::string::npos) << seed << ": " << summary;
+    size_t blocks = 0;  // row blocks in the plan
+    for (const Shard& s : r.plan.shards) blocks += s.rows < task.tables[s.table].rows;
+    EXPECT_LT(blocks, rows.size()) << seed << ": " << summary;
+    EXPECT_LT(r.predicted.cost_ms, proposal) << seed << ": " << summary;
+  }
 }
 
 // Memory so tight that the table-wise start places nowhere: the screen has
