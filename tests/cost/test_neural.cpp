@@ -166,7 +166,10 @@ TEST(NeuralFeatures, ReuseTailMergedIntoOneBin) {
 
 // The tail bin is the model's: saved and loaded with it, read by the fast
 // path; a manifest without it (a model trained before it) merges nothing.
+// The shipped model reads the histograms as `train` does by default.
 TEST(NeuralModel, ReuseTailBinTravelsWithTheModel) {
+  EXPECT_EQ(load_neural_model(shipped_models_dir() + "/neural").compute.reuse_tail_bin,
+            kDefaultReuseTailBin);
   ScratchDir dir("neural_tail");
   const std::string d = dir.path().string();
   NeuralModel m = random_model(2);

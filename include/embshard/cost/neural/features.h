@@ -23,7 +23,7 @@ const std::vector<std::string>& comm_bwd_feature_names();  // a prefix of the fw
 // count alike. The last bin (kReuseBins - 1): nothing merged, as the networks
 // trained before 2026-11-27 read them.
 constexpr int kNoReuseTail = kReuseBins - 1;
-constexpr int kDefaultReuseTailBin = 12;  // rows accessed more than 2,048 times in a batch
+constexpr int kDefaultReuseTailBin = 8;  // rows accessed more than 128 times in a batch
 
 // Raw (unnormalised) features of one table at `batch` bags; `out` gets
 // compute_feature_names().size() floats, the reuse histograms' tail merged
