@@ -10,6 +10,7 @@
 #include "embshard/cost/neural/model.h"
 #include "embshard/util/error.h"
 #include "embshard/util/reporter.h"
+#include "embshard/workload/workload.h"
 #include "test_util.h"
 
 namespace embshard {
@@ -162,6 +163,53 @@ TEST(Fit, MeasuresAPoolToFitAndAnotherToJudge) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("to judge"), std::string::npos) << e.what();
+  }
+}
+
+// With hot samples, a second pair of pools per (profile, batch): a quarter
+// of the tables hot, some drawn as pieces, on the plain pools' scale.
+TEST(Fit, MeasuresHotPoolsBesides) {
+  testing::ScratchDir dir("fit_measure_hot");
+  FitMeasureOptions m;
+  m.dir = dir.path().string();
+  m.profiles = {"2021"};
+  m.batches = {256, 512};
+  m.tables = 8;
+  m.hot_samples = 4;
+  ComputeBenchOptions& b = m.bench;
+  b.samples = 4;
+  b.max_tables = 3;
+  b.mem_cap_bytes = 1 << 20;
+  b.warmup = 1;
+  b.min_rounds = 2;
+  b.max_rounds = 2;
+  b.reference_window_s = 0.2;
+  const FitFiles f = measure_fit_data(m, 0.6, silent_reporter());
+  ASSERT_EQ(f.fit.size(), 4u);  // per batch: plain, then hot
+  ASSERT_EQ(f.test.size(), 4u);
+  const double plain_ref =
+      load_compute_data(f.fit[0]).header["probe"]["reference"]["reference_ms"].get<double>();
+  for (size_t k = 0; k < 4; ++k) {
+    const bool hot = k % 2 == 1;
+    for (const std::string& path : {f.fit[k], f.test[k]}) {
+      const ComputeData d = load_compute_data(path);
+      EXPECT_EQ(d.records.size(), 1u) << path;
+      EXPECT_EQ(d.header.contains("piece_share"), hot) << path;
+      EXPECT_DOUBLE_EQ(d.header["probe"]["reference"]["reference_ms"].get<double>(), plain_ref);
+      if (!hot) continue;
+      // 8 tables / 4 hot, at a pooling factor of about 500 (batches 256, 512).
+      const Workload w = load_workload(d.header["workload"].get<std::string>());
+      for (int t = 0; t < 2; ++t) {
+        EXPECT_GT(w.tables[t].pooling_factor, 400) << path << " table " << t;
+      }
+    }
+  }
+  try {
+    m.hot_samples = 2;  // one hot shard per (profile, batch): none left to judge
+    measure_fit_data(m, 0.6, silent_reporter());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--hot-samples"), std::string::npos) << e.what();
   }
 }
 

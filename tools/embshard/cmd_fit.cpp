@@ -147,6 +147,11 @@ void add_fit_command(CLI::App& app) {
   cmd->add_option("--samples", b.samples,
                   "Shards to measure, spread over small pools of every profile and batch")
       ->capture_default_str();
+  a->measure.hot_samples = 96;
+  cmd->add_option("--hot-samples", a->measure.hot_samples,
+                  "Shards to measure besides, in pools where a quarter of the tables are hot "
+                  "(pooling factor 100-500), some as row blocks and replica slices (0: none)")
+      ->capture_default_str();
   cmd->add_option("--profiles", a->measure.profiles, "Profiles of the pools")
       ->delimiter(',')
       ->capture_default_str();
