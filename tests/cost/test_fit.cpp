@@ -128,23 +128,30 @@ TEST(Fit, JudgesTheRecordsWithPiecesApart) {
                    r.pieces_after.mape_pct);
 }
 
-// What fit measures: per (profile, batch) a pool to fit on and another, of
-// other tables, to judge, on one probe scale.
-TEST(Fit, MeasuresAPoolToFitAndAnotherToJudge) {
-  testing::ScratchDir dir("fit_measure");
+// Two tiny pools of one profile, measured in about a second.
+FitMeasureOptions tiny_measure_options(const std::string& dir, int64_t samples) {
   FitMeasureOptions m;
-  m.dir = dir.path().string();
+  m.dir = dir;
   m.profiles = {"2021"};
   m.batches = {256, 512};
   m.tables = 8;
   ComputeBenchOptions& b = m.bench;
-  b.samples = 10;
+  b.samples = samples;
   b.max_tables = 3;
   b.mem_cap_bytes = 1 << 20;
   b.warmup = 1;
   b.min_rounds = 2;
   b.max_rounds = 2;
   b.reference_window_s = 0.2;
+  return m;
+}
+
+// What fit measures: per (profile, batch) a pool to fit on and another, of
+// other tables, to judge, on one probe scale.
+TEST(Fit, MeasuresAPoolToFitAndAnotherToJudge) {
+  testing::ScratchDir dir("fit_measure");
+  FitMeasureOptions m = tiny_measure_options(dir.path().string(), 10);
+  ComputeBenchOptions& b = m.bench;
   const FitFiles f = measure_fit_data(m, 0.6, silent_reporter());
   ASSERT_EQ(f.fit.size(), 2u);
   ASSERT_EQ(f.test.size(), 2u);
@@ -170,20 +177,8 @@ TEST(Fit, MeasuresAPoolToFitAndAnotherToJudge) {
 // of the tables hot, some drawn as pieces, on the plain pools' scale.
 TEST(Fit, MeasuresHotPoolsBesides) {
   testing::ScratchDir dir("fit_measure_hot");
-  FitMeasureOptions m;
-  m.dir = dir.path().string();
-  m.profiles = {"2021"};
-  m.batches = {256, 512};
-  m.tables = 8;
+  FitMeasureOptions m = tiny_measure_options(dir.path().string(), 4);
   m.hot_samples = 4;
-  ComputeBenchOptions& b = m.bench;
-  b.samples = 4;
-  b.max_tables = 3;
-  b.mem_cap_bytes = 1 << 20;
-  b.warmup = 1;
-  b.min_rounds = 2;
-  b.max_rounds = 2;
-  b.reference_window_s = 0.2;
   const FitFiles f = measure_fit_data(m, 0.6, silent_reporter());
   ASSERT_EQ(f.fit.size(), 4u);  // per batch: plain, then hot
   ASSERT_EQ(f.test.size(), 4u);
