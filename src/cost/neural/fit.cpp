@@ -323,7 +323,8 @@ double hot_pooling(int64_t batch) {
 
 FitFiles measure_fit_data(const FitMeasureOptions& o, double fit_share, Reporter& reporter) {
   const size_t pairs = o.profiles.size() * o.batches.size();
-  const auto [n_fit, n_judge] = per_pair_split(o.bench.samples, pairs, fit_share, "shards (--samples)");
+  const auto [n_fit, n_judge] =
+      per_pair_split(o.bench.samples, pairs, fit_share, "shards (--samples)");
   std::pair<int64_t, int64_t> hot{0, 0};
   if (o.hot_samples != 0) {
     ES_CHECK(o.hot_samples > 0, "fit: --hot-samples is {}, must be >= 0", o.hot_samples);

@@ -39,8 +39,8 @@ struct FitOptions {
 // fitted at one batch does not carry to another), all against one probe
 // reference. Besides, `hot_samples` shards in a second pair of pools per
 // (profile, batch) where a quarter of the tables are hot (pooling factor
-// 500 up to batch 2048, 300 at 4096, 100 at 8192), some of them row blocks and replica
-// slices: the pieces a plan makes of hot tables, which the published
+// 500 up to batch 2048, 300 at 4096, 100 at 8192), some of them row blocks
+// and replica slices: the pieces a plan makes of hot tables, which the published
 // profiles barely hold and the pre-trained model misprices most on a new
 // machine. Returns the bench compute files written under `dir`.
 struct FitMeasureOptions {
