@@ -100,7 +100,8 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
                                {.candidates = o.verify_candidates,
                                 .rounds = o.verify_rounds,
                                 .comm_passes = o.comm_passes,
-                                .pass_pause_s = o.comm_pass_pause_s});
+                                .pass_pause_s = o.comm_pass_pause_s,
+                                .rivals = o.verify_rivals});
         r.algorithm = name;
       }
     } catch (const Error& e) {
@@ -124,6 +125,7 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
       const VerifiedCandidate& chosen = v.candidates[v.chosen];
       record["verification"] = {{"measured_plans", v.candidates.size()},
                                 {"chosen_round", chosen.round},
+                                {"chosen_source", chosen.source},
                                 {"verify_s", v.verify_s}};
       if (chosen.passes_ms.size() > 1) {
         record["verification"]["chosen_passes_ms"] = chosen.passes_ms;
@@ -240,6 +242,7 @@ bool check_eval_options(const EvalOptions& o, bool comm_measured) {
   ES_CHECK(o.verify_rounds == 1 || o.cost_model != "measured",
            "eval: --verify-rounds {}: the measured cost model has nothing to correct (use 1)",
            o.verify_rounds);
+  check_verify_rivals(o.verify_rivals, "eval: --verify-rivals");
   ES_CHECK(!verified || !o.predict_only,
            "eval: --predict-only measures nothing, so it cannot run a verified algorithm ({})",
            kVerifySuffix);
@@ -343,6 +346,8 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     if (verified) {
       header["verify_candidates"] = o.verify_candidates;
       if (o.verify_rounds > 1) header["verify_rounds"] = o.verify_rounds;  // absent: one
+      // Rival plans measured beside the search's since stop 51 (absent: none).
+      if (!o.verify_rivals.empty()) header["verify_rivals"] = o.verify_rivals;
       // Chosen on every pass since stop 40 (absent: on one, or by an older build).
       if (o.comm_passes > 1) header["verify_passes"] = o.comm_passes;
     }
@@ -354,7 +359,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
                  {"format", "version", "machine", "tasks", "tasks_crc32", "pool", "devices", "algos", "sharding_types",
                   "cost_model", "model_dir", "threads", "comm", "predict_only", "executor",
                   "comm_passes", "raw_clock", "verify_candidates", "verify_rounds",
-                  "verify_passes"});
+                  "verify_passes", "verify_rivals"});
   if (out.dropped_bytes() > 0) {
     reporter.note(fmt::format("eval: dropped a torn last record ({} bytes) from {}",
                               out.dropped_bytes(), o.out_path));

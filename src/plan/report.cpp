@@ -98,6 +98,7 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
     nlohmann::json candidates = nlohmann::json::array();
     for (const VerifiedCandidate& c : v.candidates) {
       candidates.push_back({{"round", c.round},
+                            {"source", c.source},
                             {"predicted_ms", c.predicted.cost_ms},
                             {"measured_ms", c.measured_ms},
                             {"shards", c.plan.shards.size()}});
@@ -108,6 +109,7 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
                          {"verify_s", v.verify_s},
                          {"rounds", v.rounds},
                          {"candidates", candidates}};
+    if (!v.rivals_failed.empty()) j["verification"]["rivals_failed"] = v.rivals_failed;
   }
   return j;
 }
@@ -186,12 +188,15 @@ nlohmann::json prediction_json(const PlanTask& task, const PlanPrediction& p) {
 }
 
 std::string verification_report(const Verification& v) {
-  TextTable table({"candidate", "round", "predicted ms", "measured ms", "measured / predicted",
-                   "shards"});
+  TextTable table({"candidate", "round", "proposed by", "predicted ms", "measured ms",
+                   "measured / predicted", "shards"});
+  std::vector<std::string> rivals;  // the sources other than the search's, in order
   for (size_t i = 0; i < v.candidates.size(); ++i) {
     const VerifiedCandidate& c = v.candidates[i];
+    if (c.source != v.candidates.front().source) rivals.push_back(c.source + "'s");
     table.add_row({fmt::format("{}{}", i, static_cast<int>(i) == v.chosen ? " (chosen)" : ""),
-                   std::to_string(c.round + 1), fmt::format("{:.3f}", c.predicted.cost_ms),
+                   std::to_string(c.round + 1), c.source,
+                   fmt::format("{:.3f}", c.predicted.cost_ms),
                    fmt::format("{:.3f}", c.measured_ms),
                    fmt::format("{:.3f}", c.measured_ms / c.predicted.cost_ms),
                    std::to_string(c.plan.shards.size())});
@@ -202,18 +207,27 @@ std::string verification_report(const Verification& v) {
       v.chosen == 0 ? "the search's own pick measured fastest"
                     : fmt::format("{:.1f}% below the search's own pick",
                                   100 * (first - chosen) / first);
+  const size_t searched = v.candidates.size() - rivals.size();
   const std::string plans =
-      v.rounds == 1 ? fmt::format("the search's {} best plans", v.candidates.size())
-                    : fmt::format("{} plans from {} rounds of search (each after the first "
-                                  "against the model corrected by the devices measured before)",
-                                  v.candidates.size(), v.rounds);
+      (v.rounds == 1 ? fmt::format("the search's {} best plans", searched)
+                     : fmt::format("{} plans from {} rounds of search (each after the first "
+                                   "against the model corrected by the devices measured before)",
+                                   searched, v.rounds)) +
+      (rivals.empty() ? "" : fmt::format(" and {}", fmt::join(rivals, " and ")));
+  std::string failed;
+  for (const std::string& why : v.rivals_failed) failed += "no rival plan: " + why + "\n";
   const std::string passes =
       v.comm_passes == 1 ? ""
                          : fmt::format(", each {} times (the mean of its fastest half)",
                                        v.comm_passes);
-  return fmt::format("verification: {}, measured ({}){}, in {:.1f} s\n{}"
-                     "chosen: candidate {}, {:.3f} ms measured: {}\n",
-                     plans, v.truth, passes, v.verify_s, table.render(), v.chosen, chosen, against);
+  const VerifiedCandidate& pick = v.candidates[v.chosen];
+  const std::string whose = pick.source == v.candidates.front().source
+                                ? ""
+                                : fmt::format(" ({}'s plan)", pick.source);
+  return fmt::format("verification: {}, measured ({}){}, in {:.1f} s\n{}{}"
+                     "chosen: candidate {}{}, {:.3f} ms measured: {}\n",
+                     plans, v.truth, passes, v.verify_s, table.render(), failed, v.chosen, whose,
+                     chosen, against);
 }
 
 std::string piece_text(int cols, int64_t row_offset, int64_t rows, int64_t table_rows, bool replica) {

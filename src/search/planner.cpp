@@ -175,11 +175,34 @@ std::string far_tables(const PlanTask& task, const ComputeModel& compute) {
 
 }  // namespace
 
+void check_verify_rivals(const std::vector<std::string>& rivals, const std::string& what) {
+  const std::vector<std::string>& known = planner_names();
+  for (const std::string& name : rivals) {
+    ES_CHECK(std::find(known.begin(), known.end(), name) != known.end(),
+             "{}: '{}' is no planner (one of: {})", what, name, fmt::join(known, ", "));
+  }
+}
+
+std::vector<std::string> parse_verify_rivals(const std::string& text, const std::string& what) {
+  std::vector<std::string> rivals;
+  if (text == "none") return rivals;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    rivals.push_back(text.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  check_verify_rivals(rivals, what);
+  return rivals;
+}
+
 PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const CostModel& model,
                               const CostModel& truth, const VerifyOptions& o) {
   const int candidates = o.candidates;
   ES_CHECK(candidates >= 0, "verification: {} candidates, need at least 0", candidates);
   ES_CHECK(o.rounds >= 1, "verification: {} rounds, need at least 1", o.rounds);
+  check_verify_rivals(o.rivals, "verification: rivals");
   ES_CHECK(o.comm_passes >= 1 && o.pass_pause_s >= 0,
            "verification: {} passes {} s apart, need at least 1 and at least 0 s",
            o.comm_passes, o.pass_pause_s);
@@ -197,16 +220,16 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
                                            : std::vector<Plan>{planner.plan(task, costs)};
   r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.search_summary = planner.search_summary();
-  const auto validate = [&](const std::vector<Plan>& found) {
+  const auto validate = [&](const std::vector<Plan>& found, const std::string& by) {
     for (const Plan& plan : found) {
       try {
         validate_plan(task, plan);
       } catch (const Error& e) {
-        ES_THROW("planner {} produced an invalid plan: {}", planner.name(), e.what());
+        ES_THROW("planner {} produced an invalid plan: {}", by, e.what());
       }
     }
   };
-  validate(plans);
+  validate(plans, planner.name());
   if (candidates == 0) {
     r.plan = std::move(plans.front());
     r.predicted = predict_plan(task, r.plan, costs);
@@ -237,19 +260,32 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
       }
       ShardCosts corrected_costs(named, corrected);
       plans = planner.plan_candidates(named, corrected_costs, candidates);
-      validate(plans);
+      validate(plans, planner.name());
     }
     const size_t before = v.candidates.size();
-    for (Plan& plan : plans) {
-      if (!seen.insert(plan_key(plan, task.num_devices())).second) continue;
+    const auto measure = [&](Plan& plan, const std::string& source) {
+      if (!seen.insert(plan_key(plan, task.num_devices())).second) return;
       VerifiedCandidate c;
       c.round = round;
+      c.source = source;
       c.predicted = predict_plan(task, plan, costs);
       c.measured = predict_plan(task, plan, measured);
       c.passes_ms = {c.measured.cost_ms};
       c.plan = std::move(plan);
       add_measured_sets(task, c, costs, sets);
       v.candidates.push_back(std::move(c));
+    };
+    for (Plan& plan : plans) measure(plan, planner.name());
+    for (const std::string& name : round == 0 ? o.rivals : std::vector<std::string>{}) {
+      Plan plan;
+      try {
+        plan = create_planner(name, {})->plan(task, costs);
+      } catch (const Error& e) {  // a heuristic that cannot pack the task
+        v.rivals_failed.push_back(fmt::format("{}: {}", name, e.what()));
+        continue;
+      }
+      validate({plan}, name);
+      measure(plan, name);
     }
     v.rounds = round + 1;
     // Nothing new measured: the next correction, and its plans, would be the same.

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "embshard/cost/measured_model.h"
 #include "embshard/util/error.h"
@@ -87,21 +88,25 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   const ReferenceScale scale =
       model_reference_scale(r.cost_model, model_options.model_dir, measured->executor_name(),
                             r.devices, out.task.batch_size);
+  const std::string rivals =
+      r.verify_rivals.empty() ? "" : fmt::format(" and {}'s", fmt::join(r.verify_rivals, "'s, "));
   if (scale.compute) {
     measured->set_probe_reference(*scale.compute);
-    reporter.note(fmt::format("plan: verifying the {} best plans on the executor, on the cost "
+    reporter.note(fmt::format("plan: verifying the {} best plans{} on the executor, on the cost "
                               "model's scale ({})",
-                              r.verify, scale.source));
+                              r.verify, rivals, scale.source));
   } else {
-    reporter.note(fmt::format("plan: verifying the {} best plans on the executor ({} s of "
+    reporter.note(fmt::format("plan: verifying the {} best plans{} on the executor ({} s of "
                               "reference probe first: {})",
-                              r.verify, r.reference_window_s, scale.note));
+                              r.verify, rivals, r.reference_window_s, scale.note));
   }
   const CostModel truth{measured, model.comm,
                         "measured compute (" + r.executor + "); comm: " + model.name,
                         ModelSource{}};
   out.result = make_verified_plan(*planner, out.task, model, truth,
-                                  {.candidates = r.verify, .rounds = r.verify_rounds});
+                                  {.candidates = r.verify,
+                                   .rounds = r.verify_rounds,
+                                   .rivals = r.verify_rivals});
   explain(r, model, out);
   return out;
 }

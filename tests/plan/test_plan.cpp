@@ -158,6 +158,11 @@ TEST(Verification, ReportSaysWhichPlanWasFastest) {
   }
   std::istringstream(line) >> round >> round;
   EXPECT_EQ(round, "3") << three;
+  // A rival that found no plan: the report says why.
+  v.rivals_failed = {"torchrec: no room for table 't3'"};
+  EXPECT_NE(verification_report(v).find("no rival plan: torchrec: no room for table 't3'"),
+            std::string::npos)
+      << verification_report(v);
 }
 
 TEST(PlanJson, HasTorchRecShapeAndPredictions) {
@@ -412,6 +417,8 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
       {"--devices 2 --verify -1", "--verify is -1"},
       {"--devices 2 --verify-rounds 0", "--verify-rounds is 0"},
       {"--devices 2 --verify-rounds 2", "--verify-rounds 2 needs --verify N"},
+      {"--devices 2 --verify 2 --verify-rivals torchrec,tourchrec",
+       "--verify-rivals: 'tourchrec' is no planner"},
       {"--devices 2 --reference-window-s -5", "--reference-window-s is -5"},
       {"--devices 2 --mem-per-device 1GB --mem 1GB,1GB", "excludes"},
       {"--devices 2 --mem-per-device 1GB --svg " + dir_.file("plan.json"), "name the same file"},

@@ -257,6 +257,58 @@ TEST(Verification, PlansThatDifferOnlyInDeviceLabelsAreMeasuredOnce) {
   }
 }
 
+// A model that prices a device by the inverse of its tables' work: blind,
+// so the search's plans pile the heavy tables together.
+class InverseWork : public testing::WrappedCompute {
+ public:
+  explicit InverseWork(ComputeModel& inner) : WrappedCompute(inner, "inverse work") {}
+  double compute_ms(std::span<const int> ids) const override {
+    double ms = 0;
+    for (int id : ids) {
+      const int one[] = {id};
+      ms += 1 / inner_.compute_ms(one);
+    }
+    return ms;
+  }
+};
+
+TEST(Verification, ARivalsPlanIsMeasuredBesideTheSearchsAndChosenWhenFastest) {
+  const PlanTask task = random_task(30, 4, 1.3, 11);
+  ToyCostModel truth;
+  testing::ToyComputeModel registry;
+  const CostModel blind{std::make_shared<InverseWork>(registry), truth.model.comm, "blind", {}};
+  auto planner = create_planner("neuroshard", {});
+  const PlanResult alone = make_verified_plan(*planner, task, blind, truth, {.candidates = 3});
+  for (const VerifiedCandidate& c : alone.verification->candidates) {
+    EXPECT_EQ(c.source, "neuroshard");
+  }
+  const PlanResult r = make_verified_plan(*planner, task, blind, truth,
+                                          {.candidates = 3, .rivals = {"lookup_greedy"}});
+  const Verification& v = *r.verification;
+  ASSERT_EQ(v.candidates.size(), alone.verification->candidates.size() + 1);
+  const VerifiedCandidate& rival = v.candidates.back();
+  EXPECT_EQ(rival.source, "lookup_greedy");
+  EXPECT_EQ(rival.round, 0);
+  validate_plan(task, rival.plan);
+  // The blind search's plans measure slower than the heuristic's; the choice
+  // is the heuristic's plan, and the report says whose it is.
+  const Verification& searched = *alone.verification;
+  EXPECT_LT(rival.measured_ms, searched.candidates[searched.chosen].measured_ms);
+  EXPECT_EQ(v.candidates[v.chosen].source, "lookup_greedy");
+  EXPECT_EQ(r.plan.shards.size(), rival.plan.shards.size());
+  const std::string report = verification_report(v);
+  EXPECT_NE(report.find("and lookup_greedy's"), std::string::npos) << report;
+  EXPECT_NE(report.find("(lookup_greedy's plan)"), std::string::npos) << report;
+  // A rival that is no planner is refused before anything is measured.
+  EXPECT_THROW(make_verified_plan(*planner, task, blind, truth,
+                                  {.candidates = 3, .rivals = {"tourchrec"}}),
+               Error);
+  EXPECT_EQ(parse_verify_rivals("none", "--x"), std::vector<std::string>{});
+  EXPECT_EQ(parse_verify_rivals("torchrec,size_greedy", "--x"),
+            (std::vector<std::string>{"torchrec", "size_greedy"}));
+  EXPECT_THROW(parse_verify_rivals("torchrec,", "--x"), Error);
+}
+
 TEST(Verification, TraceHasATrackPerDeviceAndEndsAtTheCost) {
   const PlanTask task = testing::random_task(12, 3, 1.3, 5);
   testing::ToyCostModel model;

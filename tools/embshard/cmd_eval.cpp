@@ -20,9 +20,11 @@ struct EvalArgs {
   bool json_output = false;
   std::string svg;
   std::string reference = "model";
+  std::string verify_rivals = "torchrec";
 };
 
 void run_eval_command(EvalArgs& a, bool devices_given) {
+  a.options.verify_rivals = parse_verify_rivals(a.verify_rivals, "--verify-rivals");
   a.options.reference =
       a.reference == "now" ? EvalOptions::Reference::kNow : EvalOptions::Reference::kModel;
   if (!a.sharding_types.empty()) {
@@ -122,6 +124,10 @@ void add_eval_command(CLI::App& app) {
   eval->add_option("--verify-rounds", o.verify_rounds,
                    "Rounds of the +verify algorithms: each after the first plans against the "
                    "model corrected by the devices measured so far")
+      ->capture_default_str();
+  eval->add_option("--verify-rivals", e->verify_rivals,
+                   "Planners whose plan the +verify algorithms measure beside their own, "
+                   "comma-separated, or none")
       ->capture_default_str();
   eval->add_option("--reference-window-s", o.reference_window_s,
                    "Seconds of reference-probe runs the measured compute is normalized to")

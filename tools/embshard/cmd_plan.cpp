@@ -26,6 +26,7 @@ struct PlanArgs {
   std::vector<std::string> pins;
   std::string out, svg, trace;
   std::string sharding_types;
+  std::string verify_rivals = "torchrec";
   bool verbose = false;
   bool mem_per_device_given = false;
 };
@@ -72,6 +73,7 @@ void run_plan(PlanArgs& a) {
   ES_CHECK(r.verify_rounds >= 1, "--verify-rounds is {}: at least 1", r.verify_rounds);
   ES_CHECK(r.verify_rounds == 1 || r.verify > 0, "--verify-rounds {} needs --verify N",
            r.verify_rounds);
+  r.verify_rivals = parse_verify_rivals(a.verify_rivals, "--verify-rivals");
   ES_CHECK(std::isfinite(r.reference_window_s) && r.reference_window_s >= 0,
            "--reference-window-s is {}: seconds, at least 0", r.reference_window_s);
   check_distinct_outputs({{"--out", a.out}, {"--svg", a.svg}, {"--trace", a.trace}});
@@ -152,6 +154,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--verify-rounds", r.verify_rounds,
                   "With --verify: rounds; each after the first plans again against the model "
                   "corrected by the devices measured so far and measures its N best")
+      ->capture_default_str();
+  cmd->add_option("--verify-rivals", a->verify_rivals,
+                  "With --verify: planners whose plan is measured beside the search's, "
+                  "comma-separated, or none")
       ->capture_default_str();
   cmd->add_option("--executor", r.executor, "With --verify: where plans run: " +
                   one_of(executor_names()))->capture_default_str();

@@ -87,6 +87,7 @@ struct EvalOptions {
   // the measured fastest kept.
   int verify_candidates = 4;
   int verify_rounds = 1;  // as PlanRequest::verify_rounds
+  std::vector<std::string> verify_rivals = {"torchrec"};  // as PlanRequest::verify_rivals
   // Where to write each measured plan's iteration as a Chrome / Perfetto
   // trace, task<i>_<algorithm>.json ("": none).
   std::string trace_dir;

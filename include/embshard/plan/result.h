@@ -41,6 +41,7 @@ struct VerifiedCandidate {
   // predicted by the model, not the corrected one; measured: the fastest pass
   PlanPrediction predicted, measured;
   int round = 0;  // the verification round that proposed it
+  std::string source;  // the planner that proposed it: the search's or a rival's
   // Each pass's measured cost (compute is measured once, so the passes differ
   // in communication), and the figure the choice is made on: the mean of
   // their fastest half (one pass: its cost).
@@ -55,6 +56,8 @@ struct Verification {
   double verify_s = 0;
   int rounds = 1;  // run: fewer than asked where a round found no new plan
   int comm_passes = 1;  // measurements of each candidate
+  // VerifyOptions::rivals that found no plan, each with its error.
+  std::vector<std::string> rivals_failed;
 };
 
 struct PlanResult {

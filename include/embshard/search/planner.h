@@ -119,9 +119,19 @@ struct VerifyOptions {
   // compute should cache), and chosen on the mean of its fastest half.
   int comm_passes = 1;
   double pass_pause_s = 0;
+  // Planners (create_planner names, default options) whose one plan each is
+  // measured beside the search's in the first round, say the `torchrec`
+  // baseline: the choice is then never a plan that measures slower than
+  // theirs, and their devices inform the later rounds' corrections. A rival
+  // that finds no plan for the task is left out (Verification::rivals_failed).
+  std::vector<std::string> rivals = {};
 };
 PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const CostModel& model,
                               const CostModel& truth, const VerifyOptions& options);
+// Error naming `what` (an option) unless every rival is a planner_names() one.
+void check_verify_rivals(const std::vector<std::string>& rivals, const std::string& what);
+// "torchrec,size_greedy" -> those names, "none" -> none; checked as above.
+std::vector<std::string> parse_verify_rivals(const std::string& text, const std::string& what);
 // The corrections' ridge: a table seen on one device of k equal pieces gets
 // (1/k) / (1/k + ridge) of that device's error.
 inline constexpr double kCorrectionRidge = 0.05;

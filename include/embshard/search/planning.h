@@ -37,6 +37,8 @@ struct PlanRequest {
   // Rounds of verification: each after the first plans against the model
   // corrected by the devices measured so far and measures its new plans.
   int verify_rounds = 1;
+  // Planners whose plan is measured beside the search's (VerifyOptions::rivals).
+  std::vector<std::string> verify_rivals = {"torchrec"};
   bool explain = false;  // each table's decision against its best alternative
   std::string executor = "cpu";
   double reference_window_s = 20;  // the measured compute's probe reference
