@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "embshard/util/error.h"
+#include "embshard/util/units.h"
 #include "embshard/workload/trace_shard.h"
 
 namespace embshard {
@@ -148,19 +149,13 @@ std::string sharding_type_name(ShardingType t) {
 ShardingTypes ShardingTypes::parse(const std::string& list, const std::string& option) {
   ShardingTypes out;
   out.mask = 0;
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t end = std::min(list.find(',', start), list.size());
-    // "table_wise, column_wise" as the shell passes it quoted: spaces around a name.
-    std::string name = list.substr(start, end - start);
-    name.erase(0, name.find_first_not_of(' '));
-    name.erase(name.find_last_not_of(' ') + 1);
+  // "table_wise, column_wise" as the shell passes it quoted: spaces around a name.
+  for (const std::string& name : split_names(list)) {
     const auto& names = sharding_type_names();
     const auto it = std::find(names.begin(), names.end(), name);
     ES_CHECK(it != names.end(), "{} {}: unknown sharding type '{}'; valid types: {}", option,
              list, name, fmt::join(names, ", "));
     out.mask |= 1u << (it - names.begin());
-    start = end + 1;
   }
   ES_CHECK(out.allows(ShardingType::kTableWise),
            "{} {}: table_wise must be allowed (the tables no other type splits stay whole)",

@@ -184,15 +184,8 @@ void check_verify_rivals(const std::vector<std::string>& rivals, const std::stri
 }
 
 std::vector<std::string> parse_verify_rivals(const std::string& text, const std::string& what) {
-  std::vector<std::string> rivals;
-  if (text == "none") return rivals;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    rivals.push_back(text.substr(start, comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  if (text == "none") return {};
+  std::vector<std::string> rivals = split_names(text);
   check_verify_rivals(rivals, what);
   return rivals;
 }

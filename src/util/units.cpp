@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -55,6 +56,20 @@ std::string format_bytes(double bytes) {
   if (unit == 0) return fmt::format("{:.0f} B", value);
   const int decimals = std::abs(value) >= 99.95 ? 0 : std::abs(value) >= 9.995 ? 1 : 2;
   return fmt::format("{:.{}f} {}", value, decimals, kNames[unit]);
+}
+
+std::vector<std::string> split_names(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = std::min(list.find(',', start), list.size());
+    std::string name = list.substr(start, end - start);
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    out.push_back(std::move(name));
+    start = end + 1;
+  }
+  return out;
 }
 
 std::string count_of(int64_t n, const std::string& noun) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace embshard {
 
@@ -18,6 +19,10 @@ std::string format_bytes(double bytes);
 
 // "1 device", "4 devices": a count and its noun, plural past one (`noun` + "s").
 std::string count_of(int64_t n, const std::string& noun);
+
+// "a,b, c" -> {"a", "b", "c"}: the comma-separated names of an option,
+// spaces around each trimmed; an empty name stays (the caller refuses it).
+std::vector<std::string> split_names(const std::string& list);
 
 // `s` with <, > and & escaped, for SVG text.
 std::string xml_escaped(const std::string& s);
