@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README's first command: install, build, and run the main job on built-in
-# defaults (for now: synthesize a small workload and measure shard costs).
+# defaults (`embshard demo`: synthesize a small workload, measure shards of it, plan it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh

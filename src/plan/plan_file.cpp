@@ -205,8 +205,8 @@ void check_cover(const Reader& r, const std::string& where, const PlanFileTable&
     }
     covered += a.rows * a.cols;  // disjoint pieces inside the table: at most `area`
   }
-  ES_CHECK(covered == area, "{}: field '{}': the shards cover {} of table '{}''s {} values",
-           r.source(), where, covered, t.name, area);
+  ES_CHECK(covered == area, "{}: field '{}': the shards cover {} of the {} values of table '{}'",
+           r.source(), where, covered, area, t.name);
 }
 
 // Shards shaped as the table's sharding type says: TorchRec builds a table's

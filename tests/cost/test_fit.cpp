@@ -348,6 +348,27 @@ TEST(Fit, RefusedOptionsLeaveNoDirectory) {
   }
 }
 
+// -o naming the model fitted from (however spelled) is refused, and the
+// model is left as it was; so is an executor this build does not have.
+TEST(Fit, RefusesToOverwriteItsOwnModel) {
+  testing::ScratchDir dir("fit_onto_itself");
+  const std::string model = dir.file("model");
+  std::filesystem::copy(shipped_models_dir() + "/neural", model);
+  const std::string manifest = testing::slurp(model + "/manifest.json");
+  for (const std::string& out : {model, model + "/", dir.file("x/../model")}) {
+    const auto r = testing::run_cli("fit --model " + model + " --fine-tune off -o " + out);
+    EXPECT_EQ(r.exit_code, 1) << out << ": " << r.output;
+    EXPECT_NE(r.output.find("would overwrite the model it starts from"), std::string::npos)
+        << r.output;
+  }
+  EXPECT_EQ(testing::slurp(model + "/manifest.json"), manifest);
+  EXPECT_FALSE(std::filesystem::exists(model + "/fit_data"));
+  const auto r = testing::run_cli("fit --model " + model + " --executor gpu -o " + dir.file("o"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--executor: gpu not in"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o")));
+}
+
 // The command says so when the fitted model judges worse than the one given:
 // here the judging pool runs at the shipped model's own costs.
 TEST(Fit, CommandSaysWhenTheFitReadsWorse) {

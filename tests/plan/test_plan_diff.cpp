@@ -137,7 +137,7 @@ TEST(PlanFile, ErrorsNameTheFileFieldAndValue) {
       {[](json& j) {
          j["tables"]["b"]["shards"][1]["shard_sizes"] = {50, 7};
        },
-       {"field 'tables.b.shards': the shards cover 750 of table 'b''s 800 values"}},
+       {"field 'tables.b.shards': the shards cover 750 of the 800 values of table 'b'"}},
       {[](json& j) { j["tables"]["c"]["shards"] = json::array(); },
        {"field 'tables.c.shards' is an array of 0 values, expected null"}},
       // Bytes as the memory model says, and within each device's capacity.

@@ -126,5 +126,19 @@ TEST_F(SynthCli, SigtermRemovesTheTemporaryTrace) {
   EXPECT_EQ(left, std::vector<std::string>{"notes.txt"});
 }
 
+// demo, which starts with synth, refuses its later steps' bad options
+// before the first step writes anything.
+TEST(DemoCli, BadOptionsAreRefusedBeforeAnyStep) {
+  testing::ScratchDir dir("demo_refused");
+  for (const char* bad : {"--devices 0", "--devices 70000", "--samples -1", "--threads 0"}) {
+    const CliResult r = run_cli("demo --tables 4 " + std::string(bad) + " -o " + dir.file("d"));
+    EXPECT_EQ(r.exit_code, 1) << bad << ": " << r.output;
+    EXPECT_NE(r.output.find(std::string(bad).substr(0, std::string(bad).find(' '))),
+              std::string::npos)
+        << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("d"))) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace embshard

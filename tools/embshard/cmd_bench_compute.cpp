@@ -5,7 +5,6 @@
 
 #include "commands.h"
 #include "embshard/bench/compute.h"
-#include "embshard/kernel/executor.h"
 #include "embshard/util/reporter.h"
 #include "options.h"
 
@@ -41,8 +40,7 @@ void add_bench_compute_command(CLI::App& bench) {
       ->capture_default_str();
   add_thread_cpu_time_flag(cmd, o.thread_cpu_time);
   add_seed_option(cmd, o.seed, "Seed of the shard draws");
-  cmd->add_option("--executor", o.executor, "Where shards run: " + one_of(executor_names()))
-      ->capture_default_str();
+  add_executor_option(cmd, o.executor, "Where shards run: ");
   cmd->add_option("--warmup", o.warmup, "Untimed steps per shard")->capture_default_str();
   cmd->add_option("--min-rounds", o.min_rounds,
                   "Rounds (shard + reference probe, in random order) per shard at least")

@@ -7,7 +7,6 @@
 
 #include "commands.h"
 #include "embshard/bench/repeatability.h"
-#include "embshard/kernel/executor.h"
 #include "embshard/util/reporter.h"
 #include "options.h"
 
@@ -34,8 +33,7 @@ void add_bench_repeat_command(CLI::App& bench) {
   cmd->add_option("--dims", o.dims, "Dims a table is augmented to")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--executor", o.executor, "Where shards run: " + one_of(executor_names()))
-      ->capture_default_str();
+  add_executor_option(cmd, o.executor, "Where shards run: ");
   cmd->add_option("--threads", o.threads, "Threads of the executor")->capture_default_str();
   add_thread_cpu_time_flag(cmd, o.thread_cpu_time);
   cmd->add_option("--warmup", o.warmup, "Untimed steps per shard")->capture_default_str();

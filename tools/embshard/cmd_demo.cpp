@@ -11,7 +11,9 @@
 #include "commands.h"
 #include "options.h"
 #include "embshard/bench/compute.h"
+#include "embshard/plan/plan.h"
 #include "embshard/plan/report.h"
+#include "embshard/util/error.h"
 #include "embshard/search/planning.h"
 #include "embshard/util/reporter.h"
 #include "embshard/workload/inspect.h"
@@ -28,6 +30,10 @@ struct DemoArgs {
 };
 
 void run_demo(DemoArgs& args) {
+  // Every step's options before the first step runs: no workload left behind by a bad one.
+  ES_CHECK(args.devices >= 1 && args.devices <= kMaxDevices,
+           "demo: --devices is {}, must be in 1..{}", args.devices, kMaxDevices);
+  check_compute_bench_options(args.bench);
   Reporter& reporter = stderr_reporter();
   const std::string workload_dir = (std::filesystem::path(args.dir) / "workload").string();
   const PublishedStats target = load_published_profile(args.synth.profile);

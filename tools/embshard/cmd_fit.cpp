@@ -10,7 +10,6 @@
 #include "embshard/bench/compute.h"
 #include "embshard/cost/cost_data.h"
 #include "embshard/cost/neural/fit.h"
-#include "embshard/kernel/executor.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
 #include "embshard/util/reporter.h"
@@ -32,6 +31,16 @@ void run_fit(FitArgs& a) {
   const auto start = std::chrono::steady_clock::now();
   if (a.tune == "on") check_fine_tune_options(a.fine_tune);
   check_writable_directory(a.out_dir, "fit: --out");  // before the measuring and fitting
+  {
+    namespace fs = std::filesystem;
+    std::error_code out_ec, model_ec;  // a path that cannot be resolved is no match
+    const fs::path out = fs::weakly_canonical(a.out_dir, out_ec);
+    const fs::path model = fs::weakly_canonical(a.fit.model_dir, model_ec);
+    ES_CHECK(out_ec || model_ec || out != model,
+             "fit: --out {} is the pre-trained model's directory (--model {}): the fit would "
+             "overwrite the model it starts from; write it to another directory",
+             a.out_dir, a.fit.model_dir);
+  }
   ES_CHECK(a.fit.test_paths.empty() || !a.fit.data_paths.empty(),
            "fit: --test-data needs --data (without it, fit measures pools to judge by itself)");
   std::vector<CommData> comm_files;  // read before minutes of measuring
@@ -158,8 +167,7 @@ void add_fit_command(CLI::App& app) {
   cmd->add_option("--batches", a->measure.batches, "Batches of the pools")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--executor", b.executor, "Where shards run: " + one_of(executor_names()))
-      ->capture_default_str();
+  add_executor_option(cmd, b.executor, "Where shards run: ");
   add_bytes_option(cmd, "--mem-cap", b.mem_cap_bytes,
                    "Weight bytes per shard measured at most (a GPU's set: the sizes it plans)")
       ->default_str(std::to_string(b.mem_cap_bytes));

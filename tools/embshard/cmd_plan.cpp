@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "embshard/kernel/executor.h"
 #include "embshard/plan/report.h"
 #include "embshard/search/planning.h"
 #include "embshard/util/error.h"
@@ -159,8 +158,7 @@ void add_plan_command(CLI::App& app) {
                   "With --verify: planners whose plan is measured beside the search's, "
                   "comma-separated, or none")
       ->capture_default_str();
-  cmd->add_option("--executor", r.executor, "With --verify: where plans run: " +
-                  one_of(executor_names()))->capture_default_str();
+  add_executor_option(cmd, r.executor, "With --verify: where plans run: ");
   cmd->add_option("--reference-window-s", r.reference_window_s,
                   "With --verify: seconds of reference-probe runs measurements are normalized to")
       ->capture_default_str();

@@ -102,8 +102,7 @@ void add_train_policy_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--model", o.truth_options.model_dir,
                   "Neural model directory of --truth neural (default: the shipped one)");
-  cmd->add_option("--executor", o.truth_options.executor, "--truth measured: executor")
-      ->capture_default_str();
+  add_executor_option(cmd, o.truth_options.executor, "--truth measured: executor: ");
   cmd->add_option("--threads", o.truth_options.threads, "--truth measured: executor threads")
       ->capture_default_str();
   cmd->add_option("--reference-window-s", o.truth_options.reference_window_s,

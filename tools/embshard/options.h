@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "embshard/kernel/executor.h"
 #include "embshard/search/planner.h"
 #include "embshard/util/units.h"
 
@@ -18,6 +19,14 @@ namespace embshard::cli {
 // "a | b | c", for help texts listing a registry's names.
 inline std::string one_of(const std::vector<std::string>& names) {
   return fmt::format("{}", fmt::join(names, " | "));
+}
+
+// --executor: one of this build's executors, refused before any work runs.
+inline CLI::Option* add_executor_option(CLI::App* cmd, std::string& executor,
+                                        const std::string& help) {
+  return cmd->add_option("--executor", executor, help + one_of(executor_names()))
+      ->check(CLI::IsMember(executor_names()))
+      ->capture_default_str();
 }
 
 // A size in bytes, given as bytes or with a unit ("40GB", "512MiB").
