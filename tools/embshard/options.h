@@ -29,7 +29,6 @@ inline CLI::Option* add_executor_option(CLI::App* cmd, std::string& executor,
       ->capture_default_str();
 }
 
-// A size in bytes, given as bytes or with a unit ("40GB", "512MiB").
 // --seed: a non-negative number (a negative one would wrap to 2^64 - 1).
 template <typename T>
 CLI::Option* add_seed_option(CLI::App* cmd, T& seed, const std::string& help) {
@@ -51,6 +50,7 @@ inline CLI::Option* add_thread_cpu_time_flag(CLI::App* cmd, bool& on) {
                        "core not counted; 1 thread)");
 }
 
+// A size in bytes, given as bytes or with a unit ("40GB", "512MiB").
 inline CLI::Option* add_bytes_option(CLI::App* cmd, const std::string& name, int64_t& bytes,
                                      const std::string& help) {
   const std::string flag = name.substr(name.rfind(',') + 1);
