@@ -143,7 +143,8 @@ ReferenceScale model_reference_scale(const std::string& cost_model, const std::s
     return scale;
   }
   try {
-    return scale_from_manifest(json::parse(read_file(path)), path, executor, devices, batch);
+    return scale_from_manifest(parse_json_document(read_file(path), path), path, executor, devices,
+                               batch);
   } catch (const json::exception& e) {
     throw Error(fmt::format("{}: not JSON, or a field of the wrong type: {}", path, e.what()));
   }

@@ -130,6 +130,13 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
       if (chosen.passes_ms.size() > 1) {
         record["verification"]["chosen_passes_ms"] = chosen.passes_ms;
       }
+      // The search's own first pick beside it (since stop 53): how far the
+      // choice's figure in verification is from the pick's, on the same
+      // measurements, and so how much the chosen plan's later measurement
+      // falls back by chance.
+      const VerifiedCandidate& first = v.candidates.front();
+      record["verification"]["first_predicted_ms"] = first.predicted.cost_ms;
+      record["verification"]["first_passes_ms"] = first.passes_ms;
     }
     const PlanPrediction iteration =
         measured_costs ? predict_plan(task, r.plan, *measured_costs) : r.predicted;
@@ -404,6 +411,7 @@ EvalSummary summarize_eval(const std::vector<json>& records,
   for (size_t a = 0; a < algos.size(); ++a) summary[a].name = algos[a];
   int planned = 0;
   result.raw_clock = true;
+  result.device_compute = true;
   std::vector<std::vector<double>> scores(algos.size());  // per algorithm, per task counted
   for (size_t k = 0; k < records.size(); ++k) {
     const json& r = records[k];
@@ -444,6 +452,14 @@ EvalSummary summarize_eval(const std::vector<json>& records,
         s.prediction_mape_pct += measured ? 100 * std::abs(predicted - score) / score : 0;
         result.raw_clock = result.raw_clock && x.contains("measured_raw_ms");
         s.mean_raw_ms += x.contains("measured_raw_ms") ? x.at("measured_raw_ms").get<double>() : 0;
+        if (x.contains("device_compute_ms")) {
+          const auto ms = x.at("device_compute_ms").at("measured").get<std::vector<double>>();
+          ES_CHECK(!ms.empty(), "no device in device_compute_ms.measured of '{}'", algos[a]);
+          s.mean_slowest_compute_ms += *std::max_element(ms.begin(), ms.end());
+          s.mean_device_compute_ms += mean(ms);
+        } else {
+          result.device_compute = false;
+        }
       }
     } catch (const json::exception& e) {
       ES_THROW("{}eval record {} (task {}): {}", source.empty() ? "" : source + ": ", k + 1,
@@ -453,6 +469,7 @@ EvalSummary summarize_eval(const std::vector<json>& records,
   result.tasks = planned;
   result.left_out = static_cast<int>(records.size()) - planned;
   result.raw_clock = result.raw_clock && planned > 0;
+  result.device_compute = result.device_compute && planned > 0 && !result.predicted_only;
   if (planned == 0) return result;
   const double n = planned;
   auto score = [&](const AlgoSummary& s) {
@@ -467,6 +484,8 @@ EvalSummary summarize_eval(const std::vector<json>& records,
     s.mean_gap_to_bound /= n;
     s.prediction_mape_pct /= n;
     s.mean_raw_ms = result.raw_clock ? s.mean_raw_ms / n : 0;
+    s.mean_slowest_compute_ms = result.device_compute ? s.mean_slowest_compute_ms / n : 0;
+    s.mean_device_compute_ms = result.device_compute ? s.mean_device_compute_ms / n : 0;
     if (is_baseline(s.name)) {
       if (score(s) < best_baseline) best = a;
       best_baseline = std::min(best_baseline, score(s));
@@ -509,13 +528,51 @@ json eval_summary_json(const EvalSummary& summary, const std::string& comm_sourc
                      {"prediction_mape_pct", figure(measured, s.prediction_mape_pct)},
                      {"mean_raw_ms", figure(summary.raw_clock, s.mean_raw_ms)},
                      {"raw_ratio_to_best_baseline", figure(s.raw_ratio_to_best_baseline > 0,
-                                                           s.raw_ratio_to_best_baseline)}};
+                                                           s.raw_ratio_to_best_baseline)},
+                     {"mean_slowest_compute_ms",
+                      figure(summary.device_compute, s.mean_slowest_compute_ms)},
+                     {"mean_device_compute_ms",
+                      figure(summary.device_compute, s.mean_device_compute_ms)}};
   }
   return {{"tasks", summary.tasks},
           {"communication", comm_source},
           {"predicted_only", summary.predicted_only},
           {"algorithms", algos}};
 }
+
+namespace {
+
+// The second table of the report: each algorithm's measured cost split into
+// its slowest device's compute and the rest, beside the devices' mean
+// compute ("" where the records do not hold the devices' compute).
+std::string where_the_cost_goes(const EvalSummary& summary) {
+  if (!summary.device_compute) return "";
+  // The ratios to the best baseline are all set or all 0 (no baseline run).
+  const bool ratios = summary.algos.front().ratio_to_best_baseline > 0;
+  std::vector<std::string> columns = {"algorithm", "measured ms", "slowest compute",
+                                      "mean compute", "the rest", "balanced"};
+  if (ratios) columns.push_back("balanced x best baseline");
+  TextTable table(columns);
+  for (const AlgoSummary& s : summary.algos) {
+    std::vector<std::string> row = {
+        s.name, fmt::format("{:.3f}", s.mean_measured_ms),
+        fmt::format("{:.3f}", s.mean_slowest_compute_ms),
+        fmt::format("{:.3f}", s.mean_device_compute_ms), fmt::format("{:.3f}", s.rest_ms()),
+        fmt::format("{:.3f}", s.balanced_ms())};
+    if (ratios) {
+      row.push_back(fmt::format(
+          "{:.3f}", s.balanced_ms() / s.mean_measured_ms * s.ratio_to_best_baseline));
+    }
+    table.add_row(row);
+  }
+  return fmt::format("\nwhere the cost goes (means over the tasks, ms): the slowest device's "
+                     "compute, the devices' mean compute, the rest of the cost (communication and "
+                     "waits); balanced = mean compute + the rest: the plan with its compute "
+                     "spread evenly over the devices\n{}",
+                     table.render());
+}
+
+}  // namespace
 
 std::string eval_report(const EvalSummary& summary, const std::string& comm_source) {
   const int tasks = summary.tasks;
@@ -569,13 +626,13 @@ std::string eval_report(const EvalSummary& summary, const std::string& comm_sour
     table.add_row(row);
   }
   return fmt::format("{} tasks; measured = every device's fused forward+backward+update on the "
-                     "executor; communication: {}{}{}\n{}",
+                     "executor; communication: {}{}{}\n{}{}",
                      tasks, comm_source, interval_note,
                      summary.raw_clock ? "; raw clock = the wall clock's medians (compute from the "
                                          "same runs, all-to-alls timed again), drift not "
                                          "cancelled"
                                        : "",
-                     table.render());
+                     table.render(), where_the_cost_goes(summary));
 }
 
 std::string eval_svg(const EvalSummary& result, int devices) {
@@ -608,6 +665,11 @@ std::string eval_svg(const EvalSummary& result, int devices) {
                            "the wall clock"
                          : "bar: measured (executor); tick: predicted by the cost model; [a-b]: "
                            "95% interval of the ratio over the tasks");
+  if (result.device_compute) {
+    svg += fmt::format("<text x=\"10\" y=\"{}\" fill=\"#555\">pale end of a bar: the cost "
+                       "beyond the slowest device's compute (communication and waits)</text>\n",
+                       height - 14);
+  }
   double y = kTop;
   for (const AlgoSummary& s : summary) {
     const bool ours = !is_baseline(s.name);
@@ -616,6 +678,14 @@ std::string eval_svg(const EvalSummary& result, int devices) {
         "width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>\n",
         left - 8, y + kBar * 0.65, xml_escaped(s.name), left, y, bar(s) * scale, kBar,
         ours ? "#d62728" : "#1f77b4");
+    if (result.device_compute) {  // the rest, paled
+      svg += fmt::format(
+          "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"white\" "
+          "fill-opacity=\"0.55\"><title>{}: slowest device's compute {:.3f} ms, the rest "
+          "{:.3f} ms</title></rect>\n",
+          left + s.mean_slowest_compute_ms * scale, y, std::max(0.0, s.rest_ms()) * scale, kBar,
+          xml_escaped(s.name), s.mean_slowest_compute_ms, s.rest_ms());
+    }
     if (!predicted) {
       svg += fmt::format(
           "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{}\" y2=\"{}\" stroke=\"black\" "

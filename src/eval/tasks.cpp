@@ -91,12 +91,7 @@ std::vector<int64_t> integers(const json& t, const char* field, const std::strin
 }  // namespace
 
 std::vector<EvalTask> load_tasks(const std::string& path, std::string* pool_dir) {
-  json j;
-  try {
-    j = json::parse(read_file(path));
-  } catch (const json::parse_error& e) {
-    ES_THROW("{}: invalid JSON: {}", path, e.what());
-  }
+  const json j = parse_json_document(read_file(path), path);
   const auto field = [&](const char* key) {
     return j.is_object() && j.contains(key) ? json_shown(j[key]) : "missing";
   };

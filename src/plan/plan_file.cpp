@@ -466,13 +466,7 @@ PlanFile read_plan(const Reader& r, const json& j) {
 }  // namespace
 
 PlanFile parse_plan_file(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    ES_THROW("{}: not a plan file: not valid JSON ({})", source, e.what());
-  }
-  return read_plan(Reader(source), j);
+  return read_plan(Reader(source), parse_json_document(text, source + ": not a plan file"));
 }
 
 PlanFile load_plan_file(const std::string& path) { return parse_plan_file(read_file(path), path); }

@@ -66,8 +66,8 @@ PolicyNets load_policy(const std::string& dir) {
            "{}: policy manifest missing (is '{}' a policy directory made by `embshard "
            "train-policy`?)",
            path, dir);
-  const json m = json::parse(read_file(path), nullptr, false);
-  ES_CHECK(!m.is_discarded() && m.is_object(), "{}: not valid JSON", path);
+  const json m = parse_json_document(read_file(path), path);
+  ES_CHECK(m.is_object(), "{}: not a JSON object", path);
   const json format = m.value("format", json()), version = m.value("version", json());
   ES_CHECK(format == kPolicyFormat, "{}: format is {}, expected '{}'", path, format.dump(),
            kPolicyFormat);

@@ -1,7 +1,9 @@
 #include "embshard/util/json_field.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -125,6 +127,51 @@ const json& json_field(const json& root, std::string_view pointer, JsonKind kind
     fail(where, pointer.substr(0, end), "is missing");
   }
   return *v;
+}
+
+json parse_json_document(const std::string& text, std::string_view where) {
+  // The objects and arrays open at the parser's position: an object's keys
+  // so far and its last one.
+  struct Level {
+    bool object;
+    std::string key;
+    std::set<std::string> keys;
+  };
+  std::vector<Level> levels;
+  std::string repeated;  // the first repeated key's path
+  const json::parser_callback_t watch = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        levels.push_back({event == json::parse_event_t::object_start, "", {}});
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!levels.empty()) levels.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        Level& level = levels.back();
+        level.key = parsed.get<std::string>();
+        if (!level.keys.insert(level.key).second && repeated.empty()) {
+          for (const Level& l : levels) {
+            repeated += l.object ? (repeated.empty() ? "" : ".") + l.key : "[]";
+          }
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    return true;
+  };
+  json j;
+  try {
+    j = json::parse(text, watch);
+  } catch (const json::exception& e) {
+    ES_THROW("{}: not valid JSON: {}", where, e.what());
+  }
+  ES_CHECK(repeated.empty(), "{}: key '{}' appears twice in one object", where, repeated);
+  return j;
 }
 
 }  // namespace embshard

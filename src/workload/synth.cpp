@@ -259,7 +259,8 @@ void validate_synth_options(const SynthOptions& o) {
            "synth: unknown profile '{}' (valid profiles: {})", o.profile, fmt::join(profiles, ", "));
   ES_CHECK(o.num_tables > 0 && o.num_tables <= kMaxTables, "synth: --tables is {}, must be in 1..{}",
            o.num_tables, kMaxTables);
-  ES_CHECK(o.batch_size > 0, "synth: --batch is {}, must be positive", o.batch_size);
+  ES_CHECK(o.batch_size > 0 && o.batch_size <= kMaxBatch, "synth: --batch is {}, must be in 1..{}",
+           o.batch_size, kMaxBatch);
   ES_CHECK(!o.dims.empty(), "synth: --dims is empty, give at least one dimension");
   for (int dim : o.dims) {
     ES_CHECK(dim >= 1 && dim <= 1024, "synth: --dims value {} is out of range 1..1024", dim);
@@ -269,8 +270,9 @@ void validate_synth_options(const SynthOptions& o) {
   ES_CHECK(o.huge_tables >= 0 && o.hot_tables >= 0 && o.huge_tables + o.hot_tables <= o.num_tables,
            "synth: --huge-tables {} + --hot-tables {} must be within --tables {}", o.huge_tables,
            o.hot_tables, o.num_tables);
-  ES_CHECK(o.huge_tables == 0 || o.huge_rows > 0, "synth: --huge-tables {} needs --huge-rows > 0",
-           o.huge_tables);
+  ES_CHECK(o.huge_tables == 0 || (o.huge_rows > 0 && o.huge_rows <= kMaxRows),
+           "synth: --huge-tables {} needs --huge-rows in 1..{} (it is {})", o.huge_tables,
+           kMaxRows, o.huge_rows);
   ES_CHECK(o.huge_tables == 0 || o.index_bytes == 8 ||
                o.huge_rows <= std::numeric_limits<int32_t>::max(),
            "synth: --huge-rows {} is more than 4-byte indices hold; use --index-bytes 8",

@@ -10,6 +10,7 @@
 
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/json_field.h"
 #include "embshard/workload/stats.h"
 #include "embshard/workload/synth.h"
 #include "embshard/workload/workload.h"
@@ -56,12 +57,8 @@ json complete_table(json t, const PublishedStats& profile, int64_t batch_size,
 
 Workload load_table_specs(const std::string& path, const std::string& profile,
                             int64_t batch_size) {
-  json j;
-  try {
-    j = json::parse(read_file_gunzip(path));  // plain or gzip'd, told by content
-  } catch (const json::exception& e) {
-    ES_THROW("{}: not valid JSON: {}", path, e.what());
-  }
+  // Plain or gzip'd, told by content.
+  const json j = parse_json_document(read_file_gunzip(path), path);
   ES_CHECK(j.is_object() && j.contains("tables") && j["tables"].is_array(),
            "{}: expected an object with a 'tables' array", path);
   Workload out;

@@ -9,6 +9,7 @@
 
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/json_field.h"
 
 namespace embshard {
 namespace {
@@ -119,12 +120,7 @@ Workload load_workload(const std::string& dir) {
            dir);
   ES_CHECK(file_exists(path), "workload '{}': no {} (is it a workload directory?)", dir,
            kTablesFile);
-  json j;
-  try {
-    j = json::parse(read_file(path));
-  } catch (const json::parse_error& e) {
-    ES_THROW("{}: invalid JSON: {}", path, e.what());
-  }
+  const json j = parse_json_document(read_file(path), path);
   Workload w;
   w.dir = dir;
   const json& format = field(j, "format", path);

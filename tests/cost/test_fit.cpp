@@ -346,6 +346,12 @@ TEST(Fit, RefusedOptionsLeaveNoDirectory) {
     EXPECT_NE(b.output.find("bench compute: --"), std::string::npos) << b.output;
     EXPECT_FALSE(std::filesystem::exists(dir.file("out"))) << bad;
   }
+  // A pool batch is the command's own option, named as such.
+  const auto b = testing::run_cli("fit --model " + shipped_models_dir() +
+                                  "/neural --fine-tune off --batches 2048,0 -o " + dir.file("out"));
+  EXPECT_NE(b.exit_code, 0);
+  EXPECT_NE(b.output.find("--batches"), std::string::npos) << b.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out")));
 }
 
 // -o naming the model fitted from (however spelled) is refused, and the

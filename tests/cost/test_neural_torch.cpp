@@ -154,6 +154,8 @@ TEST_F(NeuralTrain, NonsenseSettingsAreErrors) {
       {[](TrainOptions& o) { o.patience = -1; }, "--patience -1"},
       {[](TrainOptions& o) { o.lr = -1; }, "--lr -1"},
       {[](TrainOptions& o) { o.lr = 0; }, "--lr 0"},
+      {[](TrainOptions& o) { o.weight_average = 1; }, "--weight-average 1"},
+      {[](TrainOptions& o) { o.weight_decay = -1; }, "the weight decay -1"},
       {[](TrainOptions& o) { o.hidden = 0; }, "--hidden 0"},
       {[](TrainOptions& o) { o.embed = -1; }, "--embed -1"},
       {[](TrainOptions& o) { o.threads = 0; }, "--threads 0"},
@@ -165,6 +167,8 @@ TEST_F(NeuralTrain, NonsenseSettingsAreErrors) {
     c.edit(o);
     const std::string message = testing::error_of([&] { train_neural_model(o); });
     EXPECT_NE(message.find(c.option), std::string::npos) << c.option << ": " << message;
+    // No option the command does not have (train has no --weight-decay).
+    EXPECT_EQ(message.find("--weight-decay"), std::string::npos) << message;
   }
 }
 

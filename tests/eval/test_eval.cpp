@@ -11,6 +11,7 @@
 #include "embshard/util/error.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/record_file.h"
+#include "embshard/util/statistics.h"
 #include "eval_test_util.h"
 
 namespace embshard {
@@ -418,6 +419,13 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
   for (const json& rec : verified_records) {
     const json& v = rec["algos"]["neuroshard+verify"]["verification"];
     EXPECT_EQ(v["chosen_passes_ms"].size(), 2u) << v.dump();
+    // The search's first pick, measured on the same passes; the chosen plan
+    // is never slower there.
+    ASSERT_EQ(v["first_passes_ms"].size(), 2u) << v.dump();
+    EXPECT_GT(v["first_predicted_ms"].get<double>(), 0) << v.dump();
+    const auto pick = v["first_passes_ms"].get<std::vector<double>>();
+    const auto chosen = v["chosen_passes_ms"].get<std::vector<double>>();
+    EXPECT_LE(fastest_half_mean(chosen), fastest_half_mean(pick) * (1 + 1e-9)) << v.dump();
   }
   // --raw-clock: the same plans on the wall clock, as many passes, beside.
   const auto raw = testing::run_mpi_cli(2, passes_base + " --raw-clock --out " +
@@ -541,6 +549,44 @@ TEST(Eval, SummaryReadsTheRawClock) {
   EXPECT_TRUE(mixed_json["algorithms"]["neuroshard"]["mean_raw_ms"].is_null());
   EXPECT_EQ(eval_report(mixed, "test").find("raw"), std::string::npos);
   EXPECT_EQ(eval_svg(mixed, 4).find("raw"), std::string::npos);
+}
+
+// Where the cost goes: the slowest device's compute, the devices' mean and
+// the rest, over the same tasks; none where a record lacks the devices.
+TEST(Eval, SummarySplitsTheCostIntoComputeAndTheRest) {
+  const auto algo = [](double ms, std::vector<double> devices) {
+    json a = {{"measured_ms", ms}, {"predicted_ms", ms}, {"bound_ms", ms / 2}};
+    if (!devices.empty()) a["device_compute_ms"] = {{"measured", devices}, {"predicted", devices}};
+    return a;
+  };
+  const std::vector<std::string> algos = {"greedy", "neuroshard"};
+  std::vector<json> records = {
+      {{"task", 0}, {"algos", {{"greedy", algo(10, {8, 4})}, {"neuroshard", algo(8, {6, 6})}}}},
+      {{"task", 1}, {"algos", {{"greedy", algo(20, {16, 8})}, {"neuroshard", algo(12, {9, 7})}}}}};
+  const EvalSummary s = summarize_eval(records, algos);
+  ASSERT_TRUE(s.device_compute);
+  const AlgoSummary& greedy = s.algos[0];
+  EXPECT_DOUBLE_EQ(greedy.mean_slowest_compute_ms, 12);
+  EXPECT_DOUBLE_EQ(greedy.mean_device_compute_ms, 9);
+  EXPECT_DOUBLE_EQ(greedy.rest_ms(), 3);
+  EXPECT_DOUBLE_EQ(greedy.balanced_ms(), 12);
+  EXPECT_DOUBLE_EQ(s.algos[1].balanced_ms(), 9.5);  // (6 + 8) / 2 + (10 - 7.5)
+  const std::string report = eval_report(s, "test");
+  EXPECT_NE(report.find("where the cost goes"), std::string::npos) << report;
+  EXPECT_NE(report.find("0.633"), std::string::npos) << report;  // 9.5 / 15
+  EXPECT_NE(eval_svg(s, 2).find("greedy: slowest device's compute 12.000 ms, the rest 3.000 ms"),
+            std::string::npos);
+  EXPECT_DOUBLE_EQ(
+      eval_summary_json(s, "test")["algorithms"]["greedy"]["mean_slowest_compute_ms"].get<double>(),
+      12);
+  records.push_back(
+      {{"task", 2}, {"algos", {{"greedy", algo(10, {})}, {"neuroshard", algo(9, {})}}}});
+  const EvalSummary mixed = summarize_eval(records, algos);
+  EXPECT_FALSE(mixed.device_compute);
+  EXPECT_EQ(eval_report(mixed, "test").find("where the cost goes"), std::string::npos);
+  EXPECT_EQ(eval_svg(mixed, 2).find("communication and waits"), std::string::npos);
+  EXPECT_TRUE(eval_summary_json(mixed, "test")["algorithms"]["greedy"]["mean_device_compute_ms"]
+                  .is_null());
 }
 
 // The ratio to the best baseline comes with its interval over the tasks:

@@ -116,7 +116,7 @@ TEST(ReferenceScale, ComesFromTheModelsTrainingData) {
             std::string::npos);
   testing::spit(dir.file("model/manifest.json"), "{");
   EXPECT_NE(testing::error_of([&] { model_reference_scale("neural", model, kCpu, 4, 2048); })
-                .find("manifest.json: not JSON"),
+                .find("manifest.json: not valid JSON"),
             std::string::npos);
 }
 

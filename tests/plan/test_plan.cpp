@@ -421,6 +421,10 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
        "--verify-rivals: 'tourchrec' is no planner"},
       {"--devices 2 --reference-window-s -5", "--reference-window-s is -5"},
       {"--devices 2 --mem-per-device 1GB --mem 1GB,1GB", "excludes"},
+      {"--devices 3 --mem 1GB,,1GB", "--mem: '' is not a size"},
+      {"--devices 2 --mem-per-device 1GB --grid-steps 0", "--grid-steps"},
+      {"--devices 2 --mem-per-device 1GB --beam-width 0", "--beam-width"},
+      {"--devices 2 --mem-per-device 1GB --max-steps -1", "--max-steps"},
       {"--devices 2 --mem-per-device 1GB --svg " + dir_.file("plan.json"), "name the same file"},
   };
   for (const auto& c : cases) {
@@ -457,6 +461,8 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
        "tables[1]: field 'name' is 't', as tables[0]'s"},
       {R"({"batch_size": 64, "tables": [{"name": "t", "rows": 18446744073709551615, "dim": 16}]})",
        "field 'rows' is 18446744073709551615, must be in 1..2^63-1"},
+      {R"({"batch_size": 64, "tables": [{"name": "t", "rows": 1000, "dim": 16, "rows": 9}]})",
+       "key 'tables[].rows' appears twice in one object"},
   };
   for (const auto& c : specs) {
     write_file_atomic(dir_.file("spec.json"), c.spec);

@@ -92,5 +92,24 @@ TEST(JsonField, NamesTheFieldTheValueAndTheKindExpected) {
   EXPECT_EQ(json_shown(json("\xff")), "\"\xef\xbf\xbd\"");  // invalid UTF-8 replaced, no throw
 }
 
+// A repeated key is an error naming it and where it sits; the same key in
+// two objects is not; a syntax error names the file.
+TEST(JsonField, ParsesADocumentRefusingRepeatedKeys) {
+  const json j = parse_json_document(R"({"tables": [{"rows": 1}, {"rows": 2}], "v": [[1]]})",
+                                     "t.json");
+  EXPECT_EQ(j["tables"][1]["rows"], 2);
+  // The message, less the source location the error ends with.
+  const auto error = [](const char* text) {
+    const std::string e = testing::error_of([&] { parse_json_document(text, "t.json"); });
+    return e.substr(0, e.find(" ["));
+  };
+  EXPECT_EQ(error(R"({"a": 1, "b": 2, "a": 3})"), "t.json: key 'a' appears twice in one object");
+  EXPECT_EQ(error(R"({"tables": [{"rows": 1}, {"dim": 4, "rows": 2, "rows": 3}]})"),
+            "t.json: key 'tables[].rows' appears twice in one object");
+  EXPECT_EQ(error(R"([{"x": {"y": 1, "y": 1}}])"),
+            "t.json: key '[].x.y' appears twice in one object");
+  EXPECT_NE(error("{\"a\": ").find("t.json: not valid JSON:"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace embshard

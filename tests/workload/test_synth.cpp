@@ -146,7 +146,8 @@ TEST(Synth, OptionChecks) {
   expect_invalid(options("2020", 1), "unknown profile '2020' (valid profiles: 2021, 2022)");
   expect_invalid(options("2021", 1, 0), "--tables is 0, must be in 1..1000000");
   expect_invalid(options("2021", 1, 99'999'999'999), "--tables is 99999999999, must be in 1..");
-  expect_invalid(options("2021", 1, 10, -5), "--batch is -5, must be positive");
+  expect_invalid(options("2021", 1, 10, -5), "--batch is -5, must be in 1..2147483648");
+  expect_invalid(options("2021", 1, 10, kMaxBatch + 1), "--batch is 2147483649");
   SynthOptions o = options("2021", 1);
   o.dims = {16, 2048};
   expect_invalid(o, "--dims value 2048 is out of range 1..1024");
@@ -159,6 +160,9 @@ TEST(Synth, OptionChecks) {
   o.huge_tables = 1;
   o.huge_rows = 3'000'000'000;
   expect_invalid(o, "--huge-rows 3000000000 is more than 4-byte indices hold; use --index-bytes 8");
+  o.index_bytes = 8;
+  o.huge_rows = kMaxRows + 1;
+  expect_invalid(o, "--huge-tables 1 needs --huge-rows in 1..1099511627776 (it is 1099511627777)");
 }
 
 TEST(Synth, TinyWorkloadsStayValid) {

@@ -179,10 +179,10 @@ TEST(Workload, SpecsRoundTripAndValidate) {
   expect_error("\"dim\": 8", "\"dim\": 0", "'dim' is 0");
   expect_error("\"dim\": 8", "\"dim\": -3", "'dim' is -3");
   expect_error("\"rows\": 100", "\"rows\": \"many\"", "'rows'");
-  expect_error("\"pooling_factor\": 2.5", "\"pooling_factor\": NaN", "invalid JSON");
+  expect_error("\"pooling_factor\": 2.5", "\"pooling_factor\": NaN", "not valid JSON");
   expect_error("\"pooling_factor\": 2.5", "\"pooling_factor\": \"NaN\"", "pooling_factor");
   expect_error("\"version\": 1", "\"version\": 9", "'version' is 9");
-  expect_error("\"batch_size\": 16", "\"batch_size\": 16,", "invalid JSON");
+  expect_error("\"batch_size\": 16", "\"batch_size\": 16,", "not valid JSON");
   // A name twice: the file and both entries named.
   w.tables.push_back(t);
   save_workload_specs(w, dir.path().string());

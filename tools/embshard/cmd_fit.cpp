@@ -166,6 +166,7 @@ void add_fit_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--batches", a->measure.batches, "Batches of the pools")
       ->delimiter(',')
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   add_executor_option(cmd, b.executor, "Where shards run: ");
   add_bytes_option(cmd, "--mem-cap", b.mem_cap_bytes,

@@ -70,10 +70,13 @@ inline CLI::Option* add_bytes_list_option(CLI::App* cmd, const std::string& name
           name,
           [&bytes, flag](const std::vector<std::string>& texts) {
             bytes.clear();
-            for (const std::string& t : texts) bytes.push_back(parse_bytes(t, flag));
+            // Split here, not by CLI11's delimiter, which drops an empty item
+            // ("1GB,,2GB"): parse_bytes refuses it, naming the option.
+            for (const std::string& text : texts) {
+              for (const std::string& t : split_names(text)) bytes.push_back(parse_bytes(t, flag));
+            }
           },
           help + " (bytes, or with a unit: 40GB, 512MiB)")
-      ->delimiter(',')
       ->type_name("SIZE,...");
 }
 
@@ -81,27 +84,39 @@ inline CLI::Option* add_bytes_list_option(CLI::App* cmd, const std::string& name
 inline void add_shortcut_options(CLI::App* cmd, PlannerOptions& p) {
   cmd->add_option("--scan-patience", p.scan_patience, "neuroshard: stop a piece's device "
                   "scan after N costed devices in a row beat nothing (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--step-patience", p.step_patience, "neuroshard: stop the beam after N "
                   "steps in a row find no cheaper plan (0: every one of the beam's steps)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--screen-keep", p.screen_keep, "neuroshard: rate a beam step's "
                   "candidates on their parent's best cap first and only the N x beam-width "
                   "best on the whole grid (0: all on the whole grid)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 }
 
 // neuroshard's search options (plan, bench plan).
 inline void add_search_options(CLI::App* cmd, PlannerOptions& p) {
-  cmd->add_option("--beam-width", p.beam_width, "neuroshard beam width")->capture_default_str();
-  cmd->add_option("--max-steps", p.max_steps, "neuroshard beam steps")->capture_default_str();
+  cmd->add_option("--beam-width", p.beam_width, "neuroshard beam width")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-steps", p.max_steps, "neuroshard beam steps")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--candidates", p.candidates, "neuroshard: top-k pieces by size and by cost to "
-                  "try splitting")->capture_default_str();
+                  "try splitting")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--grid-steps", p.grid_steps, "neuroshard dim-sum caps (1.0..1.5 x mean)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   add_shortcut_options(cmd, p);
   cmd->add_option("--threads", p.threads, "neuroshard search threads (0: one per hardware "
-                  "thread; the plan is the same for any count)")->capture_default_str();
+                  "thread; the plan is the same for any count)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 }
 
 }  // namespace embshard::cli

@@ -172,6 +172,14 @@ struct AlgoSummary {
   int failed = 0;                     // tasks it found no plan for (left out of every mean)
   // eval --raw-clock: the same on the raw clock (0 without).
   double mean_raw_ms = 0, raw_ratio_to_best_baseline = 0;
+  // Where the measured cost goes (EvalSummary::device_compute): the means
+  // over the tasks of the slowest device's compute and of the devices' mean
+  // compute. The rest of the cost is communication and waits; the devices'
+  // mean compute plus that rest is what the plan would cost with its compute
+  // spread evenly over the devices (its work and communication unchanged).
+  double mean_slowest_compute_ms = 0, mean_device_compute_ms = 0;
+  double rest_ms() const { return mean_measured_ms - mean_slowest_compute_ms; }
+  double balanced_ms() const { return mean_device_compute_ms + rest_ms(); }
 };
 struct EvalSummary {
   std::vector<AlgoSummary> algos;
@@ -179,6 +187,9 @@ struct EvalSummary {
   // prediction_mape_pct are 0); the ratios and wins are on the predicted ones.
   bool predicted_only = false;
   bool raw_clock = false;  // every record holds the raw clock's figures too
+  // Every record holds each plan's measured compute per device
+  // (device_compute_ms): the AlgoSummary's slowest and mean compute are set.
+  bool device_compute = false;
   int tasks = 0;      // tasks every algorithm planned: the means are over these
   int left_out = 0;   // records of tasks that did not fit or that an algorithm failed
 };

@@ -19,12 +19,10 @@ namespace embshard {
 
 class PieceStats;  // embshard/workload/trace_shard.h
 
-// Past these a task is a typo, not a model (a table of 1e15 rows, 100,000
-// devices): make_task refuses it before any search, naming the value.
+// Past this (and workload/table.h's kMaxRows, kMaxDim, kMaxBatch) a task is a
+// typo, not a model (100,000 devices): make_task refuses it before any
+// search, naming the value.
 constexpr int kMaxDevices = 65536;
-constexpr int64_t kMaxRows = int64_t{1} << 40;  // 1.1e12
-constexpr int kMaxDim = 65536;
-constexpr int64_t kMaxBatch = int64_t{1} << 31;
 
 // What a shard costs in device memory. The executor's default optimizer is
 // row-wise Adagrad: one fp32 accumulator per row per shard, on top of the

@@ -48,4 +48,9 @@ const nlohmann::json& json_field(const nlohmann::json& root, std::string_view po
 const nlohmann::json* json_optional(const nlohmann::json& root, std::string_view pointer,
                                     JsonKind kind, std::string_view where = {});
 
+// A file a person may edit, parsed: Error "<where>: not valid JSON: ..." on
+// a syntax error, and "<where>: key 'tables[].rows' appears twice in one
+// object" where a key repeats (nlohmann would keep the last one silently).
+nlohmann::json parse_json_document(const std::string& text, std::string_view where);
+
 }  // namespace embshard

@@ -34,6 +34,11 @@ constexpr double kMaxPoolingFactor = 1e6;
 // Tables of one generated workload (synth, bench plan's specs): past it memory
 // runs out before anything useful is made.
 constexpr int64_t kMaxTables = 1'000'000;
+// Past these a table or a batch is a typo, not a model (a table of 1e15
+// rows): synth and make_task (plan/plan.h) refuse it, naming the value.
+constexpr int64_t kMaxRows = int64_t{1} << 40;  // 1.1e12
+constexpr int kMaxDim = 65536;
+constexpr int64_t kMaxBatch = int64_t{1} << 31;
 
 struct TableSpec {
   std::string name;

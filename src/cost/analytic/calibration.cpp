@@ -10,6 +10,7 @@
 #include "embshard/kernel/executor.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
+#include "embshard/util/json_field.h"
 #include "embshard/util/machine.h"
 
 namespace embshard {
@@ -197,8 +198,7 @@ void save_calibration(const Calibration& c, const std::string& path) {
 
 Calibration load_calibration(const std::string& path) {
   const std::string text = read_file(path);
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  ES_CHECK(!j.is_discarded(), "{}: not valid JSON", path);
+  const json j = parse_json_document(text, path);
   // value(key, json()): a format of another type is calibration_from_json's
   // error naming it, not a type error here.
   ES_CHECK(!j.is_object() || j.value("format", json()) != "embshard-comm-constants",
@@ -210,12 +210,7 @@ Calibration load_calibration(const std::string& path) {
 }
 
 Calibration load_comm_constants(const std::string& path) {
-  json j;
-  try {
-    j = json::parse(read_file(path));
-  } catch (const json::exception& e) {
-    ES_THROW("{}: not valid JSON: {}", path, e.what());
-  }
+  const json j = parse_json_document(read_file(path), path);
   ES_CHECK(j.is_object() && j.value("format", json()) == kCommConstantsFormat &&
                j.value("version", json()) == 1,
            "{}: not an {} version 1 file ({})", path, kCommConstantsFormat,

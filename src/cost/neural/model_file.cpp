@@ -268,8 +268,8 @@ NeuralModel load_neural_model(const std::string& given) {
            "{}: model manifest missing (is '{}' a model directory made by "
            "`embshard train`?)",
            path, dir);
-  const json manifest = json::parse(read_file(path), nullptr, false);
-  ES_CHECK(!manifest.is_discarded() && manifest.is_object(), "{}: not valid JSON", path);
+  const json manifest = parse_json_document(read_file(path), path);
+  ES_CHECK(manifest.is_object(), "{}: not a JSON object", path);
   const json format = manifest.value("format", json()), version = manifest.value("version", json());
   ES_CHECK(format == kManifestFormat, "{}: format is {}, expected '{}'", path, format.dump(),
            kManifestFormat);

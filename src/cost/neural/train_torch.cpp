@@ -390,10 +390,12 @@ TrainResult train_neural_model(const TrainOptions& o) {
   ES_CHECK(o.max_epochs >= 1 && o.patience >= 1 && o.batch >= 1,
            "train: --epochs {}, --patience {}, --batch {}: each must be at least 1", o.max_epochs,
            o.patience, o.batch);
-  ES_CHECK(std::isfinite(o.lr) && o.lr > 0 && std::isfinite(o.weight_decay) &&
-               o.weight_decay >= 0 && o.weight_average >= 0 && o.weight_average < 1,
-           "train: --lr {} must be > 0, --weight-decay {} >= 0, --weight-average {} in [0, 1)",
-           o.lr, o.weight_decay, o.weight_average);
+  ES_CHECK(std::isfinite(o.lr) && o.lr > 0, "train: --lr {} must be > 0", o.lr);
+  ES_CHECK(o.weight_average >= 0 && o.weight_average < 1,
+           "train: --weight-average {} must be in [0, 1)", o.weight_average);
+  // Not a command-line option: TrainOptions' own.
+  ES_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0,
+           "train: the weight decay {} must be >= 0", o.weight_decay);
   ES_CHECK(o.hidden >= 1 && o.hidden <= Mlp::kMaxWidth && o.embed >= 1 &&
                o.embed <= Mlp::kMaxWidth && o.threads >= 1,
            "train: --hidden {} and --embed {} must be in 1..{}, --threads {} at least 1",
