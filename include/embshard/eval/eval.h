@@ -113,6 +113,8 @@ std::pair<std::string, ShardingTypes> algo_types(const std::string& name, Shardi
 
 // The suffix that makes an algorithm of a planner plus a verification step.
 inline const std::string kVerifySuffix = "+verify";
+// "neuroshard+verify" -> "neuroshard"; "" when `name` has no verification.
+std::string verified_base(const std::string& name);
 
 // Where the communication of the measured cost came from, as records and
 // summaries name it.
