@@ -114,21 +114,30 @@ int MeasuredComputeModel::add_table(const TableFeatures& table) {
   return static_cast<int>(tables_.size()) - 1;
 }
 
-const MeasuredComputeModel::Figures& MeasuredComputeModel::measured(
-    std::span<const int> table_ids) const {
+namespace {
+
+std::vector<int> set_key(std::span<const int> table_ids) {
   std::vector<int> key(table_ids.begin(), table_ids.end());
   std::sort(key.begin(), key.end());  // a shard is a set: order does not change it
+  return key;
+}
+
+}  // namespace
+
+const MeasuredComputeModel::Figures& MeasuredComputeModel::measured(
+    std::span<const int> table_ids) const {
+  auto key = std::make_pair(pass_, set_key(table_ids));
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
   std::vector<ShardTable> shard;
-  for (int id : key) {
+  for (int id : key.second) {
     ES_CHECK(id >= 0 && id < static_cast<int>(tables_.size()),
              "measured model: table id {} is not registered ({} tables)", id, tables_.size());
     shard.push_back(tables_[id]);
   }
   Figures f{0, 0};
   if (!shard.empty()) {
-    const ShardMeasurement m =
-        timer_.measure(shard, fmt::format("measured model: shard {}", cache_.size()));
+    const ShardMeasurement m = timer_.measure(
+        shard, fmt::format("measured model: shard {} (pass {})", cache_.size(), pass_));
     f = {m.normalized.total_ms, m.raw.total_ms};
   }
   for (double ms : {f.normalized_ms, f.raw_ms}) {
@@ -145,6 +154,18 @@ double MeasuredComputeModel::compute_ms(std::span<const int> table_ids) const {
 double MeasuredComputeModel::raw_ms(std::span<const int> table_ids) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return measured(table_ids).raw_ms;
+}
+
+void MeasuredComputeModel::set_fresh_pass(bool fresh) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pass_ = fresh ? ++passes_ : 0;
+}
+
+int MeasuredComputeModel::times_measured(std::span<const int> table_ids) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::vector<int> key = set_key(table_ids);
+  return static_cast<int>(std::count_if(cache_.begin(), cache_.end(),
+                                        [&](const auto& entry) { return entry.first.second == key; }));
 }
 
 ProbeReference MeasuredComputeModel::probe_reference() const {
@@ -173,6 +194,7 @@ class RawClockView : public ComputeModel {
   double compute_ms(std::span<const int> table_ids) const override {
     return m_->raw_ms(table_ids);
   }
+  void set_fresh_pass(bool fresh) override { m_->set_fresh_pass(fresh); }
 
  private:
   std::shared_ptr<MeasuredComputeModel> m_;

@@ -101,6 +101,8 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
                                 .rounds = o.verify_rounds,
                                 .comm_passes = o.comm_passes,
                                 .pass_pause_s = o.comm_pass_pause_s,
+                                .leaders = o.verify_leaders,
+                                .fresh_passes = o.comm_passes - 1,
                                 .rivals = o.verify_rivals});
         r.algorithm = name;
       }
@@ -130,6 +132,7 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
       if (chosen.passes_ms.size() > 1) {
         record["verification"]["chosen_passes_ms"] = chosen.passes_ms;
       }
+      if (!chosen.fresh_ms.empty()) record["verification"]["chosen_fresh_ms"] = chosen.fresh_ms;
       // The search's own first pick beside it (since stop 53): how far the
       // choice's figure in verification is from the pick's, on the same
       // measurements, and so how much the chosen plan's later measurement
@@ -238,6 +241,8 @@ bool check_eval_options(const EvalOptions& o, bool comm_measured) {
            o.verify_candidates);
   ES_CHECK(!verified || o.verify_rounds >= 1, "eval: --verify-rounds is {}, must be >= 1",
            o.verify_rounds);
+  ES_CHECK(!verified || o.verify_leaders >= 0, "eval: --verify-leaders is {}, must be >= 0",
+           o.verify_leaders);
   ES_CHECK(o.verify_rounds == 1 || o.cost_model != "measured",
            "eval: --verify-rounds {}: the measured cost model has nothing to correct (use 1)",
            o.verify_rounds);
@@ -349,6 +354,8 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
       if (!o.verify_rivals.empty()) header["verify_rivals"] = o.verify_rivals;
       // Chosen on every pass since stop 40 (absent: on one, or by an older build).
       if (o.comm_passes > 1) header["verify_passes"] = o.comm_passes;
+      // Leaders measured afresh since stop 54 (absent: none).
+      if (o.comm_passes > 1 && o.verify_leaders > 0) header["verify_leaders"] = o.verify_leaders;
     }
   }
   // The task file's content, not only its path: a task file made again at the
@@ -358,7 +365,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
                  {"format", "version", "machine", "tasks", "tasks_crc32", "pool", "devices", "algos", "sharding_types",
                   "cost_model", "model_dir", "threads", "comm", "predict_only", "executor",
                   "comm_passes", "raw_clock", "verify_candidates", "verify_rounds",
-                  "verify_passes", "verify_rivals"});
+                  "verify_passes", "verify_rivals", "verify_leaders"});
   if (out.dropped_bytes() > 0) {
     reporter.note(fmt::format("eval: dropped a torn last record ({} bytes) from {}",
                               out.dropped_bytes(), o.out_path));

@@ -103,11 +103,13 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
                             {"measured_ms", c.measured_ms},
                             {"shards", c.plan.shards.size()}});
       if (c.passes_ms.size() > 1) candidates.back()["measured_passes_ms"] = c.passes_ms;
+      if (!c.fresh_ms.empty()) candidates.back()["fresh_ms"] = c.fresh_ms;  // a leader's
     }
     j["verification"] = {{"truth", v.truth},
                          {"chosen", v.chosen},
                          {"verify_s", v.verify_s},
                          {"rounds", v.rounds},
+                         {"leaders", v.leaders},
                          {"candidates", candidates}};
     if (!v.rivals_failed.empty()) j["verification"]["rivals_failed"] = v.rivals_failed;
   }
@@ -194,7 +196,10 @@ std::string verification_report(const Verification& v) {
   for (size_t i = 0; i < v.candidates.size(); ++i) {
     const VerifiedCandidate& c = v.candidates[i];
     if (c.source != v.candidates.front().source) rivals.push_back(c.source + "'s");
-    table.add_row({fmt::format("{}{}", i, static_cast<int>(i) == v.chosen ? " (chosen)" : ""),
+    const char* mark = static_cast<int>(i) == v.chosen ? " (chosen)"
+                       : c.fresh_ms.empty()             ? ""
+                                                        : " (leader)";
+    table.add_row({fmt::format("{}{}", i, mark),
                    std::to_string(c.round + 1), c.source,
                    fmt::format("{:.3f}", c.predicted.cost_ms),
                    fmt::format("{:.3f}", c.measured_ms),
@@ -216,10 +221,15 @@ std::string verification_report(const Verification& v) {
       (rivals.empty() ? "" : fmt::format(" and {}", fmt::join(rivals, " and ")));
   std::string failed;
   for (const std::string& why : v.rivals_failed) failed += "no rival plan: " + why + "\n";
-  const std::string passes =
+  std::string passes =
       v.comm_passes == 1 ? ""
                          : fmt::format(", each {} times (the mean of its fastest half)",
                                        v.comm_passes);
+  if (v.leaders > 0) {
+    passes += fmt::format("; the {} leading {} times more, compute afresh, and chosen among on "
+                          "the median",
+                          v.leaders, v.candidates[v.chosen].fresh_ms.size());
+  }
   const VerifiedCandidate& pick = v.candidates[v.chosen];
   const std::string whose = pick.source == v.candidates.front().source
                                 ? ""

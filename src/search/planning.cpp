@@ -106,6 +106,8 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   out.result = make_verified_plan(*planner, out.task, model, truth,
                                   {.candidates = r.verify,
                                    .rounds = r.verify_rounds,
+                                   .leaders = r.verify_leaders,
+                                   .fresh_passes = 2,
                                    .rivals = r.verify_rivals});
   explain(r, model, out);
   return out;

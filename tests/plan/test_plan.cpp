@@ -425,6 +425,9 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
       {"--devices 2 --mem-per-device 1GB --grid-steps 0", "--grid-steps"},
       {"--devices 2 --mem-per-device 1GB --beam-width 0", "--beam-width"},
       {"--devices 2 --mem-per-device 1GB --max-steps -1", "--max-steps"},
+      {"--devices 2 --mem-per-device 1GB --split-dims 8,,16", "--split-dims: an empty item"},
+      {"--devices 2 --mem-per-device 1GB --split-dims 8,x", "--split-dims: 'x' in '8,x'"},
+      {"--devices 2 --verify 2 --verify-leaders -1", "--verify-leaders is -1"},
       {"--devices 2 --mem-per-device 1GB --svg " + dir_.file("plan.json"), "name the same file"},
   };
   for (const auto& c : cases) {
@@ -495,6 +498,35 @@ TEST(PlanCliOptions, SizesTakeUnitsAndBadOutputPathsFailFirst) {
   EXPECT_NE(bad_out.output.find("does not exist"), std::string::npos) << bad_out.output;
   // Refused before planning: no plan report.
   EXPECT_EQ(bad_out.output.find("predicted cost"), std::string::npos) << bad_out.output;
+}
+
+// Every list option refuses an empty item, which CLI11's delimiter would
+// drop, and an item that is not of its kind, naming the option; refused
+// before any work (synth writes no workload).
+TEST(PlanCliOptions, ListOptionsRefuseEmptyAndMalformedItems) {
+  testing::ScratchDir dir("list_options");
+  const std::string out = dir.file("w");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"synth --profile 2021 --tables 2 --batch 8 -o " + out + " --dims 8,,16",
+       "--dims: an empty item in '8,,16'"},
+      {"synth --profile 2021 --tables 2 --batch 8 -o " + out + " --dims 8,sixteen",
+       "--dims: 'sixteen' in '8,sixteen' is not a"},
+      {"tasks --pool " + out + " --dims 16,", "--dims: an empty item in '16,'"},
+      {"eval --tasks " + dir.file("t.json") + " --algos neuroshard,,torchrec",
+       "--algos: an empty item"},
+      {"bench plan --sizes 50x4,,100x8", "--sizes: an empty item"},
+      {"fit --batches 1024,0 -o " + out, "--batches: '0'"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto r = testing::run_cli(args);
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
+    EXPECT_FALSE(std::filesystem::exists(out)) << args;
+  }
+  // Lists still take several items, and several occurrences.
+  const auto ok = testing::run_cli("synth --profile 2021 --tables 2 --batch 8 -o " + out +
+                                   " --dims 8,16 --dims 32");
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
 }
 
 TEST(PlanCliOptions, AMisspeltCommandIsNamed) {

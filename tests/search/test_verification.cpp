@@ -377,3 +377,107 @@ TEST(Verification, TraceShowsMeasuredBesidePredictedWithEachDevicesPieces) {
 
 }  // namespace
 }  // namespace embshard
+
+namespace embshard {
+namespace {
+
+// A truth whose every measurement is off by its own chance factor (in
+// [0.75, 1.25], drawn from the set and the pass), kept per set and pass as the
+// measured model keeps it: the first measurement of a set in pass 0, or in a
+// fresh pass.
+class NoisyMeasurements : public ComputeModel {
+ public:
+  explicit NoisyMeasurements(uint64_t seed) : inner_(true), seed_(seed) {}
+  std::string name() const override { return "noisy"; }
+  int64_t batch_size() const override { return inner_.batch_size(); }
+  int add_table(const TableFeatures& t) override { return inner_.add_table(t); }
+  double compute_ms(std::span<const int> ids) const override {
+    std::vector<int> set(ids.begin(), ids.end());
+    std::sort(set.begin(), set.end());
+    uint64_t h = seed_ ^ (static_cast<uint64_t>(pass_) * 0x9e3779b97f4a7c15ULL);
+    for (int id : set) h = (h ^ static_cast<uint64_t>(id)) * 0x100000001b3ULL;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 32;
+    const double u = static_cast<double>(h % 1000003) / 1000003.0;
+    return inner_.compute_ms(ids) * (0.75 + 0.5 * u);
+  }
+  void set_fresh_pass(bool fresh) override {
+    pass_ = fresh ? ++passes_ : 0;
+    fresh_calls += fresh ? 1 : 0;
+  }
+  int fresh_calls = 0;
+
+ private:
+  testing::ToyComputeModel inner_;
+  uint64_t seed_;
+  int pass_ = 0, passes_ = 0;
+};
+
+TEST(Verification, LeadersMeasuredAfreshKeepALuckyMeasurementFromDecidingTheChoice) {
+  auto planner = create_planner("neuroshard", {});
+  double lucky_sum = 0, fresh_sum = 0;
+  int fresh_better = 0, fresh_worse = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    const PlanTask task = random_task(30, 4, 1.3, 20 + seed);
+    ToyCostModel model(true);
+    // Each verification with its own truth, alike: the same first measurements.
+    std::shared_ptr<NoisyMeasurements> noisy;
+    const auto truth = [&] {
+      noisy = std::make_shared<NoisyMeasurements>(seed);
+      return CostModel{noisy, model.model.comm, "noisy", {}};
+    };
+    ShardCosts exact(task, model);
+    const auto true_ms = [&](const PlanResult& r) {
+      return predict_plan(task, r.plan, exact).cost_ms;
+    };
+    const PlanResult once = make_verified_plan(*planner, task, model, truth(), {.candidates = 6});
+    EXPECT_EQ(noisy->fresh_calls, 0);
+    const PlanResult led = make_verified_plan(
+        *planner, task, model, truth(), {.candidates = 6, .leaders = 2, .fresh_passes = 4});
+    EXPECT_EQ(noisy->fresh_calls, 4);
+    const Verification& v = *led.verification;
+    EXPECT_EQ(v.leaders, 2);
+    // The leaders are the two lowest figures of the one-pass verification;
+    // each measured 4 times more, and chosen among on the median.
+    const auto& before = once.verification->candidates;
+    ASSERT_EQ(v.candidates.size(), before.size());
+    std::vector<double> figures;
+    for (const VerifiedCandidate& c : before) figures.push_back(c.measured_ms);
+    std::sort(figures.begin(), figures.end());
+    int leaders = 0;
+    for (size_t i = 0; i < v.candidates.size(); ++i) {
+      const VerifiedCandidate& c = v.candidates[i];
+      if (c.fresh_ms.empty()) {
+        EXPECT_DOUBLE_EQ(c.measured_ms, before[i].measured_ms);
+        EXPECT_NE(static_cast<int>(i), v.chosen);
+        continue;
+      }
+      ++leaders;
+      EXPECT_LE(before[i].measured_ms, figures[1]);
+      ASSERT_EQ(c.fresh_ms.size(), 4u);
+      std::vector<double> all = c.fresh_ms;
+      all.push_back(before[i].measured_ms);
+      std::sort(all.begin(), all.end());
+      EXPECT_DOUBLE_EQ(c.measured_ms, all[2]);
+      EXPECT_NE(c.fresh_ms[0], c.fresh_ms[1]);  // measured afresh, not cached
+    }
+    EXPECT_EQ(leaders, 2);
+    lucky_sum += true_ms(once);
+    fresh_sum += true_ms(led);
+    fresh_better += true_ms(led) < true_ms(once) - 1e-9;
+    fresh_worse += true_ms(led) > true_ms(once) + 1e-9;
+  }
+  // Chosen on one measurement, the choice often owes its lead to chance;
+  // the leaders' medians choose plans that are faster in truth.
+  EXPECT_GT(fresh_better, fresh_worse);
+  EXPECT_LT(fresh_sum, lucky_sum);
+  const PlanTask task = random_task(30, 4, 1.3, 11);
+  ToyCostModel model(true);
+  EXPECT_THROW(make_verified_plan(*planner, task, model, model,
+                                  {.candidates = 3, .leaders = -1, .fresh_passes = 2}),
+               Error);
+}
+
+}  // namespace
+}  // namespace embshard

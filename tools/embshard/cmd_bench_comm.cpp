@@ -44,14 +44,9 @@ void add_bench_comm_command(CLI::App& bench) {
   add_seed_option(cmd, o.seed, "Seed of the sample draws");
   cmd->add_option("--max-delay-ms", o.max_delay_ms, "Straggler delays: uniform 0..D ms")
       ->capture_default_str();
-  cmd->add_option("--dims", o.dims, "Dims a table is drawn at")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--tables-per-device", o.tables_per_device,
-                  "MIN,MAX: a sample has N*MIN..N*MAX tables")
-      ->delimiter(',')
-      ->expected(2)
-      ->capture_default_str();
+  add_list_option(cmd, "--dims", o.dims, "Dims a table is drawn at");
+  add_list_option(cmd, "--tables-per-device", o.tables_per_device,
+                  "MIN,MAX: a sample has N*MIN..N*MAX tables");
   cmd->add_option("--warmup", o.warmup, "Untimed runs per sample")->capture_default_str();
   cmd->add_option("--repeats", o.repeats, "Timed runs per sample (median per rank)")
       ->capture_default_str();

@@ -33,9 +33,7 @@ void add_bench_compute_command(CLI::App& bench) {
       ->capture_default_str();
   add_bytes_option(cmd, "--mem-cap", o.mem_cap_bytes, "Weight bytes per shard at most")
       ->default_str(std::to_string(o.mem_cap_bytes));
-  cmd->add_option("--dims", o.dims, "Dims a table is augmented to")
-      ->delimiter(',')
-      ->capture_default_str();
+  add_list_option(cmd, "--dims", o.dims, "Dims a table is augmented to");
   cmd->add_option("--threads", o.threads, "Threads of the executor (a device)")
       ->capture_default_str();
   add_thread_cpu_time_flag(cmd, o.thread_cpu_time);

@@ -22,13 +22,11 @@ void add_bench_plan_command(CLI::App& bench) {
   auto o = std::make_shared<PlanBenchOptions>();
   auto types = std::make_shared<std::string>();
   CLI::App* cmd = bench.add_subcommand("plan", "Time the planner's search at several task sizes");
-  cmd->add_option("--sizes", o->sizes, "TABLESxDEVICES list")->delimiter(',')->capture_default_str();
-  cmd->add_option("--cost-models", o->cost_models,
+  add_list_option(cmd, "--sizes", o->sizes, "TABLESxDEVICES list");
+  add_list_option(cmd, "--cost-models", o->cost_models,
                   "Cost models: " + one_of(bench_plan_cost_models()) +
                       " (neural without models falls back to analytic; measured needs a "
-                      "workload's traces: plan WORKLOAD --cost-model measured)")
-      ->delimiter(',')
-      ->capture_default_str();
+                      "workload's traces: plan WORKLOAD --cost-model measured)");
   cmd->add_option("--model", o->model_dir, "Neural model directory (default: the shipped one)");
   cmd->add_option("--algo", o->algo, "Planner: " + one_of(planner_names()))->capture_default_str();
   cmd->add_option("--policy", o->planner.policy_dir,

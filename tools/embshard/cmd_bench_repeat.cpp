@@ -30,9 +30,7 @@ void add_bench_repeat_command(CLI::App& bench) {
   cmd->add_option("--max-tables", o.max_tables, "Tables per shard: 1..K")->capture_default_str();
   add_bytes_option(cmd, "--mem-cap", o.mem_cap_bytes, "Weight bytes per shard at most")
       ->default_str(std::to_string(o.mem_cap_bytes));
-  cmd->add_option("--dims", o.dims, "Dims a table is augmented to")
-      ->delimiter(',')
-      ->capture_default_str();
+  add_list_option(cmd, "--dims", o.dims, "Dims a table is augmented to");
   add_executor_option(cmd, o.executor, "Where shards run: ");
   cmd->add_option("--threads", o.threads, "Threads of the executor")->capture_default_str();
   add_thread_cpu_time_flag(cmd, o.thread_cpu_time);

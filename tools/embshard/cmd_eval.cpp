@@ -73,11 +73,9 @@ void add_eval_command(CLI::App& app) {
   CLI::App* eval = app.add_subcommand(
       "eval", "Plan every task with every algorithm and measure the plans on the executor");
   eval->add_option("--tasks", o.tasks_path, "Task file (embshard tasks)")->required();
-  eval->add_option("--algos", o.algos,
-                   "Algorithms: " + one_of(planner_names()) + ", each also as NAME" +
-                       kVerifySuffix + " (its best plans measured, the fastest kept)")
-      ->delimiter(',')
-      ->capture_default_str();
+  add_list_option(eval, "--algos", o.algos,
+                  "Algorithms: " + one_of(planner_names()) + ", each also as NAME" +
+                      kVerifySuffix + " (its best plans measured, the fastest kept)");
   CLI::Option* devices =
       eval->add_option("--devices", o.devices, "Devices (under mpirun: the ranks)")
           ->capture_default_str();
@@ -124,6 +122,11 @@ void add_eval_command(CLI::App& app) {
   eval->add_option("--verify-rounds", o.verify_rounds,
                    "Rounds of the +verify algorithms: each after the first plans against the "
                    "model corrected by the devices measured so far")
+      ->capture_default_str();
+  eval->add_option("--verify-leaders", o.verify_leaders,
+                   "With --comm-passes P > 1: the +verify algorithms' leading candidates "
+                   "measured P - 1 times more, compute afresh too, and the choice among them "
+                   "on the median; 0: none")
       ->capture_default_str();
   eval->add_option("--verify-rivals", e->verify_rivals,
                    "Planners whose plan the +verify algorithms measure beside their own, "

@@ -161,20 +161,14 @@ void add_fit_command(CLI::App& app) {
                   "Shards to measure besides, in pools where a quarter of the tables are hot "
                   "(pooling factor 100-500), some as row blocks and replica slices (0: none)")
       ->capture_default_str();
-  cmd->add_option("--profiles", a->measure.profiles, "Profiles of the pools")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--batches", a->measure.batches, "Batches of the pools")
-      ->delimiter(',')
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  add_list_option(cmd, "--profiles", a->measure.profiles, "Profiles of the pools");
+  add_list_option(cmd, "--batches", a->measure.batches, "Batches of the pools",
+                  CLI::PositiveNumber);
   add_executor_option(cmd, b.executor, "Where shards run: ");
   add_bytes_option(cmd, "--mem-cap", b.mem_cap_bytes,
                    "Weight bytes per shard measured at most (a GPU's set: the sizes it plans)")
       ->default_str(std::to_string(b.mem_cap_bytes));
-  cmd->add_option("--dims", b.dims, "Dims the shards' tables are drawn at")
-      ->delimiter(',')
-      ->capture_default_str();
+  add_list_option(cmd, "--dims", b.dims, "Dims the shards' tables are drawn at");
   cmd->add_option("--threads", b.threads, "Executor threads")->capture_default_str();
   add_thread_cpu_time_flag(cmd, b.thread_cpu_time);
   add_seed_option(cmd, b.seed, "Seed of the shards drawn");

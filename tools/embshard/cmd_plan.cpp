@@ -73,6 +73,7 @@ void run_plan(PlanArgs& a) {
   ES_CHECK(r.verify_rounds == 1 || r.verify > 0, "--verify-rounds {} needs --verify N",
            r.verify_rounds);
   r.verify_rivals = parse_verify_rivals(a.verify_rivals, "--verify-rivals");
+  ES_CHECK(r.verify_leaders >= 0, "--verify-leaders is {}: at least 0", r.verify_leaders);
   ES_CHECK(std::isfinite(r.reference_window_s) && r.reference_window_s >= 0,
            "--reference-window-s is {}: seconds, at least 0", r.reference_window_s);
   check_distinct_outputs({{"--out", a.out}, {"--svg", a.svg}, {"--trace", a.trace}});
@@ -140,8 +141,8 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--sharding-types", a->sharding_types,
                   "Sharding types plans may use, comma-separated (default: all): " +
                       one_of(sharding_type_names()));
-  cmd->add_option("--split-dims", r.constraints.split.allowed, "Column widths splits may produce "
-                  "(multiples of 4; default: any)")->delimiter(',');
+  add_list_option(cmd, "--split-dims", r.constraints.split.allowed,
+                  "Column widths splits may produce (multiples of 4; default: any)");
   add_seed_option(cmd, p.seed, "Seed (random planner)");
   cmd->add_option("--policy", p.policy_dir, "dreamshard, autoshard: policy directory from "
                   "`embshard train-policy` (default: the shipped models/policies/NAME)");
@@ -157,6 +158,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--verify-rivals", a->verify_rivals,
                   "With --verify: planners whose plan is measured beside the search's, "
                   "comma-separated, or none")
+      ->capture_default_str();
+  cmd->add_option("--verify-leaders", r.verify_leaders,
+                  "With --verify: the leading candidates measured twice more, compute afresh, "
+                  "and the choice among them on the median; 0: none")
       ->capture_default_str();
   add_executor_option(cmd, r.executor, "With --verify: where plans run: ");
   cmd->add_option("--reference-window-s", r.reference_window_s,

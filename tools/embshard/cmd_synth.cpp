@@ -52,9 +52,7 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--batch", args->options.batch_size, "Batch size (bags per table)")->required();
   add_seed_option(cmd, args->options.seed, "Random seed (same seed, same bytes)");
   cmd->add_option("-o,--out", args->out_dir, "Output workload directory")->required();
-  cmd->add_option("--dims", args->options.dims, "Embedding dimensions to draw from")
-      ->delimiter(',')
-      ->capture_default_str();
+  add_list_option(cmd, "--dims", args->options.dims, "Embedding dimensions to draw from");
   cmd->add_option("--index-bytes", args->options.index_bytes, "Trace index width: 4 or 8")
       ->capture_default_str();
   cmd->add_option("--huge-tables", args->options.huge_tables,

@@ -42,9 +42,7 @@ void add_tasks_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("tasks", "Draw evaluation tasks from a table pool");
   cmd->add_option("--pool", t->options.pool_dir, "Workload the tables come from")->required();
   cmd->add_option("--tables", t->tables, "Tables per task: N or MIN-MAX")->capture_default_str();
-  cmd->add_option("--dims", t->options.dims, "Dims a table is drawn at")
-      ->delimiter(',')
-      ->capture_default_str();
+  add_list_option(cmd, "--dims", t->options.dims, "Dims a table is drawn at");
   add_bytes_option(cmd, "--mem-cap", t->options.mem_cap_bytes, "Memory per device")->required();
   cmd->add_option("--count", t->options.count, "Tasks")->capture_default_str();
   cmd->add_flag("--oversized", t->options.oversized,

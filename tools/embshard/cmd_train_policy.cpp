@@ -64,9 +64,7 @@ void add_train_policy_command(CLI::App& app) {
   cmd->add_option("-o,--out", o.out_dir, "Policy directory to write")->required();
   cmd->add_option("--devices", o.devices, "Devices of every training task")->capture_default_str();
   cmd->add_option("--tables", args->tables, "Tables per task: N or MIN-MAX")->capture_default_str();
-  cmd->add_option("--dims", o.dims, "Dims a table is drawn at")
-      ->delimiter(',')
-      ->capture_default_str();
+  add_list_option(cmd, "--dims", o.dims, "Dims a table is drawn at");
   cmd->add_option("--min-headroom", o.min_headroom,
                   "Memory per device: at least this x an even split")
       ->capture_default_str();

@@ -12,6 +12,7 @@
 
 #include "embshard/kernel/executor.h"
 #include "embshard/search/planner.h"
+#include "embshard/util/error.h"
 #include "embshard/util/units.h"
 
 namespace embshard::cli {
@@ -78,6 +79,36 @@ inline CLI::Option* add_bytes_list_option(CLI::App* cmd, const std::string& name
           },
           help + " (bytes, or with a unit: 40GB, 512MiB)")
       ->type_name("SIZE,...");
+}
+
+// A comma-separated list (or several: --dims 8,16 --dims 32), split here, not
+// by CLI11's delimiter, which drops an empty item ("8,,16"): an empty item,
+// or one that is not a T or fails `check`, is an error naming the option.
+// The help shows the values it holds now as the default.
+template <typename T>
+CLI::Option* add_list_option(CLI::App* cmd, const std::string& name, std::vector<T>& values,
+                             const std::string& help, CLI::Validator check = {}) {
+  const std::string flag = name.substr(name.rfind(',') + 1);
+  return cmd
+      ->add_option_function<std::vector<std::string>>(
+          name,
+          [&values, flag, check](const std::vector<std::string>& texts) {
+            values.clear();
+            for (const std::string& text : texts) {
+              for (std::string item : split_names(text)) {
+                ES_CHECK(!item.empty(), "{}: an empty item in '{}'", flag, text);
+                T value;
+                ES_CHECK(CLI::detail::lexical_cast(item, value), "{}: '{}' in '{}' is not a {}",
+                         flag, item, text, CLI::detail::type_name<T>());
+                const std::string why = check(item);
+                ES_CHECK(why.empty(), "{}: '{}': {}", flag, item, why);
+                values.push_back(std::move(value));
+              }
+            }
+          },
+          help)
+      ->type_name(std::string(CLI::detail::type_name<T>()) + ",...")
+      ->default_str(fmt::format("{}", fmt::join(values, ",")));
 }
 
 // neuroshard's shortcuts over NeuroShard's own search (plan, bench plan, eval).

@@ -74,6 +74,12 @@ class ComputeModel {
   // on a log scale"), where its figure is an extrapolation; empty: it does
   // not, or the model cannot tell.
   virtual std::string far_from_training(const TableFeatures&) const { return {}; }
+
+  // For a model that measures (the measured model): true starts a fresh
+  // pass, in which a set of tables costs a new measurement of its own, taken
+  // the first time the pass asks for the set; false returns to the first
+  // measurements (the default). A model that predicts ignores it.
+  virtual void set_fresh_pass(bool /*fresh*/) {}
 };
 
 }  // namespace embshard

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "embshard/bench/shard_timer.h"
@@ -28,10 +29,13 @@ class MeasuredComputeModel : public ComputeModel {
   // Tables are matched to the workload by source_table, else by rows,
   // pooling factor and reuse; the same table at the same dim gets one id.
   int add_table(const TableFeatures& table) override;
-  // Measured once per set of ids (cached; a shard is a set).
+  // Measured once per set of ids and pass (cached; a shard is a set).
   double compute_ms(std::span<const int> table_ids) const override;
   // The same measurement on the raw clock: its raw median, not normalized.
   double raw_ms(std::span<const int> table_ids) const;
+  void set_fresh_pass(bool fresh) override;
+  // How many times the set was measured (the passes that asked for it).
+  int times_measured(std::span<const int> table_ids) const;
 
   // The probe reference every measurement is normalized against: estimated
   // on first use, or set (a resumed evaluation keeps its file's scale).
@@ -48,7 +52,8 @@ class MeasuredComputeModel : public ComputeModel {
     double normalized_ms, raw_ms;
   };
   const Figures& measured(std::span<const int> table_ids) const;  // mutex_ held
-  mutable std::map<std::vector<int>, Figures> cache_;
+  mutable std::map<std::pair<int, std::vector<int>>, Figures> cache_;  // by pass and set
+  int pass_ = 0, passes_ = 0;  // the current pass (0: the first), the last fresh one
 };
 
 std::shared_ptr<MeasuredComputeModel> make_measured_compute_model(

@@ -87,6 +87,9 @@ struct EvalOptions {
   // the measured fastest kept.
   int verify_candidates = 4;
   int verify_rounds = 1;  // as PlanRequest::verify_rounds
+  // With comm_passes > 1: the leading candidates measured comm_passes - 1
+  // times more, compute afresh too, and chosen among (VerifyOptions::leaders).
+  int verify_leaders = 2;
   std::vector<std::string> verify_rivals = {"torchrec"};  // as PlanRequest::verify_rivals
   // Where to write each measured plan's iteration as a Chrome / Perfetto
   // trace, task<i>_<algorithm>.json ("": none).

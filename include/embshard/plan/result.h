@@ -47,6 +47,10 @@ struct VerifiedCandidate {
   // their fastest half (one pass: its cost).
   std::vector<double> passes_ms;
   double measured_ms = 0;
+  // A leader's further measurements, compute afresh each time
+  // (VerifyOptions::leaders); its measured_ms is then the median of those
+  // and its passes' figure.
+  std::vector<double> fresh_ms;
 };
 struct Verification {
   // The search's order (best predicted first), round after round.
@@ -56,6 +60,7 @@ struct Verification {
   double verify_s = 0;
   int rounds = 1;  // run: fewer than asked where a round found no new plan
   int comm_passes = 1;  // measurements of each candidate
+  int leaders = 0;      // candidates measured afresh and chosen among (0: none)
   // VerifyOptions::rivals that found no plan, each with its error.
   std::vector<std::string> rivals_failed;
 };

@@ -119,6 +119,12 @@ struct VerifyOptions {
   // compute should cache), and chosen on the mean of its fastest half.
   int comm_passes = 1;
   double pass_pause_s = 0;
+  // Then the `leaders` candidates with the lowest figures are measured
+  // fresh_passes times more, compute afresh too (`truth`'s set_fresh_pass),
+  // and the choice is the leader with the lowest median of its figure and
+  // those measurements: one lucky measurement of a device's compute does not
+  // decide it. Either 0: chosen on the figures.
+  int leaders = 0, fresh_passes = 0;
   // Planners (create_planner names, default options) whose one plan each is
   // measured beside the search's in the first round, say the `torchrec`
   // baseline: the choice is then never a plan that measures slower than

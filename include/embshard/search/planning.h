@@ -39,6 +39,9 @@ struct PlanRequest {
   int verify_rounds = 1;
   // Planners whose plan is measured beside the search's (VerifyOptions::rivals).
   std::vector<std::string> verify_rivals = {"torchrec"};
+  // The leading candidates measured twice more, compute afresh, and chosen
+  // among on the median (VerifyOptions::leaders). 0: none.
+  int verify_leaders = 2;
   bool explain = false;  // each table's decision against its best alternative
   std::string executor = "cpu";
   double reference_window_s = 20;  // the measured compute's probe reference
