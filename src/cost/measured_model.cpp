@@ -164,8 +164,9 @@ void MeasuredComputeModel::set_fresh_pass(bool fresh) {
 int MeasuredComputeModel::times_measured(std::span<const int> table_ids) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::vector<int> key = set_key(table_ids);
-  return static_cast<int>(std::count_if(cache_.begin(), cache_.end(),
-                                        [&](const auto& entry) { return entry.first.second == key; }));
+  int times = 0;
+  for (const auto& [pass_and_set, figures] : cache_) times += pass_and_set.second == key ? 1 : 0;
+  return times;
 }
 
 ProbeReference MeasuredComputeModel::probe_reference() const {

@@ -79,6 +79,18 @@ EvalSummary summarize_eval(const std::vector<json>& records,
         s.prediction_mape_pct += measured ? 100 * std::abs(predicted - score) / score : 0;
         result.raw_clock = result.raw_clock && x.contains("measured_raw_ms");
         s.mean_raw_ms += x.contains("measured_raw_ms") ? x.at("measured_raw_ms").get<double>() : 0;
+        if (measured && x.contains("verification") &&
+            x.at("verification").contains("chosen_passes_ms")) {
+          const json& v = x.at("verification");
+          std::vector<double> figures = {
+              fastest_half_mean(v.at("chosen_passes_ms").get<std::vector<double>>())};
+          if (v.contains("chosen_fresh_ms")) {
+            for (double ms : v.at("chosen_fresh_ms").get<std::vector<double>>()) {
+              figures.push_back(ms);
+            }
+          }
+          s.fallback_pct.push_back(100 * (score / median(figures) - 1));
+        }
         if (x.contains("device_compute_ms")) {
           const auto ms = x.at("device_compute_ms").at("measured").get<std::vector<double>>();
           ES_CHECK(!ms.empty(), "no device in device_compute_ms.measured of '{}'", algos[a]);
@@ -160,6 +172,11 @@ json eval_summary_json(const EvalSummary& summary, const std::string& comm_sourc
                       figure(summary.device_compute, s.mean_slowest_compute_ms)},
                      {"mean_device_compute_ms",
                       figure(summary.device_compute, s.mean_device_compute_ms)}};
+    if (!s.fallback_pct.empty()) {
+      algos[s.name]["verification_fallback_pct"] = {{"mean", mean(s.fallback_pct)},
+                                                    {"median", median(s.fallback_pct)},
+                                                    {"tasks", s.fallback_pct.size()}};
+    }
   }
   return {{"tasks", summary.tasks},
           {"communication", comm_source},
@@ -197,6 +214,20 @@ std::string where_the_cost_goes(const EvalSummary& summary) {
                      "waits); balanced = mean compute + the rest: the plan with its compute "
                      "spread evenly over the devices\n{}",
                      table.render());
+}
+
+// A line per verified algorithm: how far its chosen plan measured from its
+// figure in verification.
+std::string fallbacks(const EvalSummary& summary) {
+  std::string out;
+  for (const AlgoSummary& s : summary.algos) {
+    if (s.fallback_pct.empty()) continue;
+    out += fmt::format("{}: the chosen plan measured {:+.1f}% (median {:+.1f}%, over {}) against "
+                       "its figure in verification\n",
+                       s.name, mean(s.fallback_pct), median(s.fallback_pct),
+                       count_of(static_cast<int64_t>(s.fallback_pct.size()), "task"));
+  }
+  return out.empty() ? out : "\n" + out;
 }
 
 }  // namespace
@@ -253,13 +284,13 @@ std::string eval_report(const EvalSummary& summary, const std::string& comm_sour
     table.add_row(row);
   }
   return fmt::format("{} tasks; measured = every device's fused forward+backward+update on the "
-                     "executor; communication: {}{}{}\n{}{}",
+                     "executor; communication: {}{}{}\n{}{}{}",
                      tasks, comm_source, interval_note,
                      summary.raw_clock ? "; raw clock = the wall clock's medians (compute from the "
                                          "same runs, all-to-alls timed again), drift not "
                                          "cancelled"
                                        : "",
-                     table.render(), where_the_cost_goes(summary));
+                     table.render(), where_the_cost_goes(summary), fallbacks(summary));
 }
 
 std::string eval_svg(const EvalSummary& result, int devices) {

@@ -299,12 +299,13 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
       if (again.cost_ms < c.measured.cost_ms) c.measured = std::move(again);
     }
   }
-  std::vector<size_t> order(v.candidates.size());
-  std::iota(order.begin(), order.end(), size_t{0});
   for (VerifiedCandidate& c : v.candidates) c.measured_ms = fastest_half_mean(c.passes_ms);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+  const auto lower = [&](size_t a, size_t b) {
     return v.candidates[a].measured_ms < v.candidates[b].measured_ms;
-  });
+  };
+  std::vector<size_t> order(v.candidates.size());  // by figure, lowest first
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), lower);
   // The leaders, measured again with their compute afresh, in alternating
   // order (a slow stretch falls on each in turn); the choice is among them.
   if (o.leaders > 0 && o.fresh_passes > 0) {
@@ -326,9 +327,7 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
       c.measured_ms = median(all);
     }
   }
-  v.chosen = static_cast<int>(*std::min_element(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return v.candidates[a].measured_ms < v.candidates[b].measured_ms;
-  }));
+  v.chosen = static_cast<int>(*std::min_element(order.begin(), order.end(), lower));
   v.verify_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - verify_start).count();
   r.plan = v.candidates[v.chosen].plan;

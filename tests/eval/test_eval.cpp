@@ -589,6 +589,39 @@ TEST(Eval, SummarySplitsTheCostIntoComputeAndTheRest) {
                   .is_null());
 }
 
+// A verified algorithm's fall-back: its measured cost against the chosen
+// plan's figure in verification (the fastest half of its passes; a
+// leader's, the median of that and its fresh measurements).
+TEST(Eval, SummaryGivesVerificationsFallBack) {
+  const auto algo = [](double ms) {
+    return json{{"measured_ms", ms}, {"predicted_ms", ms}, {"bound_ms", ms / 2}};
+  };
+  const std::vector<std::string> algos = {"greedy", "neuroshard+verify"};
+  json chosen = algo(11);  // passes 10 and 12 (the fastest half: 10): +10%
+  chosen["verification"] = {{"chosen_passes_ms", {12.0, 10.0}}};
+  json leader = algo(9);  // median of 10 (passes), 8 and 9 (fresh): 9, +0%
+  leader["verification"] = {{"chosen_passes_ms", {10.0, 11.0}}, {"chosen_fresh_ms", {8.0, 9.0}}};
+  json older = algo(10);  // one pass, no passes kept: not counted
+  older["verification"] = {{"measured_plans", 4}};
+  const std::vector<json> records = {
+      {{"task", 0}, {"algos", {{"greedy", algo(12)}, {"neuroshard+verify", chosen}}}},
+      {{"task", 1}, {"algos", {{"greedy", algo(12)}, {"neuroshard+verify", leader}}}},
+      {{"task", 2}, {"algos", {{"greedy", algo(12)}, {"neuroshard+verify", older}}}}};
+  const EvalSummary s = summarize_eval(records, algos);
+  EXPECT_TRUE(s.algos[0].fallback_pct.empty());
+  ASSERT_EQ(s.algos[1].fallback_pct.size(), 2u);
+  EXPECT_NEAR(s.algos[1].fallback_pct[0], 10, 1e-9);
+  EXPECT_NEAR(s.algos[1].fallback_pct[1], 0, 1e-9);
+  const std::string report = eval_report(s, "test");
+  EXPECT_NE(report.find("neuroshard+verify: the chosen plan measured +5.0% (median +5.0%, over 2 "
+                        "tasks) against its figure in verification"),
+            std::string::npos)
+      << report;
+  const json j = eval_summary_json(s, "test")["algorithms"];
+  EXPECT_NEAR(j["neuroshard+verify"]["verification_fallback_pct"]["mean"].get<double>(), 5, 1e-9);
+  EXPECT_FALSE(j["greedy"].contains("verification_fallback_pct"));
+}
+
 // The ratio to the best baseline comes with its interval over the tasks:
 // inside the tasks' own ratios, around the ratio of means; none from one task.
 TEST(Eval, SummaryGivesTheRatiosIntervalOverTheTasks) {

@@ -463,6 +463,10 @@ TEST(Verification, LeadersMeasuredAfreshKeepALuckyMeasurementFromDecidingTheChoi
       EXPECT_NE(c.fresh_ms[0], c.fresh_ms[1]);  // measured afresh, not cached
     }
     EXPECT_EQ(leaders, 2);
+    const std::string report = verification_report(v);
+    EXPECT_NE(report.find("; the 2 leading 4 times more, compute afresh"), std::string::npos)
+        << report;
+    EXPECT_NE(report.find(" (leader)"), std::string::npos) << report;  // the one not chosen
     lucky_sum += true_ms(once);
     fresh_sum += true_ms(led);
     fresh_better += true_ms(led) < true_ms(once) - 1e-9;

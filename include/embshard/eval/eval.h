@@ -183,6 +183,12 @@ struct AlgoSummary {
   // mean compute plus that rest is what the plan would cost with its compute
   // spread evenly over the devices (its work and communication unchanged).
   double mean_slowest_compute_ms = 0, mean_device_compute_ms = 0;
+  // A verified algorithm's fall-back: per task, its measured cost over the
+  // chosen plan's figure in verification - 1, in percent (the figure: the
+  // mean of the fastest half of its passes, a leader's the median of that
+  // and its fresh measurements); from the records that keep the passes
+  // (verification.chosen_passes_ms; empty: none).
+  std::vector<double> fallback_pct;
   double rest_ms() const { return mean_measured_ms - mean_slowest_compute_ms; }
   double balanced_ms() const { return mean_device_compute_ms + rest_ms(); }
 };
