@@ -53,25 +53,17 @@ class JaggedTensor:
         return list(itertools.accumulate(list(self._lengths), initial=0))
 
 
-class KeyedJaggedTensor:
+class KeyedJaggedTensor(JaggedTensor):
     """Stand-in for torchrec.sparse.jagged_tensor.KeyedJaggedTensor: values of
     all keys concatenated, lengths key-major (all samples of key 0, then key 1)."""
 
     def __init__(self, keys, values, lengths, stride=None):
-        self._keys, self._values, self._lengths = list(keys), values, lengths
+        super().__init__(values, lengths)
+        self._keys = list(keys)
         self._stride = stride if stride is not None else len(lengths) // max(len(keys), 1)
 
     def keys(self):
         return self._keys
-
-    def values(self):
-        return self._values
-
-    def lengths(self):
-        return self._lengths
-
-    def offsets(self):
-        return list(itertools.accumulate(list(self._lengths), initial=0))
 
     def stride(self):
         return self._stride

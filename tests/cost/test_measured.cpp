@@ -85,16 +85,21 @@ TEST(MeasuredModel, RefusesWhatItCannotExecute) {
   EXPECT_THROW(m->add_table(piece), Error);
 }
 
+// The measured model of a workload, with no probe reference window.
+std::shared_ptr<MeasuredComputeModel> quick_model(const ScratchDir& dir) {
+  CostModelOptions o;
+  o.workload_dir = dir.path().string();
+  o.reference_window_s = 0;
+  return make_measured_compute_model(o);
+}
+
 // A row piece and a replica's slice are measured on their own lookups: a
 // piece of half the rows runs fewer lookups than the table, and the measured
 // model keeps distinct ids for the table, its pieces and its slices.
 TEST(MeasuredModel, MeasuresRowPiecesAndReplicaSlices) {
   ScratchDir dir("measured_pieces");
   const Workload w = make_workload(dir, 2);
-  CostModelOptions o;
-  o.workload_dir = dir.path().string();
-  o.reference_window_s = 0;
-  auto m = make_measured_compute_model(o);
+  auto m = quick_model(dir);
   const int whole = m->add_table(features(w.tables[1], 8, 1));
   TableFeatures half = features(w.tables[1], 8, 1);
   half.row_piece = true;
@@ -137,21 +142,12 @@ TEST(ShardTimer, TimesARowBlockNoLookupFallsIn) {
   EXPECT_GT(t.total_ms, 0);
 }
 
-}  // namespace
-}  // namespace embshard
-
-namespace embshard {
-namespace {
-
 // A fresh pass measures each set it asks for once more; pass 0 keeps the
 // first measurements.
 TEST(MeasuredModel, AFreshPassMeasuresEachSetOnceMore) {
   ScratchDir dir("measured_passes");
   const Workload w = make_workload(dir, 2);
-  CostModelOptions o;
-  o.workload_dir = dir.path().string();
-  o.reference_window_s = 0;
-  auto m = make_measured_compute_model(o);
+  auto m = quick_model(dir);
   const int a = m->add_table(features(w.tables[0], 8, 0));
   const int b = m->add_table(features(w.tables[1], 8, 1));
   const std::vector<int> one = {a}, both = {a, b}, swapped = {b, a};
