@@ -140,6 +140,7 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
       const VerifiedCandidate& first = v.candidates.front();
       record["verification"]["first_predicted_ms"] = first.predicted.cost_ms;
       record["verification"]["first_passes_ms"] = first.passes_ms;
+      if (!first.fresh_ms.empty()) record["verification"]["first_fresh_ms"] = first.fresh_ms;
     }
     const PlanPrediction iteration =
         measured_costs ? predict_plan(task, r.plan, *measured_costs) : r.predicted;
