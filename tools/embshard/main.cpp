@@ -1,7 +1,13 @@
 // embshard: plan how to shard embedding tables across devices.
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -59,9 +65,44 @@ std::string empty_argument(int argc, char** argv) {
   return "";
 }
 
+#if defined(EMBSHARD_TORCH_CLI) && !defined(EMBSHARD_WITH_TORCH)
+// The commands whose files test EMBSHARD_WITH_TORCH: this binary links no
+// libtorch, and they run in the one beside it that does (CMakeLists.txt).
+bool needs_torch(int argc, char** argv) {
+  if (argc < 2) return false;
+  const std::string_view command = argv[1];
+  if (command == "train" || command == "train-policy" || command == "fit") return true;
+  if (command != "bench" || argc < 3) return false;
+  const std::string_view bench = argv[2];
+  return bench == "kernel" || bench == "cost-model";
+}
+
+// Replaces this process with the libtorch CLI, same arguments; returns an
+// error message only when it cannot.
+std::string run_in_torch_cli(char** argv) {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return fmt::format("cannot find this binary's path: {}", error.message());
+  const std::filesystem::path torch_cli = self.parent_path() / EMBSHARD_TORCH_CLI;
+  if (!std::filesystem::exists(torch_cli)) {
+    return fmt::format("'{}' needs libtorch, which runs in '{}' beside this binary, and that file "
+                       "is missing: keep the two binaries together",
+                       argv[1], torch_cli.string());
+  }
+  ::execv(torch_cli.c_str(), argv);
+  return fmt::format("cannot run '{}': {}", torch_cli.string(), std::strerror(errno));
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
+#if defined(EMBSHARD_TORCH_CLI) && !defined(EMBSHARD_WITH_TORCH)
+  if (needs_torch(argc, argv)) {
+    std::fprintf(stderr, "embshard: error: %s\n", run_in_torch_cli(argv).c_str());
+    return 1;
+  }
+#endif
   // A temporary file being written (a trace of gigabytes) goes with the
   // process when Ctrl-C or a kill ends it.
   embshard::remove_temp_files_on_signals();
