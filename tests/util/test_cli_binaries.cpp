@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "test_util.h"
 
 namespace embshard {
@@ -56,7 +58,9 @@ TEST(CliBinaries, ACopyWithoutTheTorchCliSaysWhatIsMissing) {
   for (const char* command : kTorchCommands) {
     const testing::CommandResult r = run_shell(copy + " " + command + " --help");
     EXPECT_EQ(r.exit_code, 1) << command;
-    EXPECT_NE(r.output.find(dir.file("embshard-torch") + "' beside this binary"),
+    EXPECT_NE(r.output.find(fmt::format("'{}' needs libtorch, which runs in '{}' beside this "
+                                        "binary, and that file is missing",
+                                        command, dir.file("embshard-torch"))),
               std::string::npos)
         << r.output;
   }

@@ -7,7 +7,6 @@
 #include <exception>
 #include <filesystem>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -66,20 +65,21 @@ std::string empty_argument(int argc, char** argv) {
 }
 
 #if defined(EMBSHARD_TORCH_CLI) && !defined(EMBSHARD_WITH_TORCH)
-// The commands whose files test EMBSHARD_WITH_TORCH: this binary links no
-// libtorch, and they run in the one beside it that does (CMakeLists.txt).
-bool needs_torch(int argc, char** argv) {
-  if (argc < 2) return false;
-  const std::string_view command = argv[1];
-  if (command == "train" || command == "train-policy" || command == "fit") return true;
-  if (command != "bench" || argc < 3) return false;
-  const std::string_view bench = argv[2];
-  return bench == "kernel" || bench == "cost-model";
+// The command's words ("bench kernel") where its file tests EMBSHARD_WITH_TORCH,
+// else "": this binary links no libtorch, and such a command runs in the one
+// beside it that does (CMakeLists.txt).
+std::string torch_command(int argc, char** argv) {
+  if (argc < 2) return "";
+  const std::string command = argv[1];
+  if (command == "train" || command == "train-policy" || command == "fit") return command;
+  if (command != "bench" || argc < 3) return "";
+  const std::string bench = argv[2];
+  return bench == "kernel" || bench == "cost-model" ? command + " " + bench : "";
 }
 
 // Replaces this process with the libtorch CLI, same arguments; returns an
 // error message only when it cannot.
-std::string run_in_torch_cli(char** argv) {
+std::string run_in_torch_cli(const std::string& command, char** argv) {
   std::error_code error;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (error) return fmt::format("cannot find this binary's path: {}", error.message());
@@ -87,7 +87,7 @@ std::string run_in_torch_cli(char** argv) {
   if (!std::filesystem::exists(torch_cli)) {
     return fmt::format("'{}' needs libtorch, which runs in '{}' beside this binary, and that file "
                        "is missing: keep the two binaries together",
-                       argv[1], torch_cli.string());
+                       command, torch_cli.string());
   }
   ::execv(torch_cli.c_str(), argv);
   return fmt::format("cannot run '{}': {}", torch_cli.string(), std::strerror(errno));
@@ -98,8 +98,8 @@ std::string run_in_torch_cli(char** argv) {
 
 int main(int argc, char** argv) {
 #if defined(EMBSHARD_TORCH_CLI) && !defined(EMBSHARD_WITH_TORCH)
-  if (needs_torch(argc, argv)) {
-    std::fprintf(stderr, "embshard: error: %s\n", run_in_torch_cli(argv).c_str());
+  if (const std::string command = torch_command(argc, argv); !command.empty()) {
+    std::fprintf(stderr, "embshard: error: %s\n", run_in_torch_cli(command, argv).c_str());
     return 1;
   }
 #endif
