@@ -124,13 +124,14 @@ std::string comm_records_table(const std::string& path, int64_t show);
 struct CommBenchResult {
   int rank = 0;
   int num_ranks = 1;
-  int64_t records = 0;        // records in the output file (rank 0 only)
-  bool setup_failed = false;  // ranks > 0: rank 0 refused the run and reported why
+  int64_t records = 0;  // records in the output file (rank 0 only)
 };
 
 // Runs the benchmark under MPI (MPI_Init .. MPI_Finalize inside), resuming the
 // output file. Rank 0 writes the file and reports progress, and throws Error when
-// the options or the existing file refuse the run. Failures during the run
+// the options or the existing file refuse the run; the other ranks then return
+// normally, so that mpirun, which ends the job when a rank fails, does not
+// end rank 0 before it has said why. Failures during the run
 // (a collective past --timeout-s, an error on any rank) print the rank and the
 // cause and MPI_Abort the job. Defined in embshard_mpi.
 CommBenchResult run_comm_bench(const CommBenchOptions& options, Reporter& reporter);
