@@ -64,7 +64,7 @@ std::string empty_argument(int argc, char** argv) {
   return "";
 }
 
-#if defined(EMBSHARD_TORCH_CLI) && !defined(EMBSHARD_WITH_TORCH)
+#ifdef EMBSHARD_TORCH_CLI  // `embshard` only, never `embshard-torch` (CMakeLists.txt)
 // The command's words ("bench kernel") where its file tests EMBSHARD_WITH_TORCH,
 // else "": this binary links no libtorch, and such a command runs in the one
 // beside it that does (CMakeLists.txt).
@@ -97,7 +97,7 @@ std::string run_in_torch_cli(const std::string& command, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-#if defined(EMBSHARD_TORCH_CLI) && !defined(EMBSHARD_WITH_TORCH)
+#ifdef EMBSHARD_TORCH_CLI  // `embshard` only, never `embshard-torch` (CMakeLists.txt)
   if (const std::string command = torch_command(argc, argv); !command.empty()) {
     std::fprintf(stderr, "embshard: error: %s\n", run_in_torch_cli(command, argv).c_str());
     return 1;
