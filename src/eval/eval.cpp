@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <optional>
 #include <set>
+#include <string>
 #include <thread>
 
 #include <fmt/format.h>
@@ -87,15 +88,16 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
   std::vector<Measured> measured;  // for the further comm passes
   for (const std::string& spec : o.algos) {
     PlanResult r;
-    const auto [name, types] = algo_types(spec, o.types);
+    const AlgoSpec algo = parse_algo_spec(spec, o);
+    const std::string& name = algo.name;
     PlanTask task = all_types;
-    task.types = types;
+    task.types = algo.types;
     try {
       const std::string base = verified_base(name);
       if (base.empty()) {
-        r = plan_task(task, name, o.planner, model);
+        r = plan_task(task, name, algo.planner, model);
       } else {
-        auto planner = create_planner(base, o.planner);
+        auto planner = create_planner(base, algo.planner);
         r = make_verified_plan(*planner, task, model, *selection,
                                {.candidates = o.verify_candidates,
                                 .rounds = o.verify_rounds,
@@ -196,12 +198,31 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
 
 }  // namespace
 
-std::pair<std::string, ShardingTypes> algo_types(const std::string& name, ShardingTypes fallback) {
-  const size_t at = name.find('@');
-  if (at == std::string::npos) return {name, fallback};
-  std::string list = name.substr(at + 1);
-  std::replace(list.begin(), list.end(), '+', ',');
-  return {name.substr(0, at), ShardingTypes::parse(list, "--algos " + name + ":")};
+AlgoSpec parse_algo_spec(const std::string& spec, const EvalOptions& run) {
+  AlgoSpec out{spec, run.types, run.planner};
+  if (const size_t at = spec.find('@'); at != std::string::npos) {
+    std::string list = spec.substr(at + 1);
+    std::replace(list.begin(), list.end(), '+', ',');
+    out.types = ShardingTypes::parse(list, "--algos " + spec + ":");
+    out.name = spec.substr(0, at);
+  }
+  if (const size_t colon = out.name.find(':'); colon != std::string::npos) {
+    const std::string option = out.name.substr(colon + 1);
+    const std::string key = "uncertainty=";
+    double u = 0;
+    size_t used = 0;
+    try {
+      if (option.starts_with(key)) u = std::stod(option.substr(key.size()), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    ES_CHECK(used > 0 && used == option.size() - key.size(),
+             "--algos {}: '{}' is not an option (the one there is: uncertainty=U, a number)",
+             spec, option);
+    out.planner.uncertainty = u;
+    out.name = out.name.substr(0, colon);
+  }
+  return out;
 }
 
 bool launched_with_several_ranks() {
@@ -222,9 +243,9 @@ bool check_eval_options(const EvalOptions& o, bool comm_measured) {
   ES_CHECK(o.devices >= 1, "eval: --devices is {}, must be at least 1", o.devices);
   bool verified = false;
   for (const std::string& spec : o.algos) {  // unknown names fail now
-    const std::string a = algo_types(spec, o.types).first;
-    const std::string base = verified_base(a);
-    create_planner(base.empty() ? a : base, o.planner);
+    const AlgoSpec algo = parse_algo_spec(spec, o);
+    const std::string base = verified_base(algo.name);
+    create_planner(base.empty() ? algo.name : base, algo.planner);
     verified = verified || !base.empty();
   }
   ES_CHECK(o.comm_passes >= 1 && o.comm_passes <= 20 && o.comm_pass_pause_s >= 0 &&

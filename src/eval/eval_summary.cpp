@@ -23,7 +23,7 @@ namespace {
 // The heuristics the search is compared with: not neuroshard (in any space),
 // not the learned policies, not a verified algorithm.
 bool is_baseline(const std::string& spec) {
-  const std::string name = spec.substr(0, spec.find('@'));
+  const std::string name = spec.substr(0, spec.find_first_of("@:"));
   return name != "neuroshard" && name != "dreamshard" && name != "autoshard" &&
          verified_base(name).empty();
 }

@@ -30,6 +30,7 @@ void Layout::reset(int devices, size_t pieces, size_t state_size, size_t groups)
   index_bytes.assign(devices, 0.0);
   group_on.assign(groups * devices, 0);
   compute_ms.assign(devices, 0.0);
+  sum_sq_ms.assign(devices, 0.0);
   device_of.assign(pieces, -1);
   by_compute.resize(devices);
   std::iota(by_compute.begin(), by_compute.end(), 0);
@@ -46,6 +47,7 @@ void Layout::copy_from(const Layout& other) {
   index_bytes = other.index_bytes;
   group_on = other.group_on;
   compute_ms = other.compute_ms;
+  sum_sq_ms = other.sum_sq_ms;
   device_of = other.device_of;
   by_compute = other.by_compute;
   state = other.state;
@@ -66,6 +68,7 @@ void Layout::place(size_t index, int d, const Piece& p, double fused_ms,
     group_on[static_cast<size_t>(p.group) * ids.size() + d] = 1;
   }
   compute_ms[d] = fused_ms;
+  sum_sq_ms[d] += p.single_ms * p.single_ms;
   device_of[index] = d;
   // Keep by_compute sorted by (compute, index): d only got dearer, so it
   // moves right, past every device now before it.
@@ -87,6 +90,7 @@ GridGreedy::GridGreedy(const PlanTask& task, const CostModel& model,
       cap_high_(options.cap_high),
       prune_(options.prune_monotone),
       patience_(options.scan_patience),
+      uncertainty_(options.uncertainty),
       state_size_(model.compute->state_size()),
       scratch_state_(state_size_) {
   set_grid(grid_steps_, cap_low_, cap_high_);
@@ -119,7 +123,16 @@ Layout& GridGreedy::acquire() {
   return l;
 }
 
+// The model's fused cost (cached) plus the uncertainty's penalty, which
+// grows with every piece too: pruning stays exact.
 double GridGreedy::fused_ms(Layout& layout, int d, const Piece& p) {
+  const double penalty =
+      uncertainty_ > 0 ? uncertainty_ * std::sqrt(layout.sum_sq_ms[d] + p.single_ms * p.single_ms)
+                       : 0.0;
+  return model_ms(layout, d, p) + penalty;
+}
+
+double GridGreedy::model_ms(Layout& layout, int d, const Piece& p) {
   const uint64_t key = layout.key[d] + piece_key(p.id);
   double ms;
   if (cache_.find(key, ms)) {
@@ -245,7 +258,10 @@ void GridGreedy::descend(Layout& L, size_t next, std::vector<int> caps) {
     // least the comm model's floor: once the dearest device's compute plus
     // that floor reaches the best cost found (or the caller's cutoff), no
     // completion of this layout can beat it.
-    if (prune_ && L.compute_ms[L.by_compute.back()] + comm_floor_ms_ >= best_ms_) return;
+    if (prune_ && L.compute_ms[L.by_compute.back()] + comm_floor_ms_ >= best_ms_) {
+      over_cutoff_ = true;
+      return;
+    }
     const Piece& p = pieces[i];
     if (p.replica) continue;  // placed on every device at the root
     const int pin = required_device(task_, p);
@@ -293,12 +309,15 @@ void GridGreedy::descend(Layout& L, size_t next, std::vector<int> caps) {
     best_cap_ = grid_steps_ > 1 ? cap_low_ + (cap_high_ - cap_low_) * k / (grid_steps_ - 1) : cap_low_;
     found_ = true;
     *best_device_of_ = L.device_of;
+  } else {
+    over_cutoff_ = true;
   }
 }
 
 double GridGreedy::run(const std::vector<Piece>& pieces, std::vector<int>& device_of,
                        double cutoff_ms) {
   pieces_ = &pieces;
+  found_ = over_cutoff_ = false;
   double total_cols = 0, alltoall_cols = 0;
   groups_ = 0;
   collectives_ = false;
@@ -335,7 +354,6 @@ double GridGreedy::run(const std::vector<Piece>& pieces, std::vector<int>& devic
   }
   depth_ = 1;
   best_ms_ = cutoff_ms;
-  found_ = false;
   best_device_of_ = &device_of;
   device_of.clear();
   std::vector<int> all(grid_steps_);

@@ -79,7 +79,8 @@ struct Layout {
   std::vector<double> rw_dim;         // of which row pieces' (reduce-scatter, not all-to-all)
   std::vector<double> index_bytes;    // row pieces' indices received
   std::vector<uint8_t> group_on;      // [group x device]: a piece of the row group is there
-  std::vector<double> compute_ms;
+  std::vector<double> compute_ms;     // with the uncertainty's penalty
+  std::vector<double> sum_sq_ms;      // per device: its pieces' squared costs alone, summed
   std::vector<int> device_of;         // per piece, -1 until placed
   std::vector<int> by_compute;        // devices by ascending (compute_ms, index)
   std::vector<double> state;          // per device: the model's state (state_size each)
@@ -105,6 +106,10 @@ class GridGreedy {
              double cutoff_ms = std::numeric_limits<double>::infinity());
 
   const CostCache& cache() const { return cache_; }
+  // Whether the last run found nothing because every run of the grid ran out
+  // of memory (none was abandoned for its cost): another order of the same
+  // pieces may place.
+  bool out_of_memory() const { return !found_ && !over_cutoff_; }
 
   // The caps of the next runs: `steps` from `low` to `high` x the mean dim
   // sum (the options' grid until set); the cost cache is the same whatever
@@ -119,6 +124,7 @@ class GridGreedy {
   bool choose(Layout& layout, const Piece& p, const std::vector<int>& caps,
               std::vector<int>& choice);
   double fused_ms(Layout& layout, int d, const Piece& p);
+  double model_ms(Layout& layout, int d, const Piece& p);
   double total_ms(const Layout& layout);
   Layout& acquire();
 
@@ -130,6 +136,7 @@ class GridGreedy {
   double cap_low_, cap_high_;
   bool prune_;
   int patience_;
+  double uncertainty_;
   std::vector<double> caps_;                  // this run's dim-sum caps
   double best_cap_ = 0;
   const std::vector<Piece>* pieces_ = nullptr;
@@ -146,6 +153,7 @@ class GridGreedy {
   double comm_floor_ms_ = 0;         // CommModel::floor_ms of this run's all-to-all
   double best_ms_ = 0;
   bool found_ = false;
+  bool over_cutoff_ = false;  // the last run abandoned or rejected a run for its cost
   std::vector<int>* best_device_of_ = nullptr;
 };
 

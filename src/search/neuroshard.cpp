@@ -37,6 +37,7 @@ struct BeamState {
   size_t parent = 0;          // children: their beam state's index
   double cutoff_ms = 0;       // children: the cutoff they were rated against
   double cap = 0;             // the cap of its best placement (GridGreedy::best_cap)
+  bool big_first = false;     // its pieces in PieceOrder's big-first order
 };
 
 // A piece set's rating on a grid: its cost, or infinity for a set rated over
@@ -45,6 +46,7 @@ struct Rating {
   double cost_ms = std::numeric_limits<double>::quiet_NaN();  // NaN: not rated
   double cutoff_ms = 0;
   double cap = 0;
+  bool big_first = false;  // the order of the pieces device_of is for
   std::vector<int> device_of;
 };
 
@@ -65,6 +67,7 @@ class Ratings {
     Rating& r = ratings_[key];
     if (std::isfinite(r.cost_ms)) return;  // known exactly
     r.cost_ms = child.cost_ms;
+    r.big_first = child.big_first;
     if (std::isfinite(child.cost_ms)) {
       r.cap = child.cap;
       r.device_of = child.device_of;
@@ -126,6 +129,8 @@ class NeuroShardPlanner : public Planner {
              o.screen_keep);
     ES_CHECK(o.step_patience >= 0, "step patience is {}, must be at least 0 (0: all max steps)",
              o.step_patience);
+    ES_CHECK(o.uncertainty >= 0 && o.uncertainty <= 1,
+             "uncertainty is {}, must be 0..1 (a fraction of a piece's cost)", o.uncertainty);
     ES_CHECK(o.threads >= 0, "threads is {}, must be at least 0 (0: one per hardware thread)", o.threads);
   }
   std::string name() const override { return "neuroshard"; }
@@ -154,8 +159,7 @@ class NeuroShardPlanner : public Planner {
                               bool with_row_wise, size_t& work, std::string& which) const;
 
   PlannerOptions options_;
-  bool big_first_ = false;  // PieceOrder's for this task
-  std::string summary_;     // the last search's steps
+  std::string summary_;  // the last search's steps
 };
 
 // Top `k` of `ok` by a key (descending), appended to `picked` once per piece id.
@@ -194,8 +198,9 @@ std::vector<size_t> NeuroShardPlanner::candidates(const PlanTask& task,
 BeamState NeuroShardPlanner::child(const PlanTask& task, const BeamState& s,
                                    std::span<const size_t> removed,
                                    std::span<const Piece> added) const {
-  const PieceOrder order(task, big_first_);
+  const PieceOrder order(task, s.big_first);
   BeamState child;
+  child.big_first = s.big_first;
   child.pieces.reserve(s.pieces.size() + added.size());
   child.signature = s.signature;
   auto next = removed.begin();
@@ -331,10 +336,17 @@ void NeuroShardPlanner::joins(const PlanTask& task, ShardCosts& costs, const Bea
 // lands in the same place of the (cost, index) order, so the `exact`
 // cheapest are the same whatever the threads and the order they finish in.
 // A child rated so before (`known`) is not rated again; the new ratings go
-// into `known`.
-void rate_children(std::vector<BeamState>& children, size_t exact,
+// into `known`. A child whose pieces, placed by cost, run out of memory on
+// every cap is rated again with its big pieces first (PieceOrder), and
+// keeps that order for its own children.
+void rate_children(const PlanTask& task, std::vector<BeamState>& children, size_t exact,
                    std::vector<std::unique_ptr<search::GridGreedy>>& grids, Ratings& known,
                    const PlannerOptions& options, const std::vector<BeamState>* parents) {
+  const auto reorder = [&](BeamState& child, bool big_first) {
+    if (child.big_first == big_first) return;
+    child.big_first = big_first;
+    std::sort(child.pieces.begin(), child.pieces.end(), PieceOrder(task, big_first));
+  };
   auto key = [&](const BeamState& child) {
     return parents == nullptr
                ? child.signature
@@ -358,6 +370,7 @@ void rate_children(std::vector<BeamState>& children, size_t exact,
         BeamState& child = children[c];
         child.cutoff_ms = cutoff;
         if (const Rating* r = known.find(key(child), cutoff)) {
+          reorder(child, r->big_first);  // the order its placement is for
           child.cost_ms = r->cost_ms;
           child.cap = r->cap;
           child.device_of = r->device_of;
@@ -370,6 +383,12 @@ void rate_children(std::vector<BeamState>& children, size_t exact,
             grid.set_grid(options.grid_steps, options.cap_low, options.cap_high);
           }
           child.cost_ms = grid.run(child.pieces, child.device_of, cutoff);
+          if (!std::isfinite(child.cost_ms) && !child.big_first && grid.out_of_memory()) {
+            // E.g. a hot table's rows split: its blocks, placed first, left
+            // no device empty enough for a huge cold table placed last.
+            reorder(child, true);
+            child.cost_ms = grid.run(child.pieces, child.device_of, cutoff);
+          }
           child.cap = grid.best_cap();
         }
         std::lock_guard lock(mutex);
@@ -442,7 +461,7 @@ BeamState NeuroShardPlanner::torchrec_proposal(
     if (!new_types || !search::types_allowed(task, pieces)) continue;
     BeamState s;
     s.pieces = pieces;
-    std::sort(s.pieces.begin(), s.pieces.end(), PieceOrder(task, big_first_));
+    std::sort(s.pieces.begin(), s.pieces.end(), PieceOrder(task, false));
     s.signature = signature(s.pieces);
     if (!seen.insert(s.signature).second) continue;
     names.emplace_back(s.signature, name);
@@ -451,7 +470,7 @@ BeamState NeuroShardPlanner::torchrec_proposal(
   }
   if (proposals.empty()) return {};
   // The cheaper exactly; the other may be cut off. Ties: the greedy one.
-  rate_children(proposals, 1, grids, rated, options_, nullptr);
+  rate_children(task, proposals, 1, grids, rated, options_, nullptr);
   by_cost(proposals);
   for (const auto& [signature, name] : names) {
     if (signature == proposals.front().signature) which = name;
@@ -489,7 +508,7 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
       BeamState s;
       s.pieces = std::move(pieces);
       for (const bool big_first : {false, true}) {
-        big_first_ = big_first;
+        s.big_first = big_first;
         std::sort(s.pieces.begin(), s.pieces.end(), PieceOrder(task, big_first));
         s.cost_ms = grids[0]->run(s.pieces, s.device_of);
         s.cap = grids[0]->best_cap();
@@ -500,7 +519,6 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
       return s;
     };
     start = placed(std::move(pieces));
-    const bool start_big_first = big_first_;
     // NeuroShard's beam over halvings alone, then (where the task allows other
     // types) a beam with every move: a wider space must not crowd the
     // halvings' lineage out of a beam of width 3, so the search keeps the best
@@ -534,7 +552,6 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
       std::vector<BeamState> beam{start}, children, more;
       std::unordered_set<uint64_t> seen{start.signature};
       size_t work = 0;
-      big_first_ = start_big_first;
       if (phase == kFromProposal) {
         std::string which;
         // The row-wise proposal where a table fits no device whole.
@@ -607,13 +624,13 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
         if (keep > 0 && children.size() > keep) {
           // The screen: each child rated on its parent's best cap alone; the
           // keep best go on to the whole grid.
-          rate_children(children, keep, grids, screened, options_, &beam);
+          rate_children(task, children, keep, grids, screened, options_, &beam);
           by_cost(children);
           children.resize(keep);
         }
         // The beam's children and the `count` cheapest rated exactly, so that
         // the candidates, like the beam, do not depend on the threads.
-        rate_children(children, std::max<size_t>(options_.beam_width, count), grids, rated,
+        rate_children(task, children, std::max<size_t>(options_.beam_width, count), grids, rated,
                       options_, nullptr);
         by_cost(children);
         for (const BeamState& c : children) remember(best, c, count);

@@ -518,6 +518,30 @@ TEST(Eval, UnderMpirunMeasuresRowWiseCollectives) {
   EXPECT_GT(a["measured_ms"].get<double>(), 0) << a.dump();
 }
 
+// An --algos item carries its own sharding types and uncertainty; anything
+// else after the ':' is an error naming the item.
+TEST(Eval, AlgoSpecsCarryTheirOwnTypesAndUncertainty) {
+  EvalOptions run;
+  run.planner.uncertainty = 0.05;
+  const AlgoSpec a = parse_algo_spec("neuroshard:uncertainty=0.15@table_wise+column_wise", run);
+  EXPECT_EQ(a.name, "neuroshard");
+  EXPECT_DOUBLE_EQ(a.planner.uncertainty, 0.15);
+  EXPECT_TRUE(a.types.allows(ShardingType::kColumnWise));
+  EXPECT_FALSE(a.types.allows(ShardingType::kRowWise));
+  const AlgoSpec b = parse_algo_spec("neuroshard+verify:uncertainty=0", run);
+  EXPECT_EQ(b.name, "neuroshard+verify");
+  EXPECT_DOUBLE_EQ(b.planner.uncertainty, 0);
+  EXPECT_TRUE(b.types.allows(ShardingType::kRowWise));
+  const AlgoSpec c = parse_algo_spec("torchrec", run);
+  EXPECT_EQ(c.name, "torchrec");
+  EXPECT_DOUBLE_EQ(c.planner.uncertainty, 0.05);
+  for (const std::string bad : {"neuroshard:uncertainty=", "neuroshard:uncertainty=0.1x",
+                                "neuroshard:beam=3", "neuroshard:"}) {
+    const std::string e = testing::error_of([&] { parse_algo_spec(bad, run); });
+    EXPECT_NE(e.find("--algos " + bad + ":"), std::string::npos) << e;
+  }
+}
+
 TEST(Eval, CliRejectsUnknownAlgorithm) {
   ScratchDir dir("eval_cli");
   const std::string pool_dir = make_pool(dir, 8);

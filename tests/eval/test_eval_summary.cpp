@@ -160,6 +160,11 @@ TEST(Eval, SummaryGivesTheRatiosIntervalOverTheTasks) {
   const std::string svg = eval_svg(
       summarize_eval({renamed}, {"greedy", "neuroshard@table_wise+column_wise"}), 4);
   EXPECT_NE(svg.find("<rect x=\"247\""), std::string::npos) << svg;
+  // A variant of the search (its own options) is no baseline either.
+  renamed["algos"]["neuroshard:uncertainty=0.1"] = renamed["algos"]["neuroshard"];
+  const EvalSummary variant = summarize_eval({renamed}, {"greedy", "neuroshard:uncertainty=0.1"});
+  EXPECT_DOUBLE_EQ(variant.algos[0].ratio_to_best_baseline, 1.0);
+  EXPECT_DOUBLE_EQ(variant.algos[1].ratio_to_best_baseline, 0.7);
 
   const EvalSummary one = summarize_eval({records[0]}, algos);
   EXPECT_EQ(one.algos[1].ratio_ci_high, 0);

@@ -19,6 +19,7 @@
 namespace embshard {
 namespace {
 
+using testing::random_task;
 using testing::ToyCostModel;
 
 ShardingTypes types(const std::string& list) { return ShardingTypes::parse(list, "--sharding-types"); }
@@ -399,6 +400,101 @@ TEST(ShardingSearch, FullSearchNoWorseThanWithoutColumnWiseOnHotTasks) {
                                            << slack;
       }
     }
+  }
+}
+
+// A hot table whose rows the search should split, beside a huge cold one
+// that needs a device nearly to itself (4 devices of 100 MB, 16 columns):
+// whole, the hot table runs alone on one device and the huge one finds an
+// emptier device late in the order of cost; split in two (row-wise over
+// every device leaves no device room for the huge table), its blocks go
+// first to two devices, the two medium tables to the other two, and the
+// huge table, last by cost, to none. Such a child is rated in the order of
+// size (the big pieces first) rather than discarded as placing nowhere.
+TEST(ShardingSearch, SplitsAHotTableWhereOnlyBigPiecesFirstMakeRoomForAHugeOne) {
+  const MemoryModel memory;
+  const int64_t cap = 100'000'000;
+  const auto table = [&](const char* name, double share, double pooling) {
+    TableSpec t;
+    t.name = name;
+    t.dim = 16;
+    t.rows = static_cast<int64_t>(share * cap) / memory.shard_bytes(1, t.dim);
+    t.pooling_factor = pooling;
+    t.unique_rows = std::min<int64_t>(t.rows, 1000);
+    t.row_reuse[0] = t.lookup_reuse[0] = 1;
+    return t;
+  };
+  std::vector<TableSpec> tables = {table("hot", 0.4, 500), table("huge", 0.91, 1),
+                                   table("m1", 0.3, 20), table("m2", 0.3, 20)};
+  for (int i = 0; i < 6; ++i) tables.push_back(table(fmt::format("s{}", i).c_str(), 0.002, 5 + i));
+  TaskConstraints c;
+  c.types = types("table_wise,row_wise,table_row_wise");
+  c.no_split = {"huge"};
+  const PlanTask task = make_task(tables, 4096, std::vector<int64_t>(4, cap), c);
+  PlanTask whole = task;
+  whole.types = types("table_wise");
+  ToyCostModel model;
+  auto planner = create_planner("neuroshard", {});
+  const PlanResult split = make_plan(*planner, task, model);
+  const PlanResult kept = make_plan(*planner, whole, model);
+  EXPECT_EQ(sharding_type(task, split.plan, 0), "table_row_wise") << planner->search_summary();
+  EXPECT_LT(split.predicted.cost_ms, 0.8 * kept.predicted.cost_ms) << planner->search_summary();
+}
+
+// --uncertainty: on one device (no choice to make, the same comm) the
+// search rates the placement at the model's figure plus U x the root of the
+// pieces' summed squared costs alone, through every path a piece takes
+// (replicas at the root, the rest in the greedy), with the model's state or
+// without.
+TEST(GridGreedy, UncertaintyAddsTheRootOfThePiecesSquaredCosts) {
+  for (const bool incremental : {false, true}) {
+    for (uint64_t seed : {1, 2, 3}) {
+      const PlanTask task = random_task(8, 1, 2.0, seed);  // room for the replica too
+      ToyCostModel model(incremental);
+      ShardCosts costs(task, model.model);
+      std::vector<search::Piece> pieces = search::initial_pieces(task, costs);
+      pieces.push_back(search::make_replica(task, costs, 0));
+      double sum_sq = 0;
+      for (const search::Piece& p : pieces) sum_sq += p.single_ms * p.single_ms;
+      PlannerOptions robust;
+      robust.uncertainty = 0.2;
+      std::vector<int> plain_devices, robust_devices;
+      search::GridGreedy plain_grid(task, model.model, {}), robust_grid(task, model.model, robust);
+      const double plain = plain_grid.run(pieces, plain_devices);
+      const double rated = robust_grid.run(pieces, robust_devices);
+      SCOPED_TRACE(fmt::format("seed {} incremental {}", seed, incremental));
+      ASSERT_TRUE(std::isfinite(plain));
+      EXPECT_NEAR(rated - plain, 0.2 * std::sqrt(sum_sq), 1e-9 * rated);
+      EXPECT_EQ(plain_devices, robust_devices);
+    }
+  }
+}
+
+// On several devices the penalty is a device's and moves pieces (a device
+// of one big piece is rated dearer than one of many small pieces of the
+// same summed cost); the plans keep the memory caps and are reported at the
+// model's own figure, without the penalty.
+TEST(ShardingSearch, UncertaintyKeepsPlansValidAndReportsTheModelsFigure) {
+  int changed = 0;
+  for (uint64_t seed : {1, 2, 3, 4}) {
+    const PlanTask task = random_task(30, 4, 1.3, seed);
+    ToyCostModel model;
+    PlannerOptions robust;
+    robust.uncertainty = 0.3;
+    const PlanResult a = make_plan(*create_planner("neuroshard", {}), task, model);
+    const PlanResult b = make_plan(*create_planner("neuroshard", robust), task, model);
+    SCOPED_TRACE(fmt::format("seed {}", seed));
+    EXPECT_NO_THROW(validate_plan(task, b.plan));
+    ShardCosts costs(task, model);
+    EXPECT_NEAR(b.predicted.cost_ms, predict_plan(task, b.plan, costs).cost_ms,
+                1e-9 * b.predicted.cost_ms);
+    changed += b.predicted.cost_ms != a.predicted.cost_ms;
+  }
+  EXPECT_GE(changed, 1);
+  for (double bad : {-0.1, 1.5, std::nan("")}) {
+    PlannerOptions o;
+    o.uncertainty = bad;
+    EXPECT_THROW(create_planner("neuroshard", o), Error) << bad;
   }
 }
 

@@ -75,7 +75,9 @@ void add_eval_command(CLI::App& app) {
   eval->add_option("--tasks", o.tasks_path, "Task file (embshard tasks)")->required();
   add_list_option(eval, "--algos", o.algos,
                   "Algorithms: " + one_of(planner_names()) + ", each also as NAME" +
-                      kVerifySuffix + " (its best plans measured, the fastest kept)");
+                      kVerifySuffix + " (its best plans measured, the fastest kept), "
+                      "NAME:uncertainty=U (its own --uncertainty) and NAME@TYPE+TYPE (its own "
+                      "sharding types)");
   CLI::Option* devices =
       eval->add_option("--devices", o.devices, "Devices (under mpirun: the ranks)")
           ->capture_default_str();

@@ -126,6 +126,11 @@ inline void add_shortcut_options(CLI::App* cmd, PlannerOptions& p) {
                   "best on the whole grid (0: all on the whole grid)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--uncertainty", p.uncertainty, "neuroshard: rate each device at its "
+                  "predicted compute plus U x the root of its pieces' summed squared costs "
+                  "alone (each piece's relative error; 0: the model's figure alone)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
 }
 
 // neuroshard's search options (plan, bench plan).

@@ -110,9 +110,17 @@ struct EvalOptions {
   enum class Reference { kModel, kNow } reference = Reference::kModel;
 };
 
-// "neuroshard@table_wise+column_wise" -> {"neuroshard", its types}; a name
-// without '@' -> {name, `fallback`}. Error naming the algorithm on an unknown type.
-std::pair<std::string, ShardingTypes> algo_types(const std::string& name, ShardingTypes fallback);
+// An --algos item: NAME[:uncertainty=U][@TYPE+TYPE...], e.g.
+// "neuroshard:uncertainty=0.1@table_wise+column_wise": the algorithm, its
+// sharding types (without '@': the run's) and its planner options (the
+// run's, with the item's own). Error naming the item on an unknown type or
+// option.
+struct AlgoSpec {
+  std::string name;
+  ShardingTypes types;
+  PlannerOptions planner;
+};
+AlgoSpec parse_algo_spec(const std::string& spec, const EvalOptions& run);
 
 // The suffix that makes an algorithm of a planner plus a verification step.
 inline const std::string kVerifySuffix = "+verify";

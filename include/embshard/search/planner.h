@@ -54,6 +54,15 @@ struct PlannerOptions {
   // steps: 0.57-0.65x the model calls up to 200 x 16 for the same plans
   // (docs/benchmarks.md).
   int step_patience = 3;
+  // The search rates a device at its predicted compute plus this times the
+  // root of the sum of its pieces' squared costs alone: one standard
+  // deviation of the device's error where each piece's prediction errs
+  // independently by this fraction (0: the model's figure alone). A device
+  // of one or two big pieces carries its pieces' errors whole, one of many
+  // pieces their mean, and a search that balances devices to the line on
+  // the model keeps the plans whose few-piece devices it under-reads (the
+  // optimizer's curse). Plans are still reported at the model's figure.
+  double uncertainty = 0;
   // Threads rating a beam step's candidates (0: one per hardware thread). The
   // plan is the same for every count.
   int threads = 0;
