@@ -27,6 +27,7 @@
 #include "embshard/util/reporter.h"
 #include "embshard/util/record_file.h"
 #include "embshard/util/statistics.h"
+#include "embshard/util/units.h"
 #include "embshard/workload/trace_shard.h"
 
 namespace embshard {
@@ -105,7 +106,8 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
                                 .pass_pause_s = o.comm_pass_pause_s,
                                 .leaders = o.verify_leaders,
                                 .fresh_passes = o.comm_passes - 1,
-                                .rivals = o.verify_rivals});
+                                .rivals = o.verify_rivals,
+                                .measure_tables = algo.verify_tables});
         r.algorithm = name;
       }
     } catch (const Error& e) {
@@ -131,6 +133,10 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
                                 {"chosen_round", chosen.round},
                                 {"chosen_source", chosen.source},
                                 {"verify_s", v.verify_s}};
+      if (!v.tables.empty()) {
+        record["verification"]["tables_measured"] = v.tables.size();
+        record["verification"]["tables_s"] = v.tables_s;
+      }
       if (chosen.passes_ms.size() > 1) {
         record["verification"]["chosen_passes_ms"] = chosen.passes_ms;
       }
@@ -207,21 +213,33 @@ AlgoSpec parse_algo_spec(const std::string& spec, const EvalOptions& run) {
     out.name = spec.substr(0, at);
   }
   if (const size_t colon = out.name.find(':'); colon != std::string::npos) {
-    const std::string option = out.name.substr(colon + 1);
-    const std::string key = "uncertainty=";
-    double u = 0;
-    size_t used = 0;
-    try {
-      if (option.starts_with(key)) u = std::stod(option.substr(key.size()), &used);
-    } catch (const std::exception&) {
-      used = 0;
+    const std::string base = out.name.substr(0, colon);
+    std::string options = out.name.substr(colon + 1);
+    std::replace(options.begin(), options.end(), ':', ',');
+    for (const std::string& option : split_names(options)) {
+      const std::string key = "uncertainty=";
+      if (option == "verify-tables") {
+        ES_CHECK(!verified_base(base).empty(),
+                 "--algos {}: verify-tables is an option of the +verify algorithms", spec);
+        out.verify_tables = true;
+        continue;
+      }
+      double u = 0;
+      size_t used = 0;
+      try {
+        if (option.starts_with(key)) u = std::stod(option.substr(key.size()), &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      ES_CHECK(used > 0 && used == option.size() - key.size(),
+               "--algos {}: '{}' is not an option (they are: uncertainty=U, a number, and "
+               "verify-tables)",
+               spec, option);
+      out.planner.uncertainty = u;
     }
-    ES_CHECK(used > 0 && used == option.size() - key.size(),
-             "--algos {}: '{}' is not an option (the one there is: uncertainty=U, a number)",
-             spec, option);
-    out.planner.uncertainty = u;
-    out.name = out.name.substr(0, colon);
+    out.name = base;
   }
+  out.verify_tables = out.verify_tables || (run.verify_tables && !verified_base(out.name).empty());
   return out;
 }
 
@@ -259,6 +277,7 @@ bool check_eval_options(const EvalOptions& o, bool comm_measured) {
   ES_CHECK(!o.raw_clock || comm_measured,
            "eval: --raw-clock measures the all-to-alls on the raw clock, which needs mpirun (one "
            "process takes its communication from the cost model, whose scale is normalized)");
+  ES_CHECK(!o.verify_tables || verified, "eval: --verify-tables needs a +verify algorithm");
   ES_CHECK(!verified || o.verify_candidates >= 1, "eval: --verify-candidates is {}, must be >= 1",
            o.verify_candidates);
   ES_CHECK(!verified || o.verify_rounds >= 1, "eval: --verify-rounds is {}, must be >= 1",
@@ -378,6 +397,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
       if (o.comm_passes > 1) header["verify_passes"] = o.comm_passes;
       // Leaders measured afresh since stop 54 (absent: none).
       if (o.comm_passes > 1 && o.verify_leaders > 0) header["verify_leaders"] = o.verify_leaders;
+      if (o.verify_tables) header["verify_tables"] = true;  // absent: only where --algos says
     }
   }
   // The task file's content, not only its path: a task file made again at the
@@ -387,7 +407,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
                  {"format", "version", "machine", "tasks", "tasks_crc32", "pool", "devices", "algos", "sharding_types",
                   "cost_model", "model_dir", "threads", "comm", "predict_only", "executor",
                   "comm_passes", "raw_clock", "verify_candidates", "verify_rounds",
-                  "verify_passes", "verify_rivals", "verify_leaders"});
+                  "verify_passes", "verify_rivals", "verify_leaders", "verify_tables"});
   if (out.dropped_bytes() > 0) {
     reporter.note(fmt::format("eval: dropped a torn last record ({} bytes) from {}",
                               out.dropped_bytes(), o.out_path));

@@ -112,6 +112,15 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
                          {"leaders", v.leaders},
                          {"candidates", candidates}};
     if (!v.rivals_failed.empty()) j["verification"]["rivals_failed"] = v.rivals_failed;
+    if (!v.tables.empty()) {
+      nlohmann::json tables = nlohmann::json::array();
+      for (const Verification::TableAlone& t : v.tables) {
+        tables.push_back(
+            {{"name", t.name}, {"predicted_ms", t.predicted_ms}, {"measured_ms", t.measured_ms}});
+      }
+      j["verification"]["tables"] = tables;
+      j["verification"]["tables_s"] = v.tables_s;
+    }
   }
   return j;
 }
@@ -219,6 +228,25 @@ std::string verification_report(const Verification& v) {
                                    "against the model corrected by the devices measured before)",
                                    searched, v.rounds)) +
       (rivals.empty() ? "" : fmt::format(" and {}", fmt::join(rivals, " and ")));
+  std::string tables;
+  if (!v.tables.empty()) {
+    // The three the model misread most, by the log of measured / predicted.
+    std::vector<Verification::TableAlone> far = v.tables;
+    const auto off = [](const Verification::TableAlone& t) {
+      return std::abs(std::log(t.measured_ms / t.predicted_ms));
+    };
+    std::stable_sort(far.begin(), far.end(),
+                     [&](const auto& a, const auto& b) { return off(a) > off(b); });
+    far.resize(std::min<size_t>(far.size(), 3));
+    std::vector<std::string> named;
+    for (const auto& t : far) {
+      named.push_back(fmt::format("'{}' {:.2f}x", t.name, t.measured_ms / t.predicted_ms));
+    }
+    tables = fmt::format("; first each of the {} tables alone ({:.1f} s; measured / predicted "
+                         "furthest from 1: {}), every search against the model corrected by "
+                         "them",
+                         v.tables.size(), v.tables_s, fmt::join(named, ", "));
+  }
   std::string failed;
   for (const std::string& why : v.rivals_failed) failed += "no rival plan: " + why + "\n";
   std::string passes =
@@ -234,9 +262,10 @@ std::string verification_report(const Verification& v) {
   const std::string whose = pick.source == v.candidates.front().source
                                 ? ""
                                 : fmt::format(" ({}'s plan)", pick.source);
-  return fmt::format("verification: {}, measured ({}){}, in {:.1f} s\n{}{}"
+  return fmt::format("verification: {}, measured ({}){}{}, in {:.1f} s\n{}{}"
                      "chosen: candidate {}{}, {:.3f} ms measured: {}\n",
-                     plans, v.truth, passes, v.verify_s, table.render(), failed, v.chosen, whose,
+                     plans, v.truth, passes, tables, v.verify_s, table.render(), failed, v.chosen,
+                     whose,
                      chosen, against);
 }
 

@@ -211,9 +211,49 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
     r.extrapolated.push_back(std::move(far));
   }
   ShardCosts costs(task, model);
+  ES_CHECK(!o.measure_tables || candidates > 0,
+           "verification: measuring the tables alone needs at least 1 candidate");
+  Verification v;
+  v.truth = truth.name;
+  std::optional<ShardCosts> measured;  // verification's
+  if (candidates > 0) measured.emplace(task, truth);
+  std::vector<MeasuredSet> sets;  // by source table: the task's own where it names none
+  if (o.measure_tables) {
+    const auto tables_start = std::chrono::steady_clock::now();
+    for (int t = 0; t < task.num_tables(); ++t) {
+      const Shard whole{t, 0, task.tables[t].dim, 0, task.tables[t].rows, 0, false};
+      const double predicted = costs.single_ms(costs.shard_id(whole));
+      const double measured_ms = measured->single_ms(measured->shard_id(whole));
+      sets.push_back({{task.source_table.empty() ? t : task.source_table[t]},
+                      {predicted},
+                      measured_ms,
+                      predicted});
+      v.tables.push_back({task.tables[t].name, predicted, measured_ms});
+    }
+    v.tables_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - tables_start)
+                     .count();
+  }
+  // The search's best plans, against the model corrected by every set
+  // measured so far (none: the model as it is).
+  const auto search = [&]() {
+    if (sets.empty()) {
+      return candidates > 0 ? planner.plan_candidates(task, costs, candidates)
+                            : std::vector<Plan>{planner.plan(task, costs)};
+    }
+    const CostModel corrected{
+        std::make_shared<CorrectedComputeModel>(model.compute,
+                                                fit_compute_correction(sets, kCorrectionRidge)),
+        model.comm, model.name, model.source};
+    PlanTask named = task;
+    if (named.source_table.empty()) {
+      named.source_table.resize(named.num_tables());
+      std::iota(named.source_table.begin(), named.source_table.end(), 0);
+    }
+    ShardCosts corrected_costs(named, corrected);
+    return planner.plan_candidates(named, corrected_costs, candidates);
+  };
   const auto start = std::chrono::steady_clock::now();
-  std::vector<Plan> plans = candidates > 0 ? planner.plan_candidates(task, costs, candidates)
-                                           : std::vector<Plan>{planner.plan(task, costs)};
+  std::vector<Plan> plans = search();
   r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.search_summary = planner.search_summary();
   const auto validate = [&](const std::vector<Plan>& found, const std::string& by) {
@@ -234,28 +274,10 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
   }
   r.bound = lower_bound(task, costs);
   const auto verify_start = std::chrono::steady_clock::now();
-  Verification v;
-  v.truth = truth.name;
-  ShardCosts measured(task, truth);
   std::set<PlanKey> seen;
-  std::vector<MeasuredSet> sets;
   for (int round = 0; round < o.rounds; ++round) {
     if (round > 0) {
-      // The next round plans against the model corrected by every device
-      // measured so far.
-      const CostModel corrected{
-          std::make_shared<CorrectedComputeModel>(
-              model.compute, fit_compute_correction(sets, kCorrectionRidge)),
-          model.comm, model.name, model.source};
-      // The corrections are by source table: the task's own tables where it
-      // names none.
-      PlanTask named = task;
-      if (named.source_table.empty()) {
-        named.source_table.resize(named.num_tables());
-        std::iota(named.source_table.begin(), named.source_table.end(), 0);
-      }
-      ShardCosts corrected_costs(named, corrected);
-      plans = planner.plan_candidates(named, corrected_costs, candidates);
+      plans = search();
       validate(plans, planner.name());
     }
     const size_t before = v.candidates.size();
@@ -265,7 +287,7 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
       c.round = round;
       c.source = source;
       c.predicted = predict_plan(task, plan, costs);
-      c.measured = predict_plan(task, plan, measured);
+      c.measured = predict_plan(task, plan, *measured);
       c.passes_ms = {c.measured.cost_ms};
       c.plan = std::move(plan);
       add_measured_sets(task, c, costs, sets);
@@ -294,7 +316,7 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
   for (int pass = 1; pass < o.comm_passes; ++pass) {
     std::this_thread::sleep_for(std::chrono::duration<double>(o.pass_pause_s));
     for (VerifiedCandidate& c : v.candidates) {
-      PlanPrediction again = predict_plan(task, c.plan, measured);
+      PlanPrediction again = predict_plan(task, c.plan, *measured);
       c.passes_ms.push_back(again.cost_ms);
       if (again.cost_ms < c.measured.cost_ms) c.measured = std::move(again);
     }
@@ -313,12 +335,12 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
     v.leaders = static_cast<int>(order.size());
     for (int pass = 1; pass <= o.fresh_passes; ++pass) {
       std::this_thread::sleep_for(std::chrono::duration<double>(o.pass_pause_s));
-      measured.compute().set_fresh_pass(true);
+      measured->compute().set_fresh_pass(true);
       for (size_t k = 0; k < order.size(); ++k) {
         VerifiedCandidate& c = v.candidates[order[pass % 2 == 1 ? k : order.size() - 1 - k]];
-        c.fresh_ms.push_back(predict_plan(task, c.plan, measured).cost_ms);
+        c.fresh_ms.push_back(predict_plan(task, c.plan, *measured).cost_ms);
       }
-      measured.compute().set_fresh_pass(false);
+      measured->compute().set_fresh_pass(false);
     }
     for (size_t i : order) {
       VerifiedCandidate& c = v.candidates[i];
@@ -329,7 +351,8 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
   }
   v.chosen = static_cast<int>(*std::min_element(order.begin(), order.end(), lower));
   v.verify_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - verify_start).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - verify_start).count() +
+      v.tables_s;
   r.plan = v.candidates[v.chosen].plan;
   r.predicted = v.candidates[v.chosen].predicted;
   r.verification = std::move(v);

@@ -108,7 +108,8 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
                                    .rounds = r.verify_rounds,
                                    .leaders = r.verify_leaders,
                                    .fresh_passes = 2,
-                                   .rivals = r.verify_rivals});
+                                   .rivals = r.verify_rivals,
+                                   .measure_tables = r.verify_tables});
   explain(r, model, out);
   return out;
 }

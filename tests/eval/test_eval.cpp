@@ -406,7 +406,8 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
   // A verified algorithm chooses on as many passes, and says so.
   const auto verified = testing::run_mpi_cli(
       2, "eval --tasks " + dir.file("t.json") +
-             " --algos neuroshard+verify --cost-model analytic --comm-warmup 1 --comm-repeats 2 "
+             " --algos neuroshard+verify,neuroshard+verify:verify-tables --cost-model analytic "
+             "--comm-warmup 1 --comm-repeats 2 "
              "--reference-window-s 0.3 --comm-passes 2 --comm-pass-pause-s 0.1 "
              "--verify-candidates 2 --out " + dir.file("v.jsonl"));
   ASSERT_EQ(verified.exit_code, 0) << verified.output;
@@ -433,6 +434,11 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
     if (v.contains("first_fresh_ms")) {
       EXPECT_LE(figure(v, "chosen"), figure(v, "first") * (1 + 1e-9)) << v.dump();
     }
+    // Each table measured alone first where the algorithm asks for it.
+    EXPECT_FALSE(v.contains("tables_measured")) << v.dump();
+    const json& t = rec["algos"]["neuroshard+verify:verify-tables"]["verification"];
+    EXPECT_EQ(t["tables_measured"], rec["tables"]) << t.dump();
+    EXPECT_GE(t["verify_s"].get<double>(), t["tables_s"].get<double>()) << t.dump();
   }
   // --raw-clock: the same plans on the wall clock, as many passes, beside.
   const auto raw = testing::run_mpi_cli(2, passes_base + " --raw-clock --out " +
@@ -468,6 +474,13 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
             std::string::npos)
       << one_raw.output;
   EXPECT_FALSE(file_exists(dir.file("one_raw.jsonl")));
+  const auto no_verify = run_cli("eval --tasks " + dir.file("t.json") +
+                                 " --algos size_greedy --cost-model analytic --devices 2 "
+                                 "--verify-tables --out " + dir.file("no_verify.jsonl"));
+  EXPECT_NE(no_verify.exit_code, 0);
+  EXPECT_NE(no_verify.output.find("--verify-tables needs a +verify algorithm"), std::string::npos)
+      << no_verify.output;
+  EXPECT_FALSE(file_exists(dir.file("no_verify.jsonl")));
   const auto one = run_cli(passes_args + " --devices 2");
   EXPECT_NE(one.exit_code, 0);
   EXPECT_NE(one.output.find("--comm-passes 2 measures the all-to-alls again, which needs mpirun"),
@@ -520,7 +533,7 @@ TEST(Eval, UnderMpirunMeasuresRowWiseCollectives) {
 
 // An --algos item carries its own sharding types and uncertainty; anything
 // else after the ':' is an error naming the item.
-TEST(Eval, AlgoSpecsCarryTheirOwnTypesAndUncertainty) {
+TEST(Eval, AlgoSpecsCarryTheirOwnOptions) {
   EvalOptions run;
   run.planner.uncertainty = 0.05;
   const AlgoSpec a = parse_algo_spec("neuroshard:uncertainty=0.15@table_wise+column_wise", run);
@@ -535,8 +548,18 @@ TEST(Eval, AlgoSpecsCarryTheirOwnTypesAndUncertainty) {
   const AlgoSpec c = parse_algo_spec("torchrec", run);
   EXPECT_EQ(c.name, "torchrec");
   EXPECT_DOUBLE_EQ(c.planner.uncertainty, 0.05);
+  EXPECT_FALSE(b.verify_tables);
+  const AlgoSpec d = parse_algo_spec("neuroshard+verify:verify-tables:uncertainty=0.2", run);
+  EXPECT_EQ(d.name, "neuroshard+verify");
+  EXPECT_TRUE(d.verify_tables);
+  EXPECT_DOUBLE_EQ(d.planner.uncertainty, 0.2);
+  // The run's --verify-tables reaches the verified algorithms only.
+  run.verify_tables = true;
+  EXPECT_TRUE(parse_algo_spec("neuroshard+verify", run).verify_tables);
+  EXPECT_FALSE(parse_algo_spec("neuroshard", run).verify_tables);
   for (const std::string bad : {"neuroshard:uncertainty=", "neuroshard:uncertainty=0.1x",
-                                "neuroshard:beam=3", "neuroshard:"}) {
+                                "neuroshard:beam=3", "neuroshard:", "neuroshard:verify-tables",
+                                "neuroshard+verify:verify-tables:"}) {
     const std::string e = testing::error_of([&] { parse_algo_spec(bad, run); });
     EXPECT_NE(e.find("--algos " + bad + ":"), std::string::npos) << e;
   }

@@ -417,6 +417,7 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
       {"--devices 2 --verify -1", "--verify is -1"},
       {"--devices 2 --verify-rounds 0", "--verify-rounds is 0"},
       {"--devices 2 --verify-rounds 2", "--verify-rounds 2 needs --verify N"},
+      {"--devices 2 --verify-tables", "--verify-tables needs --verify N"},
       {"--devices 2 --verify 2 --verify-rivals torchrec,tourchrec",
        "--verify-rivals: 'tourchrec' is no planner"},
       {"--devices 2 --reference-window-s -5", "--reference-window-s is -5"},

@@ -15,6 +15,7 @@
 #include "embshard/util/error.h"
 #include "search/task_util.h"
 #include "search/toy_cost_model.h"
+#include "test_util.h"
 
 namespace embshard {
 namespace {
@@ -142,6 +143,60 @@ TEST(Verification, LaterRoundsPlanAgainstTheMeasuredErrorsAndMeasureFaster) {
   EXPECT_EQ(exact.verification->rounds, 2);  // the second found nothing new: the last
   EXPECT_THROW(make_verified_plan(*planner, task, model, truth, {.candidates = 3, .rounds = 0}),
                Error);
+}
+
+TEST(Verification, TablesMeasuredAloneCorrectTheFirstSearch) {
+  const PlanTask task = random_task(30, 4, 1.3, 11);
+  ToyCostModel model(true);
+  auto planner = create_planner("neuroshard", {});
+  const CostModel truth{std::make_shared<SlowTables>(), model.model.comm, "slow tables", {}};
+  const PlanResult plain = make_verified_plan(*planner, task, model, truth, {.candidates = 3});
+  const PlanResult tables = make_verified_plan(*planner, task, model, truth,
+                                               {.candidates = 3, .measure_tables = true});
+  const Verification& v = *tables.verification;
+  ASSERT_EQ(v.tables.size(), 30u);
+  for (int t = 0; t < 30; ++t) {
+    const Verification::TableAlone& alone = v.tables[t];
+    EXPECT_EQ(alone.name, task.tables[t].name);
+    EXPECT_GT(alone.predicted_ms, 0);
+    // SlowTables: every third table by rows 1.8x the model alone, the rest 1x.
+    EXPECT_NEAR(alone.measured_ms / alone.predicted_ms, task.tables[t].rows % 3 == 0 ? 1.8 : 1.0,
+                1e-9)
+        << alone.name;
+  }
+  EXPECT_GE(v.tables_s, 0);
+  EXPECT_GE(v.verify_s, v.tables_s);
+  EXPECT_TRUE(plain.verification->tables.empty());
+  ShardCosts costs(task, model);
+  for (const VerifiedCandidate& c : v.candidates) {
+    EXPECT_EQ(c.round, 0);
+    validate_plan(task, c.plan);
+    // Predicted on the model as it is, like every candidate.
+    EXPECT_DOUBLE_EQ(c.predicted.cost_ms, predict_plan(task, c.plan, costs).cost_ms);
+  }
+  // One round that knows the slow tables beats one that does not.
+  const double before = plain.verification->candidates[plain.verification->chosen].measured_ms;
+  const double after = v.candidates[v.chosen].measured_ms;
+  EXPECT_LT(after, 0.98 * before) << before << " ms -> " << after << " ms";
+  const std::string report = verification_report(v);
+  EXPECT_NE(report.find("first each of the 30 tables alone"), std::string::npos) << report;
+  EXPECT_NE(report.find("1.80x"), std::string::npos) << report;  // a slow table named
+  EXPECT_EQ(plan_to_json(task, tables)["verification"]["tables"].size(), 30u);
+
+  // Where the model is exact, the tables correct nothing: the same plans.
+  const PlanResult exact = make_verified_plan(*planner, task, model, model,
+                                              {.candidates = 3, .measure_tables = true});
+  const PlanResult as_is = make_verified_plan(*planner, task, model, model, {.candidates = 3});
+  ASSERT_EQ(exact.verification->candidates.size(), as_is.verification->candidates.size());
+  for (size_t i = 0; i < as_is.verification->candidates.size(); ++i) {
+    EXPECT_NEAR(exact.verification->candidates[i].measured_ms,
+                as_is.verification->candidates[i].measured_ms, 1e-9);
+  }
+  const std::string e = testing::error_of([&] {
+    make_verified_plan(*planner, task, model, truth, {.candidates = 0, .measure_tables = true});
+  });
+  EXPECT_NE(e.find("measuring the tables alone needs at least 1 candidate"), std::string::npos)
+      << e;
 }
 
 // Communication as the toy model has it, but the calls numbered [first,

@@ -76,8 +76,8 @@ void add_eval_command(CLI::App& app) {
   add_list_option(eval, "--algos", o.algos,
                   "Algorithms: " + one_of(planner_names()) + ", each also as NAME" +
                       kVerifySuffix + " (its best plans measured, the fastest kept), "
-                      "NAME:uncertainty=U (its own --uncertainty) and NAME@TYPE+TYPE (its own "
-                      "sharding types)");
+                      "NAME:uncertainty=U (its own --uncertainty), NAME+verify:verify-tables "
+                      "(its own --verify-tables) and NAME@TYPE+TYPE (its own sharding types)");
   CLI::Option* devices =
       eval->add_option("--devices", o.devices, "Devices (under mpirun: the ranks)")
           ->capture_default_str();
@@ -134,6 +134,9 @@ void add_eval_command(CLI::App& app) {
                    "Planners whose plan the +verify algorithms measure beside their own, "
                    "comma-separated, or none")
       ->capture_default_str();
+  eval->add_flag("--verify-tables", o.verify_tables,
+                 "The +verify algorithms measure each table alone before their first search "
+                 "and plan against the model corrected by them");
   eval->add_option("--reference-window-s", o.reference_window_s,
                    "Seconds of reference-probe runs the measured compute is normalized to")
       ->capture_default_str();

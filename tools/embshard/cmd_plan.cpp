@@ -72,6 +72,7 @@ void run_plan(PlanArgs& a) {
   ES_CHECK(r.verify_rounds >= 1, "--verify-rounds is {}: at least 1", r.verify_rounds);
   ES_CHECK(r.verify_rounds == 1 || r.verify > 0, "--verify-rounds {} needs --verify N",
            r.verify_rounds);
+  ES_CHECK(!r.verify_tables || r.verify > 0, "--verify-tables needs --verify N");
   r.verify_rivals = parse_verify_rivals(a.verify_rivals, "--verify-rivals");
   ES_CHECK(r.verify_leaders >= 0, "--verify-leaders is {}: at least 0", r.verify_leaders);
   ES_CHECK(std::isfinite(r.reference_window_s) && r.reference_window_s >= 0,
@@ -163,6 +164,9 @@ void add_plan_command(CLI::App& app) {
                   "With --verify: the leading candidates measured twice more, compute afresh, "
                   "and the choice among them on the median; 0: none")
       ->capture_default_str();
+  cmd->add_flag("--verify-tables", r.verify_tables,
+                "With --verify: measure each table alone before the first search and plan "
+                "against the model corrected by them");
   add_executor_option(cmd, r.executor, "With --verify: where plans run: ");
   cmd->add_option("--reference-window-s", r.reference_window_s,
                   "With --verify: seconds of reference-probe runs measurements are normalized to")

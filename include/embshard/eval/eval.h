@@ -91,6 +91,7 @@ struct EvalOptions {
   // times more, compute afresh too, and chosen among (VerifyOptions::leaders).
   int verify_leaders = 2;
   std::vector<std::string> verify_rivals = {"torchrec"};  // as PlanRequest::verify_rivals
+  bool verify_tables = false;  // as PlanRequest::verify_tables
   // Where to write each measured plan's iteration as a Chrome / Perfetto
   // trace, task<i>_<algorithm>.json ("": none).
   std::string trace_dir;
@@ -119,6 +120,7 @@ struct AlgoSpec {
   std::string name;
   ShardingTypes types;
   PlannerOptions planner;
+  bool verify_tables = false;  // a +verify algorithm's: VerifyOptions::measure_tables
 };
 AlgoSpec parse_algo_spec(const std::string& spec, const EvalOptions& run);
 

@@ -57,10 +57,18 @@ struct Verification {
   std::vector<VerifiedCandidate> candidates;
   int chosen = 0;                             // the measured fastest
   std::string truth;                          // what measured them
-  double verify_s = 0;
+  double verify_s = 0;  // every measurement, the tables alone too
   int rounds = 1;  // run: fewer than asked where a round found no new plan
   int comm_passes = 1;  // measurements of each candidate
   int leaders = 0;      // candidates measured afresh and chosen among (0: none)
+  // Each table measured alone before the first search (empty: none), and
+  // the seconds that took.
+  struct TableAlone {
+    std::string name;
+    double predicted_ms = 0, measured_ms = 0;
+  };
+  std::vector<TableAlone> tables;
+  double tables_s = 0;
   // VerifyOptions::rivals that found no plan, each with its error.
   std::vector<std::string> rivals_failed;
 };

@@ -140,6 +140,11 @@ struct VerifyOptions {
   // theirs, and their devices inform the later rounds' corrections. A rival
   // that finds no plan for the task is left out (Verification::rivals_failed).
   std::vector<std::string> rivals = {};
+  // Before the first search, each of the task's tables is measured alone and
+  // whole on `truth`, and every search (the first too) plans against the
+  // model corrected by those tables and the devices measured since: a table
+  // the model misreads is known before any plan balances on it.
+  bool measure_tables = false;
 };
 PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const CostModel& model,
                               const CostModel& truth, const VerifyOptions& options);

@@ -42,6 +42,9 @@ struct PlanRequest {
   // The leading candidates measured twice more, compute afresh, and chosen
   // among on the median (VerifyOptions::leaders). 0: none.
   int verify_leaders = 2;
+  // With verify: each table measured alone before the first search
+  // (VerifyOptions::measure_tables).
+  bool verify_tables = false;
   bool explain = false;  // each table's decision against its best alternative
   std::string executor = "cpu";
   double reference_window_s = 20;  // the measured compute's probe reference
