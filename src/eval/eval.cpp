@@ -65,6 +65,17 @@ std::string verified_base(const std::string& name) {
 
 namespace {
 
+// Each device's compute on `costs`' model, nothing else.
+std::vector<double> device_compute_ms(const Plan& plan, int devices, ShardCosts& costs) {
+  std::vector<std::vector<int>> ids(devices);
+  for (const Shard& s : plan.shards) ids[s.device].push_back(costs.shard_id(s));
+  std::vector<double> ms(devices, 0.0);
+  for (int d = 0; d < devices; ++d) {
+    if (!ids[d].empty()) ms[d] = costs.compute().compute_ms(ids[d]);
+  }
+  return ms;
+}
+
 std::string trace_path(const std::string& dir, size_t task, const std::string& algo) {
   return (std::filesystem::path(dir) / fmt::format("task{}_{}.json", task, algo)).string();
 }
@@ -85,8 +96,10 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
     std::string spec;
     PlanTask task;
     Plan plan;
+    PlanPrediction iteration;  // the first pass's; with compute passes, each device's median
+    std::vector<std::vector<double>> compute_passes;  // by pass, then device
   };
-  std::vector<Measured> measured;  // for the further comm passes
+  std::vector<Measured> measured;  // for the further passes
   for (const std::string& spec : o.algos) {
     PlanResult r;
     const AlgoSpec algo = parse_algo_spec(spec, o);
@@ -166,7 +179,11 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
       if (o.comm_passes > 1) {
         record["measured_passes_ms"] = {iteration.cost_ms};
         if (raw_costs) record["measured_raw_passes_ms"] = {record["measured_raw_ms"]};
-        measured.push_back({spec, task, r.plan});
+      }
+      if (o.comm_passes > 1 || o.compute_passes > 1) {
+        std::vector<double> first;
+        for (const DeviceCosts& d : iteration.devices) first.push_back(d.compute_ms);
+        measured.push_back({spec, task, r.plan, iteration, {first}});
       }
     }
     if (!o.trace_dir.empty()) {
@@ -180,8 +197,40 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
                             "\n");
     }
   }
-  // The plans' further passes, seconds apart: compute is cached (measured
-  // once), so each pass measures the all-to-alls again.
+  // Every device's compute measured again, pass by pass over the plans; each
+  // counts at its median, and the figure on the first pass alone stays beside.
+  // Each pass starts at the next plan, so that none is always measured first.
+  const bool medians = o.compute_passes > 1 && !measured.empty();
+  for (int pass = 1; medians && pass < o.compute_passes; ++pass) {
+    measured_costs->compute().set_fresh_pass(true);
+    for (size_t k = 0; k < measured.size(); ++k) {
+      Measured& m = measured[(pass + k) % measured.size()];
+      m.compute_passes.push_back(device_compute_ms(m.plan, all_types.num_devices(),
+                                                   *measured_costs));
+    }
+    measured_costs->compute().set_fresh_pass(false);
+  }
+  for (Measured& m : medians ? measured : std::span<Measured>{}) {
+    json& record = algos[m.spec];
+    json& devices = record["device_compute_ms"];
+    devices["measured_passes"] = m.compute_passes;
+    for (size_t d = 0; d < m.iteration.devices.size(); ++d) {
+      std::vector<double> ms;
+      for (const std::vector<double>& pass : m.compute_passes) ms.push_back(pass[d]);
+      m.iteration.devices[d].compute_ms = median(ms);
+      devices["measured"][d] = m.iteration.devices[d].compute_ms;
+    }
+    finish_prediction(measured_costs->comm(), m.iteration);  // its all-to-alls again
+    record["measured_first_compute_ms"] = record["measured_ms"];
+    record["measured_ms"] = m.iteration.cost_ms;
+    if (o.comm_passes > 1) {
+      record["measured_first_compute_passes_ms"] = record["measured_passes_ms"];
+      record["measured_passes_ms"] = {m.iteration.cost_ms};
+    }
+  }
+  // The plans' further passes, seconds apart: compute is cached, so each pass
+  // measures the all-to-alls again (with compute passes, twice: beside the
+  // medians, the first compute pass's figure on its own exchanges).
   // A pass's figure joins `passes`; `figure` becomes their fastest half's mean.
   const auto add_pass = [](json& record, const char* figure, const char* passes, double ms) {
     record[passes].push_back(ms);
@@ -189,10 +238,15 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
   };
   for (int pass = 1; pass < o.comm_passes && !measured.empty(); ++pass) {
     std::this_thread::sleep_for(std::chrono::duration<double>(o.comm_pass_pause_s));
-    for (const Measured& m : measured) {
+    for (Measured& m : measured) {
       json& record = algos[m.spec];
+      const double first = predict_plan(m.task, m.plan, *measured_costs).cost_ms;
+      if (medians) {
+        add_pass(record, "measured_first_compute_ms", "measured_first_compute_passes_ms", first);
+        finish_prediction(measured_costs->comm(), m.iteration);
+      }
       add_pass(record, "measured_ms", "measured_passes_ms",
-               predict_plan(m.task, m.plan, *measured_costs).cost_ms);
+               medians ? m.iteration.cost_ms : first);
       if (raw_costs) {
         add_pass(record, "measured_raw_ms", "measured_raw_passes_ms",
                  predict_plan(m.task, m.plan, *raw_costs).cost_ms);
@@ -274,6 +328,11 @@ bool check_eval_options(const EvalOptions& o, bool comm_measured) {
            "eval: --comm-passes {} measures the all-to-alls again, which needs mpirun (one "
            "process takes its communication from the cost model)",
            o.comm_passes);
+  ES_CHECK(o.compute_passes >= 1 && o.compute_passes <= 9,
+           "eval: --compute-passes {}: need 1..9", o.compute_passes);
+  ES_CHECK(o.compute_passes == 1 || !o.predict_only,
+           "eval: --compute-passes {} measures compute again, and --predict-only measures nothing",
+           o.compute_passes);
   ES_CHECK(!o.raw_clock || comm_measured,
            "eval: --raw-clock measures the all-to-alls on the raw clock, which needs mpirun (one "
            "process takes its communication from the cost model, whose scale is normalized)");
@@ -388,6 +447,8 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     header["reference_source"] = reference_source;
     header["comm_probe"] = comm_probe;
     if (o.comm_passes > 1) header["comm_passes"] = o.comm_passes;  // absent: one
+    // Medians of several compute passes since stop 58 (absent: one).
+    if (o.compute_passes > 1) header["compute_passes"] = o.compute_passes;
     if (verified) {
       header["verify_candidates"] = o.verify_candidates;
       if (o.verify_rounds > 1) header["verify_rounds"] = o.verify_rounds;  // absent: one
@@ -406,8 +467,9 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   RecordFile out(o.out_path, header,
                  {"format", "version", "machine", "tasks", "tasks_crc32", "pool", "devices", "algos", "sharding_types",
                   "cost_model", "model_dir", "threads", "comm", "predict_only", "executor",
-                  "comm_passes", "raw_clock", "verify_candidates", "verify_rounds",
-                  "verify_passes", "verify_rivals", "verify_leaders", "verify_tables"});
+                  "comm_passes", "compute_passes", "raw_clock", "verify_candidates",
+                  "verify_rounds", "verify_passes", "verify_rivals", "verify_leaders",
+                  "verify_tables"});
   if (out.dropped_bytes() > 0) {
     reporter.note(fmt::format("eval: dropped a torn last record ({} bytes) from {}",
                               out.dropped_bytes(), o.out_path));

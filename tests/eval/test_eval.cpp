@@ -460,6 +460,18 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
           << a.dump();
     }
   }
+  // --compute-passes: the medians' figure and the first pass's, each on
+  // exchanges measured pass by pass.
+  const auto medians = testing::run_mpi_cli(2, passes_base + " --compute-passes 2 --out " +
+                                                   dir.file("c.jsonl"));
+  ASSERT_EQ(medians.exit_code, 0) << medians.output;
+  EXPECT_NE(medians.output.find("x best (1st compute)"), std::string::npos) << medians.output;
+  for (const json& rec : RecordFile::read_all(dir.file("c.jsonl"), nullptr, nullptr)) {
+    const json& a = rec["algos"]["neuroshard"];
+    EXPECT_EQ(a["device_compute_ms"]["measured_passes"].size(), 2u) << a.dump();
+    EXPECT_EQ(a["measured_passes_ms"].size(), 2u) << a.dump();
+    EXPECT_EQ(a["measured_first_compute_passes_ms"].size(), 2u) << a.dump();
+  }
   // Resuming it without --raw-clock would mix records: refused by name.
   const auto mixed = testing::run_mpi_cli(2, passes_base + " --out " + dir.file("raw.jsonl"));
   EXPECT_NE(mixed.exit_code, 0);

@@ -111,6 +111,11 @@ void add_eval_command(CLI::App& app) {
   eval->add_option("--comm-pass-pause-s", o.comm_pass_pause_s,
                    "Under mpirun, with --comm-passes > 1: seconds between the passes")
       ->capture_default_str();
+  eval->add_option("--compute-passes", o.compute_passes,
+                   "Measure every device's compute this many times, each pass over all of a "
+                   "task's plans; each device counts at its median (the figure on the first "
+                   "measurement alone stays beside it)")
+      ->capture_default_str();
   eval->add_flag("--raw-clock", o.raw_clock,
                  "Under mpirun: also every plan's cost on the raw wall clock (compute's raw "
                  "medians, its all-to-alls timed again): measured_raw_ms beside measured_ms, "
