@@ -210,22 +210,24 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
     }
     measured_costs->compute().set_fresh_pass(false);
   }
-  for (Measured& m : medians ? measured : std::span<Measured>{}) {
-    json& record = algos[m.spec];
-    json& devices = record["device_compute_ms"];
-    devices["measured_passes"] = m.compute_passes;
-    for (size_t d = 0; d < m.iteration.devices.size(); ++d) {
-      std::vector<double> ms;
-      for (const std::vector<double>& pass : m.compute_passes) ms.push_back(pass[d]);
-      m.iteration.devices[d].compute_ms = median(ms);
-      devices["measured"][d] = m.iteration.devices[d].compute_ms;
-    }
-    finish_prediction(measured_costs->comm(), m.iteration);  // its all-to-alls again
-    record["measured_first_compute_ms"] = record["measured_ms"];
-    record["measured_ms"] = m.iteration.cost_ms;
-    if (o.comm_passes > 1) {
-      record["measured_first_compute_passes_ms"] = record["measured_passes_ms"];
-      record["measured_passes_ms"] = {m.iteration.cost_ms};
+  if (medians) {
+    for (Measured& m : measured) {
+      json& record = algos[m.spec];
+      json& devices = record["device_compute_ms"];
+      devices["measured_passes"] = m.compute_passes;
+      for (size_t d = 0; d < m.iteration.devices.size(); ++d) {
+        std::vector<double> ms;
+        for (const std::vector<double>& pass : m.compute_passes) ms.push_back(pass[d]);
+        m.iteration.devices[d].compute_ms = median(ms);
+        devices["measured"][d] = m.iteration.devices[d].compute_ms;
+      }
+      finish_prediction(measured_costs->comm(), m.iteration);  // its all-to-alls again
+      record["measured_first_compute_ms"] = record["measured_ms"];
+      record["measured_ms"] = m.iteration.cost_ms;
+      if (o.comm_passes > 1) {
+        record["measured_first_compute_passes_ms"] = record["measured_passes_ms"];
+        record["measured_passes_ms"] = {m.iteration.cost_ms};
+      }
     }
   }
   // The plans' further passes, seconds apart: compute is cached, so each pass
