@@ -154,6 +154,9 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
         record["verification"]["chosen_passes_ms"] = chosen.passes_ms;
       }
       if (!chosen.fresh_ms.empty()) record["verification"]["chosen_fresh_ms"] = chosen.fresh_ms;
+      if (const std::optional<RunnerUp> next = runner_up(v)) {
+        record["verification"]["runner_up"] = runner_up_json(*next);
+      }
       // The search's own first pick beside it (since stop 53): how far the
       // choice's figure in verification is from the pick's, on the same
       // measurements, and so how much the chosen plan's later measurement

@@ -94,6 +94,11 @@ EvalSummary summarize_eval(const std::vector<json>& records,
           }
           s.fallback_pct.push_back(100 * (score / median(figures) - 1));
         }
+        if (x.contains("verification") && x.at("verification").contains("runner_up") &&
+            x.at("verification").at("runner_up").contains("tie")) {
+          ++s.choices_judged;
+          s.choice_ties += x.at("verification").at("runner_up").at("tie").get<bool>() ? 1 : 0;
+        }
         if (x.contains("device_compute_ms")) {
           const auto ms = x.at("device_compute_ms").at("measured").get<std::vector<double>>();
           ES_CHECK(!ms.empty(), "no device in device_compute_ms.measured of '{}'", algos[a]);
@@ -192,6 +197,10 @@ json eval_summary_json(const EvalSummary& summary, const std::string& comm_sourc
                                                     {"median", median(s.fallback_pct)},
                                                     {"tasks", s.fallback_pct.size()}};
     }
+    if (s.choices_judged > 0) {
+      algos[s.name]["verification_ties"] = {{"ties", s.choice_ties},
+                                            {"tasks", s.choices_judged}};
+    }
   }
   return {{"tasks", summary.tasks},
           {"communication", comm_source},
@@ -238,9 +247,15 @@ std::string fallbacks(const EvalSummary& summary) {
   for (const AlgoSummary& s : summary.algos) {
     if (s.fallback_pct.empty()) continue;
     out += fmt::format("{}: the chosen plan measured {:+.1f}% (median {:+.1f}%, over {}) against "
-                       "its figure in verification\n",
+                       "its figure in verification",
                        s.name, mean(s.fallback_pct), median(s.fallback_pct),
                        count_of(static_cast<int64_t>(s.fallback_pct.size()), "task"));
+    if (s.choices_judged > 0) {
+      out += fmt::format("; its lead over the runner-up within a leader's own span (a tie) on {} "
+                         "of {}",
+                         s.choice_ties, count_of(s.choices_judged, "task"));
+    }
+    out += "\n";
   }
   return out.empty() ? out : "\n" + out;
 }

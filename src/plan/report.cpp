@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "embshard/util/statistics.h"
 #include "embshard/util/text_table.h"
 #include "embshard/util/units.h"
 
@@ -111,6 +112,9 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
                          {"rounds", v.rounds},
                          {"leaders", v.leaders},
                          {"candidates", candidates}};
+    if (const std::optional<RunnerUp> next = runner_up(v)) {
+      j["verification"]["runner_up"] = runner_up_json(*next);
+    }
     if (!v.rivals_failed.empty()) j["verification"]["rivals_failed"] = v.rivals_failed;
     if (!v.tables.empty()) {
       nlohmann::json tables = nlohmann::json::array();
@@ -198,6 +202,59 @@ nlohmann::json prediction_json(const PlanTask& task, const PlanPrediction& p) {
           {"devices", devices}};
 }
 
+std::optional<RunnerUp> runner_up(const Verification& v) {
+  const auto among = [&](const VerifiedCandidate& c) {
+    return v.leaders == 0 || !c.fresh_ms.empty();
+  };
+  int next = -1;
+  for (size_t i = 0; i < v.candidates.size(); ++i) {
+    const VerifiedCandidate& c = v.candidates[i];
+    if (static_cast<int>(i) == v.chosen || !among(c)) continue;
+    if (next < 0 || c.measured_ms < v.candidates[next].measured_ms) next = static_cast<int>(i);
+  }
+  if (next < 0) return std::nullopt;
+  RunnerUp r;
+  r.candidate = next;
+  const double chosen = v.candidates[v.chosen].measured_ms;
+  r.lead_pct = 100 * (v.candidates[next].measured_ms - chosen) / chosen;
+  std::vector<double> spans;
+  for (const VerifiedCandidate& c : v.candidates) {
+    if (c.fresh_ms.empty()) continue;
+    std::vector<double> figures = c.fresh_ms;
+    if (!c.passes_ms.empty()) figures.push_back(fastest_half_mean(c.passes_ms));
+    const auto [low, high] = std::minmax_element(figures.begin(), figures.end());
+    spans.push_back(100 * (*high - *low) / median(figures));
+  }
+  if (v.leaders > 0 && !spans.empty()) r.span_pct = median(spans);
+  return r;
+}
+
+nlohmann::json runner_up_json(const RunnerUp& r) {
+  nlohmann::json j = {{"candidate", r.candidate}, {"lead_pct", r.lead_pct}};
+  if (r.span_pct) {
+    j["span_pct"] = *r.span_pct;
+    j["tie"] = r.tie();
+  }
+  return j;
+}
+
+namespace {
+
+std::string runner_up_line(const Verification& v) {
+  const std::optional<RunnerUp> r = runner_up(v);
+  if (!r) return "";
+  std::string line =
+      fmt::format("runner-up: candidate {}, {:.1f}% above the chosen", r->candidate, r->lead_pct);
+  if (r->span_pct) {
+    line += fmt::format("; a leader's own measurements span {:.1f}% (median over the leaders): {}",
+                        *r->span_pct,
+                        r->tie() ? "a tie within the measurement" : "a lead beyond it");
+  }
+  return line + "\n";
+}
+
+}  // namespace
+
 std::string verification_report(const Verification& v) {
   TextTable table({"candidate", "round", "proposed by", "predicted ms", "measured ms",
                    "measured / predicted", "shards"});
@@ -263,10 +320,9 @@ std::string verification_report(const Verification& v) {
                                 ? ""
                                 : fmt::format(" ({}'s plan)", pick.source);
   return fmt::format("verification: {}, measured ({}){}{}, in {:.1f} s\n{}{}"
-                     "chosen: candidate {}{}, {:.3f} ms measured: {}\n",
+                     "chosen: candidate {}{}, {:.3f} ms measured: {}\n{}",
                      plans, v.truth, passes, tables, v.verify_s, table.render(), failed, v.chosen,
-                     whose,
-                     chosen, against);
+                     whose, chosen, against, runner_up_line(v));
 }
 
 std::string piece_text(int cols, int64_t row_offset, int64_t rows, int64_t table_rows, bool replica) {

@@ -106,6 +106,11 @@ TEST(Eval, SummaryGivesVerificationsFallBack) {
   chosen["verification"] = {{"chosen_passes_ms", {12.0, 10.0}}};
   json leader = algo(9);  // median of 10 (passes), 8 and 9 (fresh): 9, +0%
   leader["verification"] = {{"chosen_passes_ms", {10.0, 11.0}}, {"chosen_fresh_ms", {8.0, 9.0}}};
+  // Choices judged against a leader's span: a tie on one of the two.
+  chosen["verification"]["runner_up"] = {{"candidate", 1}, {"lead_pct", 3.0},
+                                         {"span_pct", 4.0}, {"tie", true}};
+  leader["verification"]["runner_up"] = {{"candidate", 2}, {"lead_pct", 5.0},
+                                         {"span_pct", 4.0}, {"tie", false}};
   json older = algo(10);  // one pass, no passes kept: not counted
   older["verification"] = {{"measured_plans", 4}};
   const std::vector<json> records = {
@@ -119,10 +124,16 @@ TEST(Eval, SummaryGivesVerificationsFallBack) {
   EXPECT_NEAR(s.algos[1].fallback_pct[1], 0, 1e-9);
   const std::string report = eval_report(s, "test");
   EXPECT_NE(report.find("neuroshard+verify: the chosen plan measured +5.0% (median +5.0%, over 2 "
-                        "tasks) against its figure in verification"),
+                        "tasks) against its figure in verification; its lead over the "
+                        "runner-up within a leader's own span (a tie) on 1 of 2 tasks\n"),
             std::string::npos)
       << report;
+  EXPECT_EQ(s.algos[1].choices_judged, 2);
+  EXPECT_EQ(s.algos[1].choice_ties, 1);
   const json j = eval_summary_json(s, "test")["algorithms"];
+  EXPECT_EQ(j["neuroshard+verify"]["verification_ties"]["ties"], 1);
+  EXPECT_EQ(j["neuroshard+verify"]["verification_ties"]["tasks"], 2);
+  EXPECT_FALSE(j["greedy"].contains("verification_ties"));
   EXPECT_NEAR(j["neuroshard+verify"]["verification_fallback_pct"]["mean"].get<double>(), 5, 1e-9);
   EXPECT_FALSE(j["greedy"].contains("verification_fallback_pct"));
 }

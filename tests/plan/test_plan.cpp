@@ -158,6 +158,48 @@ TEST(Verification, ReportSaysWhichPlanWasFastest) {
   }
   std::istringstream(line) >> round >> round;
   EXPECT_EQ(round, "3") << three;
+  // The runner-up among every candidate, its margin over the chosen.
+  EXPECT_NE(three.find("runner-up: candidate 1, 25.0% above the chosen\n"), std::string::npos)
+      << three;
+  // With leaders: the runner-up among them, and its margin against the span
+  // of a leader's own measurements (the median over the leaders).
+  v.candidates.resize(4);
+  v.leaders = 2;
+  v.chosen = 2;
+  v.candidates[2].measured_ms = 10;  // figures 9.8, 10, 10.4: span 6%
+  v.candidates[2].passes_ms = {10.4, 10.6};
+  v.candidates[2].fresh_ms = {9.8, 10};
+  v.candidates[3].measured_ms = 10.3;  // figures 10.1, 10.3, 10.5: span 3.88%
+  v.candidates[3].passes_ms = {10.1};
+  v.candidates[3].fresh_ms = {10.5, 10.3};
+  v.candidates[1].measured_ms = 10.1;  // lower, but no leader
+  const std::string tie = verification_report(v);
+  EXPECT_NE(tie.find("runner-up: candidate 3, 3.0% above the chosen; a leader's own measurements "
+                     "span 4.9% (median over the leaders): a tie within the measurement"),
+            std::string::npos)
+      << tie;
+  const std::optional<RunnerUp> next = runner_up(v);
+  ASSERT_TRUE(next.has_value());
+  const nlohmann::json j = runner_up_json(*next);
+  EXPECT_EQ(j["candidate"], 3);
+  EXPECT_NEAR(j["lead_pct"].get<double>(), 3.0, 1e-9);
+  EXPECT_NEAR(j["span_pct"].get<double>(), (6.0 + 0.4 / 10.3 * 100) / 2, 1e-9);
+  EXPECT_TRUE(j["tie"].get<bool>());
+  v.candidates[3].measured_ms = 10.6;
+  EXPECT_NE(verification_report(v).find("6.0% above the chosen; a leader's own measurements span "
+                                        "4.9% (median over the leaders): a lead beyond it"),
+            std::string::npos)
+      << verification_report(v);
+  v.candidates.resize(2);
+  v.leaders = 0;
+  v.chosen = 0;
+  // Without leaders no span: the JSON has the lead alone.
+  EXPECT_FALSE(runner_up_json(*runner_up(v)).contains("tie"));
+  v.candidates.resize(1);
+  EXPECT_FALSE(runner_up(v).has_value());  // one plan measured: no runner-up
+  EXPECT_EQ(verification_report(v).find("runner-up"), std::string::npos);
+  v.candidates.resize(2);
+  v.candidates[1].measured_ms = 25;
   // A rival that found no plan: the report says why.
   v.rivals_failed = {"torchrec: no room for table 't3'"};
   EXPECT_NE(verification_report(v).find("no rival plan: torchrec: no room for table 't3'"),

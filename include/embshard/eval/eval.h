@@ -210,6 +210,10 @@ struct AlgoSummary {
   // and its fresh measurements); from the records that keep the passes
   // (verification.chosen_passes_ms; empty: none).
   std::vector<double> fallback_pct;
+  // Of the records whose verification judged its choice (runner_up.tie:
+  // with leaders), those where the chosen plan's lead over the runner-up
+  // was within a leader's own span (RunnerUp, plan/report.h).
+  int choices_judged = 0, choice_ties = 0;
   double rest_ms() const { return mean_measured_ms - mean_slowest_compute_ms; }
   double balanced_ms() const { return mean_device_compute_ms + rest_ms(); }
 };

@@ -15,6 +15,7 @@
 // docs/plan.md documents every field.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,24 @@ constexpr int kPlanVersion = 1;
 nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& result);
 nlohmann::json prediction_json(const PlanTask& task, const PlanPrediction& prediction);
 std::string verification_report(const Verification& verification);
+
+// The next best plan a verification's choice was made among (the leaders
+// where there are any, else every candidate) and how far above the chosen
+// plan it measured; with leaders also how far a leader's own measurements
+// spread (the range of its figures over their median, the median over the
+// leaders). Three measurements of one plan span on average 1.7 standard
+// deviations of one measurement, which is about 1.8 standard deviations of
+// the difference between two plans' medians of three: a lead smaller than
+// the span could well be chance, a tie. Nothing when one plan was measured.
+struct RunnerUp {
+  int candidate = 0;
+  double lead_pct = 0;
+  std::optional<double> span_pct;  // none without leaders
+  bool tie() const { return span_pct && lead_pct < *span_pct; }
+};
+std::optional<RunnerUp> runner_up(const Verification& verification);
+// {"candidate", "lead_pct"} and, with leaders, "span_pct" and "tie".
+nlohmann::json runner_up_json(const RunnerUp& runner_up);
 
 // One shard as the terminal tables (plan --verbose, diff) show it: "2:64"
 // (device:cols, every row), "1:64[0:626707]" (rows [0, 626707)), "0:all" (a
