@@ -271,6 +271,7 @@ int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter
     record["ms"] = m.normalized.total_ms;
     record["raw_fwd_ms"] = m.raw.fwd_ms;
     record["raw_bwd_ms"] = m.raw.bwd_ms;
+    if (options.keep_rounds) record["per_round"] = interleaved_rounds_json(m.interleaved);
     out.append(record);
     progress.update(static_cast<uint64_t>(next + 1),
                     fmt::format("last {} tables {:.2f} ms (raw {:.2f}, {} rounds)", shard.size(),

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -113,11 +114,11 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
       } else {
         auto planner = create_planner(base, algo.planner);
         r = make_verified_plan(*planner, task, model, *selection,
-                               {.candidates = o.verify_candidates,
-                                .rounds = o.verify_rounds,
+                               {.candidates = algo.verify_candidates,
+                                .rounds = algo.verify_rounds,
                                 .comm_passes = o.comm_passes,
                                 .pass_pause_s = o.comm_pass_pause_s,
-                                .leaders = o.verify_leaders,
+                                .leaders = algo.verify_leaders,
                                 .fresh_passes = o.comm_passes - 1,
                                 .rivals = o.verify_rivals,
                                 .measure_tables = algo.verify_tables});
@@ -264,7 +265,13 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
 }  // namespace
 
 AlgoSpec parse_algo_spec(const std::string& spec, const EvalOptions& run) {
-  AlgoSpec out{spec, run.types, run.planner};
+  AlgoSpec out{spec,
+               run.types,
+               run.planner,
+               run.verify_tables,
+               run.verify_candidates,
+               run.verify_rounds,
+               run.verify_leaders};
   if (const size_t at = spec.find('@'); at != std::string::npos) {
     std::string list = spec.substr(at + 1);
     std::replace(list.begin(), list.end(), '+', ',');
@@ -273,32 +280,49 @@ AlgoSpec parse_algo_spec(const std::string& spec, const EvalOptions& run) {
   }
   if (const size_t colon = out.name.find(':'); colon != std::string::npos) {
     const std::string base = out.name.substr(0, colon);
+    const bool verified = !verified_base(base).empty();
     std::string options = out.name.substr(colon + 1);
     std::replace(options.begin(), options.end(), ':', ',');
     for (const std::string& option : split_names(options)) {
-      const std::string key = "uncertainty=";
-      if (option == "verify-tables") {
-        ES_CHECK(!verified_base(base).empty(),
-                 "--algos {}: verify-tables is an option of the +verify algorithms", spec);
+      const size_t eq = option.find('=');
+      const std::string key = option.substr(0, eq);
+      const bool verify_option =
+          key == "verify-tables" || key == "candidates" || key == "rounds" || key == "leaders";
+      ES_CHECK(key == "uncertainty" || verify_option,
+               "--algos {}: '{}' is not an option (they are: uncertainty=U, and on a +verify "
+               "item verify-tables, candidates=N, rounds=N and leaders=N)",
+               spec, option);
+      ES_CHECK(!verify_option || verified, "--algos {}: {} is an option of the +verify algorithms",
+               spec, key);
+      if (key == "verify-tables") {
+        ES_CHECK(eq == std::string::npos, "--algos {}: verify-tables takes no value", spec);
         out.verify_tables = true;
         continue;
       }
-      double u = 0;
+      const std::string value = eq == std::string::npos ? "" : option.substr(eq + 1);
+      double v = 0;
       size_t used = 0;
       try {
-        if (option.starts_with(key)) u = std::stod(option.substr(key.size()), &used);
+        v = std::stod(value, &used);
       } catch (const std::exception&) {
         used = 0;
       }
-      ES_CHECK(used > 0 && used == option.size() - key.size(),
-               "--algos {}: '{}' is not an option (they are: uncertainty=U, a number, and "
-               "verify-tables)",
-               spec, option);
-      out.planner.uncertainty = u;
+      ES_CHECK(used > 0 && used == value.size() && v >= 0,
+               "--algos {}: '{}' needs a number >= 0 after '='", spec, option);
+      if (key == "uncertainty") {
+        out.planner.uncertainty = v;
+        continue;
+      }
+      const int min = key == "leaders" ? 0 : 1;
+      ES_CHECK(v == std::floor(v) && v >= min && v <= 100,
+               "--algos {}: '{}' needs a whole number in {}..100", spec, option, min);
+      (key == "candidates" ? out.verify_candidates
+                           : key == "rounds" ? out.verify_rounds : out.verify_leaders) =
+          static_cast<int>(v);
     }
     out.name = base;
   }
-  out.verify_tables = out.verify_tables || (run.verify_tables && !verified_base(out.name).empty());
+  if (verified_base(out.name).empty()) out.verify_tables = false;
   return out;
 }
 
@@ -324,6 +348,10 @@ bool check_eval_options(const EvalOptions& o, bool comm_measured) {
     const std::string base = verified_base(algo.name);
     create_planner(base.empty() ? algo.name : base, algo.planner);
     verified = verified || !base.empty();
+    ES_CHECK(base.empty() || algo.verify_rounds == 1 || o.cost_model != "measured",
+             "eval: {} verifies in {} rounds, but the measured cost model has nothing to "
+             "correct (use 1)",
+             spec, algo.verify_rounds);
   }
   ES_CHECK(o.comm_passes >= 1 && o.comm_passes <= 20 && o.comm_pass_pause_s >= 0 &&
                o.comm_pass_pause_s <= 600,
@@ -348,9 +376,6 @@ bool check_eval_options(const EvalOptions& o, bool comm_measured) {
            o.verify_rounds);
   ES_CHECK(!verified || o.verify_leaders >= 0, "eval: --verify-leaders is {}, must be >= 0",
            o.verify_leaders);
-  ES_CHECK(o.verify_rounds == 1 || o.cost_model != "measured",
-           "eval: --verify-rounds {}: the measured cost model has nothing to correct (use 1)",
-           o.verify_rounds);
   check_verify_rivals(o.verify_rivals, "eval: --verify-rivals");
   ES_CHECK(!verified || !o.predict_only,
            "eval: --predict-only measures nothing, so it cannot run a verified algorithm ({})",

@@ -94,10 +94,9 @@ EvalSummary summarize_eval(const std::vector<json>& records,
           }
           s.fallback_pct.push_back(100 * (score / median(figures) - 1));
         }
-        if (x.contains("verification") && x.at("verification").contains("runner_up") &&
-            x.at("verification").at("runner_up").contains("tie")) {
+        if (const json::json_pointer tie("/verification/runner_up/tie"); x.contains(tie)) {
           ++s.choices_judged;
-          s.choice_ties += x.at("verification").at("runner_up").at("tie").get<bool>() ? 1 : 0;
+          s.choice_ties += x.at(tie).get<bool>() ? 1 : 0;
         }
         if (x.contains("device_compute_ms")) {
           const auto ms = x.at("device_compute_ms").at("measured").get<std::vector<double>>();

@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "embshard/bench/compute.h"
+#include "embshard/cost/cost_data.h"
+#include "embshard/util/statistics.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
@@ -151,6 +153,38 @@ TEST(ComputeBench, ThreadCpuTimeIsItsOwnExecutorAndScale) {
   wall.out_path = cpu.out_path;
   const std::string mixed = testing::error_of([&] { run_compute_bench(wall, silent_reporter()); });
   EXPECT_NE(mixed.find("cpu.jsonl: field 'executor'"), std::string::npos) << mixed;
+}
+
+// --keep-rounds: each record carries its timed rounds, from which its
+// figures can be computed again; the cost loader reads such a file as any other.
+TEST(ComputeBench, KeptRoundsReproduceTheRecord) {
+  ScratchDir dir("compute_rounds");
+  ComputeBenchOptions o = small_options(make_workload(dir, 4), dir.file("rounds.jsonl"));
+  o.samples = 2;
+  o.keep_rounds = true;
+  EXPECT_EQ(run_compute_bench(o, silent_reporter()), 2);
+  json header;
+  const auto records = RecordFile::read_all(o.out_path, &header, nullptr);
+  ASSERT_EQ(records.size(), 2u);
+  for (const json& r : records) {
+    const json& rounds = r.at("per_round");
+    const auto work = rounds.at("work_ms").get<std::vector<double>>();
+    const auto probe = rounds.at("probe_ms").get<std::vector<double>>();
+    ASSERT_EQ(work.size(), r["rounds"].get<size_t>()) << r.dump();
+    ASSERT_EQ(probe.size(), work.size()) << r.dump();
+    EXPECT_DOUBLE_EQ(median(work), r["raw_ms"].get<double>());
+    EXPECT_DOUBLE_EQ(median(probe), r["probe_ms"].get<double>());
+    EXPECT_DOUBLE_EQ(median(rounds.at("block_ratios").get<std::vector<double>>()),
+                     r["ratio_median"].get<double>());
+  }
+  EXPECT_EQ(load_compute_data(o.out_path).records.size(), 2u);
+  // Without the flag the records stay lean.
+  o.keep_rounds = false;
+  o.out_path = dir.file("lean.jsonl");
+  EXPECT_EQ(run_compute_bench(o, silent_reporter()), 2);
+  for (const json& r : RecordFile::read_all(o.out_path, nullptr, nullptr)) {
+    EXPECT_FALSE(r.contains("per_round")) << r.dump();
+  }
 }
 
 TEST(ComputeBench, ShardThatCannotFitTheCapIsAnError) {

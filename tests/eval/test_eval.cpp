@@ -406,7 +406,8 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
   // A verified algorithm chooses on as many passes, and says so.
   const auto verified = testing::run_mpi_cli(
       2, "eval --tasks " + dir.file("t.json") +
-             " --algos neuroshard+verify,neuroshard+verify:verify-tables --cost-model analytic "
+             " --algos neuroshard+verify,neuroshard+verify:verify-tables:candidates=1:leaders=0"
+             " --cost-model analytic "
              "--comm-warmup 1 --comm-repeats 2 "
              "--reference-window-s 0.3 --comm-passes 2 --comm-pass-pause-s 0.1 "
              "--verify-candidates 2 --out " + dir.file("v.jsonl"));
@@ -436,9 +437,13 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
     }
     // Each table measured alone first where the algorithm asks for it.
     EXPECT_FALSE(v.contains("tables_measured")) << v.dump();
-    const json& t = rec["algos"]["neuroshard+verify:verify-tables"]["verification"];
+    const json& t =
+        rec["algos"]["neuroshard+verify:verify-tables:candidates=1:leaders=0"]["verification"];
     EXPECT_EQ(t["tables_measured"], rec["tables"]) << t.dump();
     EXPECT_GE(t["verify_s"].get<double>(), t["tables_s"].get<double>()) << t.dump();
+    // The item's own budget: one plan of the search's beside the rival's, no leaders.
+    EXPECT_LE(t["measured_plans"].get<int>(), 2) << t.dump();
+    EXPECT_FALSE(t.contains("chosen_fresh_ms")) << t.dump();
   }
   // --raw-clock: the same plans on the wall clock, as many passes, beside.
   const auto raw = testing::run_mpi_cli(2, passes_base + " --raw-clock --out " +
@@ -569,12 +574,37 @@ TEST(Eval, AlgoSpecsCarryTheirOwnOptions) {
   run.verify_tables = true;
   EXPECT_TRUE(parse_algo_spec("neuroshard+verify", run).verify_tables);
   EXPECT_FALSE(parse_algo_spec("neuroshard", run).verify_tables);
-  for (const std::string bad : {"neuroshard:uncertainty=", "neuroshard:uncertainty=0.1x",
-                                "neuroshard:beam=3", "neuroshard:", "neuroshard:verify-tables",
-                                "neuroshard+verify:verify-tables:"}) {
+  // A +verify item's own verification budget; the run's where it sets none.
+  run.verify_rounds = 3;
+  const AlgoSpec e = parse_algo_spec("neuroshard+verify:candidates=2:rounds=1:leaders=0", run);
+  EXPECT_EQ(e.name, "neuroshard+verify");
+  EXPECT_EQ(e.verify_candidates, 2);
+  EXPECT_EQ(e.verify_rounds, 1);
+  EXPECT_EQ(e.verify_leaders, 0);
+  const AlgoSpec f = parse_algo_spec("neuroshard+verify:leaders=1", run);
+  EXPECT_EQ(f.verify_candidates, run.verify_candidates);
+  EXPECT_EQ(f.verify_rounds, 3);
+  EXPECT_EQ(f.verify_leaders, 1);
+  for (const std::string bad :
+       {"neuroshard:uncertainty=", "neuroshard:uncertainty=0.1x", "neuroshard:uncertainty=-0.1",
+        "neuroshard:beam=3", "neuroshard:", "neuroshard:verify-tables",
+        "neuroshard+verify:verify-tables:", "neuroshard+verify:verify-tables=1",
+        "neuroshard:candidates=2", "neuroshard+verify:candidates=0",
+        "neuroshard+verify:candidates", "neuroshard+verify:rounds=1.5",
+        "neuroshard+verify:leaders=-1", "neuroshard+verify:rounds=101"}) {
     const std::string e = testing::error_of([&] { parse_algo_spec(bad, run); });
     EXPECT_NE(e.find("--algos " + bad + ":"), std::string::npos) << e;
   }
+  // The measured cost model has nothing for later rounds to correct, the
+  // run's rounds or an item's.
+  run.cost_model = "measured";
+  run.verify_rounds = 1;
+  run.algos = {"neuroshard+verify", "neuroshard+verify:rounds=2"};
+  const std::string rounds = testing::error_of([&] { check_eval_options(run, false); });
+  EXPECT_NE(rounds.find("neuroshard+verify:rounds=2 verifies in 2 rounds"), std::string::npos)
+      << rounds;
+  run.algos = {"neuroshard+verify"};
+  EXPECT_TRUE(testing::error_of([&] { check_eval_options(run, false); }).empty());
 }
 
 TEST(Eval, CliRejectsUnknownAlgorithm) {

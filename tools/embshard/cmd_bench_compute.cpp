@@ -52,6 +52,8 @@ void add_bench_compute_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--reference-from", o.reference_from,
                   "Take the probe reference from this earlier file (one scale for a set of files)");
+  cmd->add_flag("--keep-rounds", o.keep_rounds,
+                "Keep every timed round's work and probe times in the records (per_round)");
   cmd->add_option("--optimizer", args->optimizer, "sgd | rowwise_adagrad")
       ->check(CLI::IsMember({"sgd", "rowwise_adagrad"}))
       ->capture_default_str();

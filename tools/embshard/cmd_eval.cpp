@@ -76,8 +76,10 @@ void add_eval_command(CLI::App& app) {
   add_list_option(eval, "--algos", o.algos,
                   "Algorithms: " + one_of(planner_names()) + ", each also as NAME" +
                       kVerifySuffix + " (its best plans measured, the fastest kept), "
-                      "NAME:uncertainty=U (its own --uncertainty), NAME+verify:verify-tables "
-                      "(its own --verify-tables) and NAME@TYPE+TYPE (its own sharding types)");
+                      "NAME:uncertainty=U (its own --uncertainty), NAME+verify:verify-tables, "
+                      ":candidates=N, :rounds=N, :leaders=N (its own --verify-tables, "
+                      "--verify-candidates, --verify-rounds, --verify-leaders) and "
+                      "NAME@TYPE+TYPE (its own sharding types)");
   CLI::Option* devices =
       eval->add_option("--devices", o.devices, "Devices (under mpirun: the ranks)")
           ->capture_default_str();

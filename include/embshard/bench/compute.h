@@ -50,6 +50,10 @@ struct ComputeBenchOptions {
   // with the features measured on its own lookups. 0: whole tables only (the
   // draws are then exactly those of earlier versions).
   double piece_share = 0;
+  // Keep each sample's rounds in its record ("per_round": the work's and the
+  // probe's time in every timed round, their ratios and the block ratios), so
+  // that another statistic can be computed from the same runs later.
+  bool keep_rounds = false;
 };
 
 // Sample `index` of a run: a pure function of (seed, index), so that a resumed

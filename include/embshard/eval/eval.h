@@ -119,16 +119,21 @@ struct EvalOptions {
   enum class Reference { kModel, kNow } reference = Reference::kModel;
 };
 
-// An --algos item: NAME[:uncertainty=U][@TYPE+TYPE...], e.g.
+// An --algos item: NAME[:OPTION...][@TYPE+TYPE...], e.g.
 // "neuroshard:uncertainty=0.1@table_wise+column_wise": the algorithm, its
-// sharding types (without '@': the run's) and its planner options (the
-// run's, with the item's own). Error naming the item on an unknown type or
-// option.
+// sharding types (without '@': the run's) and its options (the run's, with
+// the item's own: uncertainty=U; on a +verify item also verify-tables,
+// candidates=N, rounds=N and leaders=N). Error naming the item on an
+// unknown type or option or a value out of range.
 struct AlgoSpec {
   std::string name;
   ShardingTypes types;
   PlannerOptions planner;
-  bool verify_tables = false;  // a +verify algorithm's: VerifyOptions::measure_tables
+  // A +verify algorithm's VerifyOptions: measure_tables, candidates, rounds, leaders.
+  bool verify_tables = false;
+  int verify_candidates = 4;
+  int verify_rounds = 1;
+  int verify_leaders = 2;
 };
 AlgoSpec parse_algo_spec(const std::string& spec, const EvalOptions& run);
 
