@@ -316,9 +316,10 @@ AlgoSpec parse_algo_spec(const std::string& spec, const EvalOptions& run) {
       const int min = key == "leaders" ? 0 : 1;
       ES_CHECK(v == std::floor(v) && v >= min && v <= 100,
                "--algos {}: '{}' needs a whole number in {}..100", spec, option, min);
-      (key == "candidates" ? out.verify_candidates
-                           : key == "rounds" ? out.verify_rounds : out.verify_leaders) =
-          static_cast<int>(v);
+      int& count = key == "candidates" ? out.verify_candidates
+                   : key == "rounds"     ? out.verify_rounds
+                                         : out.verify_leaders;
+      count = static_cast<int>(v);
     }
     out.name = base;
   }
