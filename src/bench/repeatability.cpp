@@ -39,6 +39,7 @@ RepeatResult run_repeatability(const ComputeBenchOptions& options, Reporter& rep
   ShardTimer timer(workload, *executor, shard_timer_options(options));
   RepeatResult result;
   result.executor = executor->name();
+  result.keep_rounds = options.keep_rounds;
   reporter.note(fmt::format("bench repeat: measuring the reference probe on {} for {} s",
                             executor->name(), options.reference_window_s));
   result.reference_ms = timer.probe_reference().reference_ms;
@@ -47,12 +48,13 @@ RepeatResult run_repeatability(const ComputeBenchOptions& options, Reporter& rep
   for (int pass = 0; pass < 2; ++pass) {
     for (int64_t i = 0; i < options.samples; ++i) {
       const std::vector<ShardTable> shard = draw_shard(workload, options, i);
-      const ShardMeasurement m = timer.measure(shard, fmt::format("pass {} sample {}", pass + 1, i));
+      ShardMeasurement m = timer.measure(shard, fmt::format("pass {} sample {}", pass + 1, i));
       RepeatShard& s = result.shards[i];
       s.sample = i;
       s.tables = static_cast<int>(shard.size());
       s.raw_ms[pass] = m.raw.total_ms;
       s.normalized_ms[pass] = m.normalized.total_ms;
+      s.rounds[pass] = std::move(m.interleaved);
       progress.update(static_cast<uint64_t>(pass * options.samples + i + 1));
     }
   }
@@ -101,6 +103,10 @@ nlohmann::json repeat_json(const RepeatResult& r) {
                       {"tables", s.tables},
                       {"raw_ms", {s.raw_ms[0], s.raw_ms[1]}},
                       {"normalized_ms", {s.normalized_ms[0], s.normalized_ms[1]}}});
+    if (r.keep_rounds) {
+      shards.back()["per_round"] = {interleaved_rounds_json(s.rounds[0]),
+                                    interleaved_rounds_json(s.rounds[1])};
+    }
   }
   return {{"executor", r.executor},
           {"reference_ms", r.reference_ms},

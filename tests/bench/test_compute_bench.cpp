@@ -3,11 +3,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <random>
 #include <thread>
 
 #include "embshard/bench/compute.h"
+#include "embshard/bench/repeatability.h"
 #include "embshard/cost/cost_data.h"
 #include "embshard/util/statistics.h"
 #include "embshard/util/reporter.h"
@@ -185,6 +188,53 @@ TEST(ComputeBench, KeptRoundsReproduceTheRecord) {
   for (const json& r : RecordFile::read_all(o.out_path, nullptr, nullptr)) {
     EXPECT_FALSE(r.contains("per_round")) << r.dump();
   }
+}
+
+// bench repeat: the same draws measured twice; the agreement figures are
+// those of the shards' two figures, and the kept rounds reproduce each pass.
+TEST(ComputeBench, RepeatMeasuresTheSameShardsTwice) {
+  ScratchDir dir("compute_repeat");
+  ComputeBenchOptions o = small_options(make_workload(dir, 4), "");
+  o.samples = 3;
+  o.keep_rounds = true;
+  const RepeatResult r = run_repeatability(o, silent_reporter());
+  ASSERT_EQ(r.shards.size(), 3u);
+  EXPECT_GT(r.reference_ms, 0.0);
+  const Workload w = load_workload(o.workload_dir);
+  std::vector<double> raw_diff;
+  for (size_t i = 0; i < r.shards.size(); ++i) {
+    const RepeatShard& s = r.shards[i];
+    EXPECT_EQ(s.sample, static_cast<int64_t>(i));
+    EXPECT_EQ(s.tables, static_cast<int>(draw_shard(w, o, s.sample).size()));
+    for (int pass = 0; pass < 2; ++pass) {
+      EXPECT_GT(s.raw_ms[pass], 0.0);
+      EXPECT_GT(s.normalized_ms[pass], 0.0);
+    }
+    raw_diff.push_back(100 * std::abs(s.raw_ms[0] - s.raw_ms[1]) /
+                       (0.5 * (s.raw_ms[0] + s.raw_ms[1])));
+  }
+  EXPECT_DOUBLE_EQ(r.raw.mean_pct, mean(raw_diff));
+  EXPECT_DOUBLE_EQ(r.raw.max_pct, *std::max_element(raw_diff.begin(), raw_diff.end()));
+  EXPECT_DOUBLE_EQ(r.normalized.mean_pct, agreement(r.shards, true).mean_pct);
+
+  const json j = repeat_json(r);
+  ASSERT_EQ(j.at("shards").size(), 3u);
+  for (size_t i = 0; i < r.shards.size(); ++i) {
+    const json& rounds = j["shards"][i].at("per_round");
+    ASSERT_EQ(rounds.size(), 2u);
+    for (int pass = 0; pass < 2; ++pass) {
+      const auto work = rounds[pass].at("work_ms").get<std::vector<double>>();
+      EXPECT_EQ(work.size(), 4u);  // min_rounds = max_rounds = 4
+      EXPECT_DOUBLE_EQ(median(work), r.shards[i].raw_ms[pass]);
+    }
+  }
+  // Without the flag the JSON stays lean; on the command line it needs --json.
+  RepeatResult lean = r;
+  lean.keep_rounds = false;
+  EXPECT_FALSE(repeat_json(lean)["shards"][0].contains("per_round"));
+  const auto cli = run_cli("bench repeat --workload " + o.workload_dir + " --keep-rounds");
+  EXPECT_NE(cli.exit_code, 0);
+  EXPECT_NE(cli.output.find("--json"), std::string::npos) << cli.output;
 }
 
 TEST(ComputeBench, ShardThatCannotFitTheCapIsAnError) {

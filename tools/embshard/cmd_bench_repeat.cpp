@@ -45,7 +45,10 @@ void add_bench_repeat_command(CLI::App& bench) {
                   "Seconds of probe runs the probe's reference is taken from")
       ->capture_default_str();
   cmd->add_flag("--per-shard", args->per_shard, "Also print one row per shard");
-  cmd->add_flag("--json", args->json, "Print JSON");
+  CLI::Option* json = cmd->add_flag("--json", args->json, "Print JSON");
+  cmd->add_flag("--keep-rounds", o.keep_rounds,
+                "Each shard's timed rounds of both passes in the JSON (per_round)")
+      ->needs(json);
   cmd->callback([args] {
     const RepeatResult r = run_repeatability(args->options, stderr_reporter());
     fmt::print("{}", args->json ? repeat_json(r).dump(2) + "\n" : repeat_report(r, args->per_shard));

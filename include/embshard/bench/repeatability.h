@@ -21,6 +21,7 @@ struct RepeatShard {
   int64_t sample = 0;
   int tables = 0;
   double raw_ms[2] = {0, 0}, normalized_ms[2] = {0, 0};
+  InterleavedResult rounds[2];  // each pass's timed rounds
 };
 
 // Relative differences |a - b| / mean(a, b) over the shards, in percent.
@@ -33,10 +34,11 @@ struct RepeatResult {
   AgreementFigures raw, normalized;
   double reference_ms = 0;
   std::string executor;
+  bool keep_rounds = false;  // repeat_json writes each pass's rounds (per_round)
 };
 
-// `options` as for bench compute (workload, samples, seed, rounds, executor;
-// out_path is not used). Progress to `reporter`.
+// `options` as for bench compute (workload, samples, seed, rounds, executor,
+// keep_rounds; out_path is not used). Progress to `reporter`.
 RepeatResult run_repeatability(const ComputeBenchOptions& options, Reporter& reporter);
 AgreementFigures agreement(const std::vector<RepeatShard>& shards, bool normalized);
 std::string repeat_report(const RepeatResult& result, bool per_shard);
