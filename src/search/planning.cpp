@@ -88,17 +88,19 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   const ReferenceScale scale =
       model_reference_scale(r.cost_model, model_options.model_dir, measured->executor_name(),
                             r.devices, out.task.batch_size);
-  const std::string rivals =
-      r.verify_rivals.empty() ? "" : fmt::format(" and {}'s", fmt::join(r.verify_rivals, "'s, "));
+  const std::string what = fmt::format(
+      "the search's {}{}{}", count_of(r.verify, "best plan"),
+      r.verify_rounds == 1 ? "" : fmt::format(" a round (up to {} rounds)", r.verify_rounds),
+      r.verify_rivals.empty() ? ""
+                              : fmt::format(" and {}'s", fmt::join(r.verify_rivals, "'s, ")));
   if (scale.compute) {
     measured->set_probe_reference(*scale.compute);
-    reporter.note(fmt::format("plan: verifying the {} best plans{} on the executor, on the cost "
-                              "model's scale ({})",
-                              r.verify, rivals, scale.source));
+    reporter.note(fmt::format("plan: verifying {} on the executor, on the cost model's scale ({})",
+                              what, scale.source));
   } else {
-    reporter.note(fmt::format("plan: verifying the {} best plans{} on the executor ({} s of "
-                              "reference probe first: {})",
-                              r.verify, rivals, r.reference_window_s, scale.note));
+    reporter.note(fmt::format("plan: verifying {} on the executor ({} s of reference probe "
+                              "first: {})",
+                              what, r.reference_window_s, scale.note));
   }
   const CostModel truth{measured, model.comm,
                         "measured compute (" + r.executor + "); comm: " + model.name,

@@ -410,7 +410,8 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
              " --cost-model analytic "
              "--comm-warmup 1 --comm-repeats 2 "
              "--reference-window-s 0.3 --comm-passes 2 --comm-pass-pause-s 0.1 "
-             "--verify-candidates 2 --out " + dir.file("v.jsonl"));
+             "--verify-candidates 2 --verify-rounds 1 --verify-leaders 2 --out " +
+             dir.file("v.jsonl"));
   ASSERT_EQ(verified.exit_code, 0) << verified.output;
   json verified_header;
   const auto verified_records =

@@ -435,6 +435,39 @@ TEST_F(PlanCli, TablesFarFromTheTrainingOnesAreNamed) {
   EXPECT_EQ(near.output.find("far from those"), std::string::npos) << near.output;
 }
 
+// Verification's default budget: the N best plans a round, three rounds, no
+// leaders; one round with the measured cost model, which has nothing to correct.
+TEST_F(PlanCli, VerifiesInThreeRoundsByDefault) {
+  const std::string w = dir_.file("w");
+  const auto synth =
+      testing::run_cli("synth --profile 2021 --tables 4 --batch 256 --seed 3 -o " + w);
+  ASSERT_EQ(synth.exit_code, 0) << synth.output;
+  const std::string base = "plan " + w +
+                           " --devices 2 --mem-per-device 1GB --sharding-types table_wise "
+                           "--verify 1 --verify-rivals none --reference-window-s 0.2 --out ";
+  const auto neural = testing::run_cli(base + dir_.file("n.json"));
+  ASSERT_EQ(neural.exit_code, 0) << neural.output;
+  EXPECT_NE(neural.output.find("verifying the search's 1 best plan a round (up to 3 rounds) on"),
+            std::string::npos)
+      << neural.output;
+  const auto n = nlohmann::json::parse(read_file(dir_.file("n.json")))["verification"];
+  EXPECT_EQ(n["leaders"], 0) << n;
+  EXPECT_GE(n["rounds"].get<int>(), 1) << n;  // fewer where a round found no new plan
+  EXPECT_LE(n["rounds"].get<int>(), 3) << n;
+  const auto measured = testing::run_cli(base + dir_.file("m.json") + " --cost-model measured");
+  ASSERT_EQ(measured.exit_code, 0) << measured.output;
+  EXPECT_NE(measured.output.find("verifying the search's 1 best plan on"), std::string::npos)
+      << measured.output;
+  EXPECT_EQ(nlohmann::json::parse(read_file(dir_.file("m.json")))["verification"]["rounds"], 1);
+  // Asked for, rounds with the measured model are refused.
+  const auto refused =
+      testing::run_cli(base + dir_.file("r.json") + " --cost-model measured --verify-rounds 2");
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("the measured cost model has nothing to correct"),
+            std::string::npos)
+      << refused.output;
+}
+
 TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
   write_tables();
   const std::string base = "plan --tables " + dir_.file("tables.json") + " --cost-model analytic --out " +

@@ -23,7 +23,9 @@ struct EvalArgs {
   std::string verify_rivals = "torchrec";
 };
 
-void run_eval_command(EvalArgs& a, bool devices_given) {
+void run_eval_command(EvalArgs& a, bool devices_given, bool rounds_given) {
+  // The measured cost model has nothing for later rounds to correct.
+  if (!rounds_given && a.options.cost_model == "measured") a.options.verify_rounds = 1;
   a.options.verify_rivals = parse_verify_rivals(a.verify_rivals, "--verify-rivals");
   a.options.reference =
       a.reference == "now" ? EvalOptions::Reference::kNow : EvalOptions::Reference::kModel;
@@ -128,10 +130,11 @@ void add_eval_command(CLI::App& app) {
   eval->add_option("--verify-candidates", o.verify_candidates,
                    "Plans measured by the +verify algorithms")
       ->capture_default_str();
-  eval->add_option("--verify-rounds", o.verify_rounds,
-                   "Rounds of the +verify algorithms: each after the first plans against the "
-                   "model corrected by the devices measured so far")
-      ->capture_default_str();
+  CLI::Option* rounds =
+      eval->add_option("--verify-rounds", o.verify_rounds,
+                       "Rounds of the +verify algorithms: each after the first plans against the "
+                       "model corrected by the devices measured so far (default 3; 1 with "
+                       "--cost-model measured)");
   eval->add_option("--verify-leaders", o.verify_leaders,
                    "With --comm-passes P > 1: the +verify algorithms' leading candidates "
                    "measured P - 1 times more, compute afresh too, and the choice among them "
@@ -162,7 +165,9 @@ void add_eval_command(CLI::App& app) {
                        one_of(sharding_type_names()) +
                        "; an algorithm named ALGO@TYPE+TYPE uses its own set");
   eval->add_option("--svg", e->svg, "Write a bar chart of the summary here");
-  eval->callback([e, devices] { run_eval_command(*e, devices->count() > 0); });
+  eval->callback([e, devices, rounds] {
+    run_eval_command(*e, devices->count() > 0, rounds->count() > 0);
+  });
 }
 
 }  // namespace embshard::cli

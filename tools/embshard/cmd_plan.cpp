@@ -28,6 +28,7 @@ struct PlanArgs {
   std::string verify_rivals = "torchrec";
   bool verbose = false;
   bool mem_per_device_given = false;
+  bool verify_rounds_given = false;
 };
 
 Workload read_tables(const PlanArgs& a) {
@@ -70,8 +71,10 @@ void run_plan(PlanArgs& a) {
   ES_CHECK(r.verify >= 0, "--verify is {}: the number of plans to measure, 0 (the default) for none",
            r.verify);
   ES_CHECK(r.verify_rounds >= 1, "--verify-rounds is {}: at least 1", r.verify_rounds);
-  ES_CHECK(r.verify_rounds == 1 || r.verify > 0, "--verify-rounds {} needs --verify N",
+  ES_CHECK(!a.verify_rounds_given || r.verify > 0, "--verify-rounds {} needs --verify N",
            r.verify_rounds);
+  // The measured cost model has nothing for later rounds to correct.
+  if (!a.verify_rounds_given && r.cost_model == "measured") r.verify_rounds = 1;
   ES_CHECK(!r.verify_tables || r.verify > 0, "--verify-tables needs --verify N");
   r.verify_rivals = parse_verify_rivals(a.verify_rivals, "--verify-rivals");
   ES_CHECK(r.verify_leaders >= 0, "--verify-leaders is {}: at least 0", r.verify_leaders);
@@ -149,13 +152,14 @@ void add_plan_command(CLI::App& app) {
                   "`embshard train-policy` (default: the shipped models/policies/NAME)");
   add_search_options(cmd, p);
   cmd->add_option("--verify", r.verify,
-                  "Measure the search's N best distinct plans on the executor (a workload with "
-                  "traces) and return the measured fastest")
+                  "Measure the search's N best distinct plans a round on the executor (a workload "
+                  "with traces) and return the measured fastest")
       ->capture_default_str();
-  cmd->add_option("--verify-rounds", r.verify_rounds,
-                  "With --verify: rounds; each after the first plans again against the model "
-                  "corrected by the devices measured so far and measures its N best")
-      ->capture_default_str();
+  CLI::Option* rounds = cmd->add_option(
+      "--verify-rounds", r.verify_rounds,
+      "With --verify: rounds; each after the first plans again against the model corrected by "
+      "the devices measured so far and measures its N best (default 3; 1 with --cost-model "
+      "measured)");
   cmd->add_option("--verify-rivals", a->verify_rivals,
                   "With --verify: planners whose plan is measured beside the search's, "
                   "comma-separated, or none")
@@ -181,8 +185,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--explain", r.explain,
                 "Say why: each table's decision (whole, split, replicated; where) against its "
                 "best single alternative, both predicted as whole plans");
-  cmd->callback([a, per_device] {
+  cmd->callback([a, per_device, rounds] {
     a->mem_per_device_given = per_device->count() > 0;
+    a->verify_rounds_given = rounds->count() > 0;
     run_plan(*a);
   });
 }

@@ -92,12 +92,13 @@ struct EvalOptions {
   // from (once per output file; a resumed run keeps the file's).
   double reference_window_s = 20;
   // "<planner>+verify" algorithms: the planner's best candidates measured,
-  // the measured fastest kept.
-  int verify_candidates = 4;
-  int verify_rounds = 1;  // as PlanRequest::verify_rounds
+  // the measured fastest kept. The defaults: one plan a round, three rounds,
+  // no leaders (docs/eval.md, "The verification budget").
+  int verify_candidates = 1;
+  int verify_rounds = 3;  // as PlanRequest::verify_rounds
   // With comm_passes > 1: the leading candidates measured comm_passes - 1
   // times more, compute afresh too, and chosen among (VerifyOptions::leaders).
-  int verify_leaders = 2;
+  int verify_leaders = 0;
   std::vector<std::string> verify_rivals = {"torchrec"};  // as PlanRequest::verify_rivals
   bool verify_tables = false;  // as PlanRequest::verify_tables
   // Where to write each measured plan's iteration as a Chrome / Perfetto
@@ -131,9 +132,9 @@ struct AlgoSpec {
   PlannerOptions planner;
   // A +verify algorithm's VerifyOptions: measure_tables, candidates, rounds, leaders.
   bool verify_tables = false;
-  int verify_candidates = 4;
-  int verify_rounds = 1;
-  int verify_leaders = 2;
+  int verify_candidates = 1;
+  int verify_rounds = 3;
+  int verify_leaders = 0;
 };
 AlgoSpec parse_algo_spec(const std::string& spec, const EvalOptions& run);
 

@@ -35,13 +35,14 @@ struct PlanRequest {
   // and return the measured fastest. 0: off. Needs a workload with a trace.
   int verify = 0;
   // Rounds of verification: each after the first plans against the model
-  // corrected by the devices measured so far and measures its new plans.
-  int verify_rounds = 1;
+  // corrected by the devices measured so far and measures its new plans. The
+  // measured cost model has nothing to correct: 1 there (the CLI's default).
+  int verify_rounds = 3;
   // Planners whose plan is measured beside the search's (VerifyOptions::rivals).
   std::vector<std::string> verify_rivals = {"torchrec"};
   // The leading candidates measured twice more, compute afresh, and chosen
   // among on the median (VerifyOptions::leaders). 0: none.
-  int verify_leaders = 2;
+  int verify_leaders = 0;
   // With verify: each table measured alone before the first search
   // (VerifyOptions::measure_tables).
   bool verify_tables = false;
