@@ -18,17 +18,11 @@ namespace embshard {
 
 using nlohmann::json;
 
-namespace {
-
-// The heuristics the search is compared with: not neuroshard (in any space),
-// not the learned policies, not a verified algorithm.
 bool is_baseline(const std::string& spec) {
   const std::string name = spec.substr(0, spec.find_first_of("@:"));
   return name != "neuroshard" && name != "dreamshard" && name != "autoshard" &&
          verified_base(name).empty();
 }
-
-}  // namespace
 
 EvalSummary summarize_eval(const std::vector<json>& records,
                            const std::vector<std::string>& algos, const std::string& source) {
@@ -40,7 +34,6 @@ EvalSummary summarize_eval(const std::vector<json>& records,
   result.raw_clock = true;
   result.first_compute = true;
   result.device_compute = true;
-  std::vector<std::vector<double>> scores(algos.size());  // per algorithm, per task counted
   for (size_t k = 0; k < records.size(); ++k) {
     const json& r = records[k];
     if (r.contains("infeasible")) continue;
@@ -58,6 +51,7 @@ EvalSummary summarize_eval(const std::vector<json>& records,
       }
       if (any_failed) continue;
       ++planned;
+      result.counted.push_back(k);
       // The figure algorithms are ranked by: measured, or with --predict-only
       // (no measured_ms) predicted.
       const bool measured = r.at("algos").at(algos.front()).contains("measured_ms");
@@ -72,7 +66,7 @@ EvalSummary summarize_eval(const std::vector<json>& records,
         const double score = x.at(key).get<double>();
         const double predicted = x.at("predicted_ms").get<double>();
         AlgoSummary& s = summary[a];
-        scores[a].push_back(score);
+        s.scores.push_back(score);
         s.mean_measured_ms += measured ? score : 0;
         s.mean_predicted_ms += predicted;
         s.tasks_won += score <= best * (1 + 1e-9) ? 1 : 0;
@@ -141,11 +135,12 @@ EvalSummary summarize_eval(const std::vector<json>& records,
       best_first_baseline = std::min(best_first_baseline, s.mean_first_compute_ms);
     }
   }
+  if (std::isfinite(best_baseline)) result.best_baseline = static_cast<int>(best);
   for (size_t a = 0; a < summary.size(); ++a) {
     AlgoSummary& s = summary[a];
     s.ratio_to_best_baseline = std::isfinite(best_baseline) ? score(s) / best_baseline : 0;
     if (std::isfinite(best_baseline) && planned >= 2) {
-      const RatioInterval ci = bootstrap_ratio_interval(scores[a], scores[best], 0.95);
+      const RatioInterval ci = bootstrap_ratio_interval(s.scores, summary[best].scores, 0.95);
       s.ratio_ci_low = ci.low;
       s.ratio_ci_high = ci.high;
     }

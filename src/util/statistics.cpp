@@ -120,28 +120,53 @@ MedianInterval median_confidence_interval(std::span<const double> values, double
 RatioInterval bootstrap_ratio_interval(std::span<const double> numerators,
                                        std::span<const double> denominators, double confidence,
                                        int resamples, uint64_t seed) {
+  std::vector<int> own(numerators.size());
+  for (size_t i = 0; i < own.size(); ++i) own[i] = static_cast<int>(i);
+  return bootstrap_grouped_ratio_interval(numerators, denominators, own, confidence, resamples,
+                                          seed);
+}
+
+RatioInterval bootstrap_grouped_ratio_interval(std::span<const double> numerators,
+                                               std::span<const double> denominators,
+                                               std::span<const int> groups, double confidence,
+                                               int resamples, uint64_t seed) {
   const size_t n = numerators.size();
   ES_CHECK(n > 0 && denominators.size() == n,
            "bootstrap ratio: {} numerators and {} denominators, need the same count, at least one",
            n, denominators.size());
+  ES_CHECK(groups.size() == n, "bootstrap ratio: {} groups for {} items, need one per item",
+           groups.size(), n);
   ES_CHECK(confidence > 0 && confidence < 1, "bootstrap ratio: confidence {} must lie in (0, 1)",
            confidence);
   ES_CHECK(resamples >= 1, "bootstrap ratio: {} resamples, need at least 1", resamples);
+  // Each group's sums: a resample adds whole groups.
+  const int count = *std::max_element(groups.begin(), groups.end()) + 1;
+  std::vector<double> num(static_cast<size_t>(std::max(count, 0))), den(num.size());
+  std::vector<int> members(num.size());
   for (size_t i = 0; i < n; ++i) {
     ES_CHECK(std::isfinite(numerators[i]) && std::isfinite(denominators[i]) && denominators[i] > 0,
              "bootstrap ratio: item {} is {} / {}: needs finite values and a positive denominator",
              i, numerators[i], denominators[i]);
+    ES_CHECK(groups[i] >= 0, "bootstrap ratio: item {} is in group {}, need 0 or more", i,
+             groups[i]);
+    num[groups[i]] += numerators[i];
+    den[groups[i]] += denominators[i];
+    ++members[groups[i]];
   }
+  for (int g = 0; g < count; ++g) {
+    ES_CHECK(members[g] > 0, "bootstrap ratio: group {} of 0-{} has no item", g, count - 1);
+  }
+  const size_t g_count = static_cast<size_t>(count);
   std::mt19937_64 rng(seed);
   std::vector<double> ratios(static_cast<size_t>(resamples));
   for (double& r : ratios) {
-    double num = 0, den = 0;
-    for (size_t k = 0; k < n; ++k) {
-      const size_t i = static_cast<size_t>(rng() % n);
-      num += numerators[i];
-      den += denominators[i];
+    double sum_num = 0, sum_den = 0;
+    for (size_t k = 0; k < g_count; ++k) {
+      const size_t g = static_cast<size_t>(rng() % g_count);
+      sum_num += num[g];
+      sum_den += den[g];
     }
-    r = num / den;
+    r = sum_num / sum_den;
   }
   std::sort(ratios.begin(), ratios.end());
   return {quantile_of_sorted(ratios, (1 - confidence) / 2),

@@ -26,5 +26,6 @@ void add_plan_command(CLI::App& app);
 void add_diff_command(CLI::App& app);
 void add_tasks_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
+void add_eval_report_command(CLI::App& app);
 
 }  // namespace embshard::cli

@@ -123,6 +123,7 @@ int main(int argc, char** argv) {
   embshard::cli::add_diff_command(app);
   embshard::cli::add_tasks_command(app);
   embshard::cli::add_eval_command(app);
+  embshard::cli::add_eval_report_command(app);
   if (const std::string empty = empty_argument(argc, argv); !empty.empty()) {
     std::fprintf(stderr, "embshard: error: %s\n", empty.c_str());
     return 2;

@@ -143,6 +143,10 @@ inline const std::string kVerifySuffix = "+verify";
 // "neuroshard+verify" -> "neuroshard"; "" when `name` has no verification.
 std::string verified_base(const std::string& name);
 
+// Whether an --algos item is a heuristic the search is compared with: not
+// neuroshard (in any space), not a learned policy, not a verified algorithm.
+bool is_baseline(const std::string& spec);
+
 // Where the communication of the measured cost came from, as records and
 // summaries name it.
 constexpr const char* kModelCommSource = "cost model (one process: no all-to-all measured)";
@@ -220,6 +224,9 @@ struct AlgoSummary {
   // with leaders), those where the chosen plan's lead over the runner-up
   // was within a leader's own span (RunnerUp, plan/report.h).
   int choices_judged = 0, choice_ties = 0;
+  // Its figure on each task counted (EvalSummary::counted), in order: the
+  // measured cost (with --predict-only the predicted one).
+  std::vector<double> scores;
   double rest_ms() const { return mean_measured_ms - mean_slowest_compute_ms; }
   double balanced_ms() const { return mean_device_compute_ms + rest_ms(); }
 };
@@ -236,6 +243,8 @@ struct EvalSummary {
   bool device_compute = false;
   int tasks = 0;      // tasks every algorithm planned: the means are over these
   int left_out = 0;   // records of tasks that did not fit or that an algorithm failed
+  std::vector<size_t> counted;  // the index in the records of each task counted
+  int best_baseline = -1;       // its index in `algos` (-1: no baseline among them)
 };
 // Means over the tasks that every algorithm planned. A record without a
 // field it reads is an Error naming `source` (the records' file), the

@@ -72,4 +72,17 @@ RatioInterval bootstrap_ratio_interval(std::span<const double> numerators,
                                        std::span<const double> denominators, double confidence,
                                        int resamples = 2000, uint64_t seed = 1);
 
+// The same, resampling whole groups (a cluster bootstrap): item i belongs to
+// group groups[i], numbered 0 .. G-1, each with an item; a resample draws G
+// groups with replacement and takes every item of each. How far the ratio
+// could move with other groups of the same kind (task sets drawn from other
+// pools, other seeds), where the items of one group move together. With
+// every item its own group in order (0, 1, ..., n-1) it draws exactly what
+// bootstrap_ratio_interval draws. Errors as there, and when the counts
+// differ, a group is negative or a group number has no item.
+RatioInterval bootstrap_grouped_ratio_interval(std::span<const double> numerators,
+                                               std::span<const double> denominators,
+                                               std::span<const int> groups, double confidence,
+                                               int resamples = 2000, uint64_t seed = 1);
+
 }  // namespace embshard

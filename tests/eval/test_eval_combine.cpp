@@ -1,0 +1,242 @@
+// Several eval record files read as one report (eval/combine.h, `embshard
+// eval-report`), on files written by hand.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "embshard/eval/combine.h"
+#include "test_util.h"
+
+namespace embshard {
+namespace {
+
+using nlohmann::json;
+using testing::error_of;
+using testing::run_cli;
+using testing::ScratchDir;
+using testing::slurp;
+using testing::spit;
+
+json header(int devices = 4, const std::string& comm = "measured: MPI all-to-all over 4 ranks",
+            const std::string& crc = "00000001") {
+  return {{"format", "embshard-eval"}, {"algos", {"greedy", "neuroshard", "torchrec"}},
+          {"devices", devices},        {"comm", comm},
+          {"cost_model", "neural"},    {"pool", "/pools/p"},
+          {"tasks_crc32", crc}};
+}
+
+// One task: each algorithm's measured cost (predicted alike, bound half).
+json task(int index, double greedy, double ours, double torchrec) {
+  const auto algo = [](double ms) {
+    return json{{"measured_ms", ms}, {"predicted_ms", ms}, {"bound_ms", ms / 2}};
+  };
+  return {{"task", index},
+          {"algos", {{"greedy", algo(greedy)}, {"neuroshard", algo(ours)},
+                     {"torchrec", algo(torchrec)}}}};
+}
+
+std::string write(const ScratchDir& dir, const std::string& name, const json& head,
+                  const std::vector<json>& records) {
+  std::string text = head.dump() + "\n";
+  for (const json& r : records) text += r.dump() + "\n";
+  spit(dir.file(name), text);
+  return dir.file(name);
+}
+
+// Each set against its own best baseline; the pool against the pooled best;
+// the sets' interval from resampling whole sets.
+TEST(EvalCombine, PoolsTheSetsAndResamplesThemWhole) {
+  const ScratchDir dir("eval_combine");
+  // Set a: torchrec best (20 + 10), ours 0.8x; set b: greedy best (40 + 40
+  // against torchrec's 100), ours 0.9x of it; set c: ours 0.7x torchrec.
+  const std::string a = write(dir, "a.jsonl", header(),
+                              {task(0, 30, 16, 20), task(1, 15, 8, 10),
+                               {{"task", 2}, {"infeasible", "too big"}}});
+  const std::string b = write(dir, "b.jsonl", header(4, "measured: MPI", "00000002"),
+                              {task(0, 40, 36, 50), task(1, 40, 36, 50)});
+  const std::string c = write(dir, "c.jsonl", header(4, "measured: MPI", "00000003"),
+                              {task(0, 20, 7, 10)});
+  const CombinedEval combined = combine_eval({a, b, c}, {});
+  ASSERT_EQ(combined.algos, (std::vector<std::string>{"greedy", "neuroshard", "torchrec"}));
+  ASSERT_EQ(combined.per_set.size(), 3u);
+  EXPECT_EQ(combined.per_set[0].tasks, 2);
+  EXPECT_EQ(combined.algos[combined.per_set[0].best_baseline], "torchrec");
+  EXPECT_EQ(combined.algos[combined.per_set[1].best_baseline], "greedy");
+  EXPECT_EQ(combined.set_reference, (std::vector<int>{2, 0, 2}));
+  EXPECT_DOUBLE_EQ(combined.set_ratio[0][1], 0.8);
+  EXPECT_DOUBLE_EQ(combined.set_ratio[1][1], 0.9);
+  EXPECT_DOUBLE_EQ(combined.set_ratio[2][1], 0.7);
+  EXPECT_DOUBLE_EQ(combined.set_ratio[1][2], 1.25);  // torchrec x greedy
+  EXPECT_DOUBLE_EQ(combined.mean_set_ratio[1], 0.8);
+  // Pooled over 5 tasks: greedy 145, torchrec 140 (best), ours 103.
+  EXPECT_EQ(combined.pooled.tasks, 5);
+  EXPECT_EQ(combined.algos[combined.pooled.best_baseline], "torchrec");
+  EXPECT_DOUBLE_EQ(combined.pooled_ratio[1], 103.0 / 140.0);
+  EXPECT_DOUBLE_EQ(combined.pooled.algos[1].ratio_to_best_baseline, 103.0 / 140.0);
+  // Resampling the sets: every resample is a mix of the three sets' sums
+  // (a: 24/30, b: 72/100, c: 7/10), so the interval lies within their
+  // ratios and, unlike one set's, is not a point.
+  const RatioInterval& ci = combined.set_interval[1];
+  EXPECT_GE(ci.low, 0.7 - 1e-12);
+  EXPECT_LE(ci.high, 0.8 + 1e-12);
+  EXPECT_LT(ci.low, combined.pooled_ratio[1]);
+  EXPECT_GT(ci.high, combined.pooled_ratio[1]);
+  EXPECT_TRUE(combined.notes.empty());
+
+  const std::string report = combined_eval_report(combined);
+  EXPECT_NE(report.find("3 sets (5 tasks, 4 devices)"), std::string::npos) << report;
+  EXPECT_NE(report.find("mean of the sets' ratios"), std::string::npos) << report;
+  EXPECT_NE(report.find(fmt::format("{:.3f}-{:.3f}", ci.low, ci.high)), std::string::npos)
+      << report;
+  EXPECT_NE(report.find("pooled:\n5 tasks; measured"), std::string::npos) << report;
+  const json j = combined_eval_json(combined);
+  EXPECT_EQ(j["sets"].size(), 3u);
+  EXPECT_TRUE(j["against"].is_null());
+  EXPECT_EQ(j["sets"][1]["reference"], "greedy");
+  EXPECT_DOUBLE_EQ(j["sets"][2]["ratios"]["neuroshard"].get<double>(), 0.7);
+  EXPECT_EQ(j["pooled"]["reference"], "torchrec");
+  EXPECT_DOUBLE_EQ(j["pooled"]["algorithms"]["neuroshard"]["ratio"].get<double>(), 103.0 / 140.0);
+  EXPECT_DOUBLE_EQ(j["pooled"]["algorithms"]["neuroshard"]["ratio_ci95_sets"][0].get<double>(),
+                   ci.low);
+  EXPECT_DOUBLE_EQ(j["pooled"]["algorithms"]["neuroshard"]["mean_set_ratio"].get<double>(), 0.8);
+  const std::string svg = combined_eval_svg(combined);
+  EXPECT_NE(svg.find("<title>" + c + ": 0.700</title>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(fmt::format("x{:.3f} [{:.3f}-{:.3f}]", 103.0 / 140.0, ci.low, ci.high)),
+            std::string::npos)
+      << svg;
+
+  // Against one algorithm (here greedy, in every set): a: 24/45, b: 72/80,
+  // c: 7/20; pooled 103/145.
+  const CombinedEval greedy = combine_eval({a, b, c}, {}, "greedy");
+  EXPECT_EQ(greedy.set_reference, (std::vector<int>{0, 0, 0}));
+  EXPECT_DOUBLE_EQ(greedy.set_ratio[0][1], 24.0 / 45.0);
+  EXPECT_DOUBLE_EQ(greedy.set_ratio[2][2], 0.5);
+  EXPECT_DOUBLE_EQ(greedy.pooled_ratio[1], 103.0 / 145.0);
+  EXPECT_DOUBLE_EQ(greedy.pooled_ratio[0], 1.0);
+  EXPECT_DOUBLE_EQ(greedy.mean_set_ratio[1], (24.0 / 45 + 0.9 + 0.35) / 3);
+  EXPECT_NE(combined_eval_report(greedy).find("each set x its greedy"), std::string::npos);
+  EXPECT_EQ(combined_eval_json(greedy)["against"], "greedy");
+  EXPECT_NE(error_of([&] { combine_eval({a}, {"neuroshard", "torchrec"}, "greedy"); })
+                .find("--against greedy: not among the algorithms compared (neuroshard,torchrec)"),
+            std::string::npos);
+
+  // One set alone: no interval over sets (it takes two).
+  const CombinedEval one = combine_eval({a}, {"neuroshard", "torchrec"});
+  EXPECT_EQ(one.algos, (std::vector<std::string>{"neuroshard", "torchrec"}));
+  EXPECT_EQ(one.set_interval[0].high, 0);
+  EXPECT_NE(combined_eval_report(one).find("95% CI, sets resampled"), std::string::npos);
+  EXPECT_TRUE(combined_eval_json(one)["pooled"]["algorithms"]["neuroshard"]["ratio_ci95_sets"]
+                  .is_null());
+}
+
+TEST(EvalCombine, ComparesTheAlgorithmsOfEveryFile) {
+  const ScratchDir dir("eval_combine_algos");
+  json fewer = header(4, "measured: MPI", "00000002");
+  fewer["algos"] = {"neuroshard", "torchrec"};
+  json record = task(0, 30, 16, 20);
+  record["algos"].erase("greedy");
+  const std::string a = write(dir, "a.jsonl", header(), {task(0, 30, 16, 20)});
+  const std::string b = write(dir, "b.jsonl", fewer, {record});
+  EXPECT_EQ(combine_eval({a, b}, {}).algos,
+            (std::vector<std::string>{"neuroshard", "torchrec"}));
+  EXPECT_NE(error_of([&] { combine_eval({a, b}, {"greedy", "neuroshard"}); })
+                .find(b + ": no algorithm 'greedy' (it has neuroshard,torchrec)"),
+            std::string::npos);
+  json none = header(4, "measured: MPI", "00000003");
+  none["algos"] = {"random"};
+  const std::string c = write(dir, "c.jsonl", none, {});
+  EXPECT_NE(error_of([&] { combine_eval({a, c}, {}); })
+                .find("no algorithm was evaluated in every file (" + c + " has random)"),
+            std::string::npos);
+}
+
+// What cannot stand side by side is an error naming the file and field;
+// what can but may mislead is a note.
+TEST(EvalCombine, RefusesFilesThatDoNotCompare) {
+  const ScratchDir dir("eval_combine_bad");
+  const std::string a = write(dir, "a.jsonl", header(), {task(0, 30, 16, 20)});
+  const std::string eight = write(dir, "eight.jsonl", header(8), {task(0, 30, 16, 20)});
+  EXPECT_NE(error_of([&] { combine_eval({a, eight}, {}); })
+                .find(eight + ": devices is 8, but " + a + " has 4"),
+            std::string::npos);
+  const std::string modelled =
+      write(dir, "modelled.jsonl", header(4, "cost model (one process)"), {});
+  EXPECT_NE(error_of([&] { combine_eval({a, modelled}, {}); })
+                .find("measured and modelled communication do not combine"),
+            std::string::npos);
+  json predicted = header();
+  predicted["predict_only"] = true;
+  const std::string p = write(dir, "p.jsonl", predicted, {});
+  EXPECT_NE(error_of([&] { combine_eval({a, p}, {}); })
+                .find(p + ": predicted only, but " + a + " is measured"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { combine_eval({a, dir.file("./a.jsonl")}, {}); }).find("given twice"),
+            std::string::npos);
+  const std::string compute = write(dir, "compute.jsonl", {{"format", "embshard-compute"}}, {});
+  EXPECT_NE(error_of([&] { combine_eval({compute}, {}); })
+                .find(compute + ": not an eval record file (its header's format is "
+                                "\"embshard-compute\""),
+            std::string::npos);
+  json no_devices = header();
+  no_devices.erase("devices");
+  const std::string d = write(dir, "d.jsonl", no_devices, {});
+  EXPECT_NE(error_of([&] { combine_eval({d}, {}); }).find("field '/devices' is missing"),
+            std::string::npos);
+  spit(dir.file("empty.jsonl"), "");
+  EXPECT_NE(error_of([&] { combine_eval({dir.file("empty.jsonl")}, {}); }).find("no header"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { combine_eval({dir.file("missing.jsonl")}, {}); }).find("missing.jsonl"),
+            std::string::npos);
+  // A record without a field the summary reads names the file and record.
+  json torn = task(0, 30, 16, 20);
+  torn["algos"]["torchrec"].erase("measured_ms");
+  const std::string t = write(dir, "t.jsonl", header(), {torn});
+  EXPECT_NE(error_of([&] { combine_eval({t}, {}); }).find(t + ": eval record 1 (task 0)"),
+            std::string::npos);
+
+  // The same tasks twice (a rerun), and a set with no task every algorithm
+  // planned: notes, not errors.
+  const std::string rerun = write(dir, "rerun.jsonl", header(), {task(0, 31, 17, 21)});
+  const std::string failed = write(dir, "failed.jsonl", header(4, "measured: MPI", "00000009"),
+                                   {{{"task", 0}, {"infeasible", "too big"}}});
+  const CombinedEval c = combine_eval({a, rerun, failed}, {});
+  ASSERT_EQ(c.notes.size(), 2u);
+  EXPECT_NE(c.notes[0].find(a + " and " + rerun + " evaluate the same tasks"), std::string::npos);
+  EXPECT_NE(c.notes[1].find(failed + ": no task that every algorithm planned"),
+            std::string::npos);
+  EXPECT_EQ(c.pooled.tasks, 2);
+  EXPECT_NE(combined_eval_report(c).find("note: " + c.notes[1]), std::string::npos);
+}
+
+TEST(EvalCombine, Cli) {
+  const ScratchDir dir("eval_combine_cli");
+  const std::string a = write(dir, "a.jsonl", header(), {task(0, 30, 16, 20)});
+  const std::string b =
+      write(dir, "b.jsonl", header(4, "measured: MPI", "00000002"), {task(0, 40, 36, 50)});
+  const std::string svg = dir.file("sets.svg");
+  const auto r = run_cli("eval-report " + a + " " + b +
+                         " --algos neuroshard,torchrec --against torchrec --svg " + svg);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 sets (2 tasks, 4 devices), each set x its torchrec"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(slurp(svg).find("<svg"), std::string::npos);
+  const auto j = run_cli("eval-report --json " + a + " " + b);
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  EXPECT_EQ(json::parse(j.output)["sets"].size(), 2u);
+  // Bad input: exit 1 naming the file, and no chart left behind.
+  std::filesystem::remove(svg);
+  const std::string eight = write(dir, "eight.jsonl", header(8), {task(0, 30, 16, 20)});
+  const auto bad = run_cli("eval-report " + a + " " + eight + " --svg " + svg);
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find(eight + ": devices is 8"), std::string::npos) << bad.output;
+  EXPECT_FALSE(std::filesystem::exists(svg));
+  EXPECT_NE(run_cli("eval-report").exit_code, 0);
+}
+
+}  // namespace
+}  // namespace embshard
