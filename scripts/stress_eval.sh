@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The held-out stress sets (docs/sharding_types.md, "Where it stands"), many at
+# once: for each SEED:PROFILE:BATCH, a fresh pool with huge and hot tables,
+# eight tasks, and `eval` under mpirun of the full search, the verified
+# search, the table/column-wise search and torchrec; then `eval-report` over
+# every set, against torchrec and against the table/column-wise search.
+# Every step resumes (a pool or task file already there is kept, eval resumes
+# its records), so the script can be stopped and run again.
+#
+# usage: scripts/stress_eval.sh [-np RANKS] [-o DIR] [-b EMBSHARD] [SEED:PROFILE:BATCH ...]
+#   defaults: 4 ranks, out/stress, build/embshard, the sets of docs/eval.md
+#   ("Many sets at once"): 116:2021:2048 117:2022:4096 118:2021:4096 119:2022:2048
+#   About 13-16 minutes a set at 4 ranks on a 2-core machine.
+set -euo pipefail
+
+usage="usage: scripts/stress_eval.sh [-np RANKS] [-o DIR] [-b EMBSHARD] [SEED:PROFILE:BATCH ...]"
+ranks=4 out=out/stress embshard=build/embshard
+while [[ $# -gt 0 && $1 == -* ]]; do
+  [[ $# -ge 2 ]] || { echo "$usage" >&2; exit 2; }
+  case $1 in
+    -np) ranks=$2 ;;
+    -o) out=$2 ;;
+    -b) embshard=$2 ;;
+    *) echo "$usage" >&2; exit 2 ;;
+  esac
+  shift 2
+done
+sets=("$@")
+[[ ${#sets[@]} -gt 0 ]] || sets=(116:2021:2048 117:2022:4096 118:2021:4096 119:2022:2048)
+[[ $ranks =~ ^[0-9]+$ && $ranks -ge 2 ]] || { echo "stress_eval.sh: -np $ranks: need 2 or more ranks" >&2; exit 2; }
+[[ -x $embshard ]] || { echo "stress_eval.sh: no embshard binary at '$embshard'" >&2; exit 1; }
+command -v mpirun > /dev/null || { echo "stress_eval.sh: no mpirun (apt-get install openmpi-bin)" >&2; exit 1; }
+for item in "${sets[@]}"; do
+  [[ $item =~ ^[0-9]+:(2021|2022):[0-9]+$ ]] ||
+    { echo "stress_eval.sh: '$item': expected SEED:PROFILE:BATCH, e.g. 116:2021:2048" >&2; exit 2; }
+done
+mkdir -p "$out"
+
+files=()
+for item in "${sets[@]}"; do
+  IFS=: read -r seed profile batch <<< "$item"
+  pool=$out/pool$seed tasks=$out/tasks$seed.json records=$out/e${seed}_n$ranks.jsonl
+  [[ -d $pool ]] || "$embshard" synth --profile "$profile" --tables 40 --batch "$batch" \
+    --seed "$seed" --huge-tables 3 --huge-rows 20000000 --hot-tables 4 --hot-pooling 300 -o "$pool"
+  [[ -f $tasks ]] || "$embshard" tasks --pool "$pool" --oversized --tables 15-25 --dims 8,16,32 \
+    --mem-cap 2GB --count 8 --seed 1 -o "$tasks"
+  echo "== set $seed ($profile, batch $batch) at $ranks ranks: $records" >&2
+  mpirun --allow-run-as-root --oversubscribe -np "$ranks" "$embshard" eval --tasks "$tasks" \
+    --out "$records" --algos neuroshard,neuroshard+verify,neuroshard@table_wise+column_wise,torchrec \
+    --devices "$ranks" --comm-passes 3 --compute-passes 3 --plan-threads 1 > /dev/null
+  files+=("$records")
+done
+
+"$embshard" eval-report "${files[@]}" --against torchrec --svg "$out/stress_n$ranks.svg" |
+  tee "$out/stress_n$ranks.txt"
+"$embshard" eval-report "${files[@]}" --against neuroshard@table_wise+column_wise \
+  --algos neuroshard,neuroshard+verify,neuroshard@table_wise+column_wise |
+  tee "$out/stress_n${ranks}_tc.txt"
