@@ -8,13 +8,14 @@
 # its records), so the script can be stopped and run again.
 #
 # usage: scripts/stress_eval.sh [-np RANKS] [-o DIR] [-b EMBSHARD] [SEED:PROFILE:BATCH ...]
-#   defaults: 4 ranks, out/stress, build/embshard, the sets of docs/eval.md
-#   ("Many sets at once"): 116:2021:2048 117:2022:4096 118:2021:4096 119:2022:2048
+#   defaults: 4 ranks, out/stress and build/embshard of this checkout, and the
+#   sets of docs/sharding_types.md, "Many sets at once" (at 4 ranks).
 #   About 13-16 minutes a set at 4 ranks on a 2-core machine.
 set -euo pipefail
 
 usage="usage: scripts/stress_eval.sh [-np RANKS] [-o DIR] [-b EMBSHARD] [SEED:PROFILE:BATCH ...]"
-ranks=4 out=out/stress embshard=build/embshard
+repo=$(cd "$(dirname "$0")/.." && pwd)
+ranks=4 out=$repo/out/stress embshard=$repo/build/embshard
 while [[ $# -gt 0 && $1 == -* ]]; do
   [[ $# -ge 2 ]] || { echo "$usage" >&2; exit 2; }
   case $1 in
@@ -27,8 +28,9 @@ while [[ $# -gt 0 && $1 == -* ]]; do
 done
 sets=("$@")
 [[ ${#sets[@]} -gt 0 ]] || sets=(116:2021:2048 117:2022:4096 118:2021:4096 119:2022:2048)
-[[ $ranks =~ ^[0-9]+$ && $ranks -ge 2 ]] || { echo "stress_eval.sh: -np $ranks: need 2 or more ranks" >&2; exit 2; }
-[[ -x $embshard ]] || { echo "stress_eval.sh: no embshard binary at '$embshard'" >&2; exit 1; }
+[[ $ranks =~ ^[1-9][0-9]*$ && $ranks -ge 2 ]] || { echo "stress_eval.sh: -np $ranks: need 2 or more ranks" >&2; exit 2; }
+[[ -f $embshard && -x $embshard ]] || { echo "stress_eval.sh: no embshard binary at '$embshard'" >&2; exit 1; }
+embshard=$(realpath "$embshard")  # a bare name would be looked up on PATH
 command -v mpirun > /dev/null || { echo "stress_eval.sh: no mpirun (apt-get install openmpi-bin)" >&2; exit 1; }
 for item in "${sets[@]}"; do
   [[ $item =~ ^[0-9]+:(2021|2022):[0-9]+$ ]] ||
@@ -40,7 +42,8 @@ files=()
 for item in "${sets[@]}"; do
   IFS=: read -r seed profile batch <<< "$item"
   pool=$out/pool$seed tasks=$out/tasks$seed.json records=$out/e${seed}_n$ranks.jsonl
-  [[ -d $pool ]] || "$embshard" synth --profile "$profile" --tables 40 --batch "$batch" \
+  # tables.json is the last file synth writes: a pool without it was cut short.
+  [[ -f $pool/tables.json ]] || "$embshard" synth --profile "$profile" --tables 40 --batch "$batch" \
     --seed "$seed" --huge-tables 3 --huge-rows 20000000 --hot-tables 4 --hot-pooling 300 -o "$pool"
   [[ -f $tasks ]] || "$embshard" tasks --pool "$pool" --oversized --tables 15-25 --dims 8,16,32 \
     --mem-cap 2GB --count 8 --seed 1 -o "$tasks"
@@ -51,8 +54,14 @@ for item in "${sets[@]}"; do
   files+=("$records")
 done
 
-"$embshard" eval-report "${files[@]}" --against torchrec --svg "$out/stress_n$ranks.svg" |
-  tee "$out/stress_n$ranks.txt"
-"$embshard" eval-report "${files[@]}" --against neuroshard@table_wise+column_wise \
-  --algos neuroshard,neuroshard+verify,neuroshard@table_wise+column_wise |
-  tee "$out/stress_n${ranks}_tc.txt"
+# Each report to a temporary file first: a failed report leaves none behind.
+report() {  # NAME, then eval-report's options
+  local name=$1
+  shift
+  "$embshard" eval-report "${files[@]}" "$@" > "$out/$name.txt.tmp"
+  mv "$out/$name.txt.tmp" "$out/$name.txt"
+  cat "$out/$name.txt"
+}
+report "stress_n$ranks" --against torchrec --svg "$out/stress_n$ranks.svg"
+report "stress_n${ranks}_tc" --against neuroshard@table_wise+column_wise \
+  --algos neuroshard,neuroshard+verify,neuroshard@table_wise+column_wise

@@ -335,13 +335,17 @@ bool launched_with_several_ranks() {
   return false;
 }
 
-bool check_eval_options(const EvalOptions& o, bool comm_measured) {
-  ES_CHECK(!o.algos.empty(), "eval: --algos is empty");
-  for (size_t i = 0; i < o.algos.size(); ++i) {
+void check_no_repeated_algos(const std::vector<std::string>& algos, const std::string& tool) {
+  for (size_t i = 0; i < algos.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
-      ES_CHECK(o.algos[i] != o.algos[j], "eval: --algos names '{}' twice", o.algos[i]);
+      ES_CHECK(algos[i] != algos[j], "{}: --algos names '{}' twice", tool, algos[i]);
     }
   }
+}
+
+bool check_eval_options(const EvalOptions& o, bool comm_measured) {
+  ES_CHECK(!o.algos.empty(), "eval: --algos is empty");
+  check_no_repeated_algos(o.algos, "eval");
   ES_CHECK(o.devices >= 1, "eval: --devices is {}, must be at least 1", o.devices);
   bool verified = false;
   for (const std::string& spec : o.algos) {  // unknown names fail now

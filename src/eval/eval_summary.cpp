@@ -34,6 +34,7 @@ EvalSummary summarize_eval(const std::vector<json>& records,
   result.raw_clock = true;
   result.first_compute = true;
   result.device_compute = true;
+  std::vector<std::vector<double>> scores(algos.size());  // per algorithm, per task counted
   for (size_t k = 0; k < records.size(); ++k) {
     const json& r = records[k];
     if (r.contains("infeasible")) continue;
@@ -51,7 +52,6 @@ EvalSummary summarize_eval(const std::vector<json>& records,
       }
       if (any_failed) continue;
       ++planned;
-      result.counted.push_back(k);
       // The figure algorithms are ranked by: measured, or with --predict-only
       // (no measured_ms) predicted.
       const bool measured = r.at("algos").at(algos.front()).contains("measured_ms");
@@ -64,9 +64,13 @@ EvalSummary summarize_eval(const std::vector<json>& records,
       for (size_t a = 0; a < algos.size(); ++a) {
         const json& x = r.at("algos").at(algos[a]);
         const double score = x.at(key).get<double>();
+        ES_CHECK(std::isfinite(score) && score > 0,
+                 "{}eval record {} (task {}): {} of '{}' is {}, a cost must be positive",
+                 source.empty() ? "" : source + ": ", k + 1, r.value("task", json()).dump(), key,
+                 algos[a], score);
         const double predicted = x.at("predicted_ms").get<double>();
         AlgoSummary& s = summary[a];
-        s.scores.push_back(score);
+        scores[a].push_back(score);
         s.mean_measured_ms += measured ? score : 0;
         s.mean_predicted_ms += predicted;
         s.tasks_won += score <= best * (1 + 1e-9) ? 1 : 0;
@@ -94,7 +98,8 @@ EvalSummary summarize_eval(const std::vector<json>& records,
         }
         if (x.contains("device_compute_ms")) {
           const auto ms = x.at("device_compute_ms").at("measured").get<std::vector<double>>();
-          ES_CHECK(!ms.empty(), "no device in device_compute_ms.measured of '{}'", algos[a]);
+          ES_CHECK(!ms.empty(), "{}no device in device_compute_ms.measured of '{}' (task {})",
+                   source.empty() ? "" : source + ": ", algos[a], r.value("task", json()).dump());
           s.mean_slowest_compute_ms += *std::max_element(ms.begin(), ms.end());
           s.mean_device_compute_ms += mean(ms);
         } else {
@@ -113,9 +118,7 @@ EvalSummary summarize_eval(const std::vector<json>& records,
   result.device_compute = result.device_compute && planned > 0 && !result.predicted_only;
   if (planned == 0) return result;
   const double n = planned;
-  auto score = [&](const AlgoSummary& s) {
-    return result.predicted_only ? s.mean_predicted_ms : s.mean_measured_ms;
-  };
+  const auto score = [&](const AlgoSummary& s) { return result.score_ms(s); };
   double best_baseline = INFINITY, best_raw_baseline = INFINITY, best_first_baseline = INFINITY;
   size_t best = 0;
   for (size_t a = 0; a < summary.size(); ++a) {
@@ -140,7 +143,7 @@ EvalSummary summarize_eval(const std::vector<json>& records,
     AlgoSummary& s = summary[a];
     s.ratio_to_best_baseline = std::isfinite(best_baseline) ? score(s) / best_baseline : 0;
     if (std::isfinite(best_baseline) && planned >= 2) {
-      const RatioInterval ci = bootstrap_ratio_interval(s.scores, summary[best].scores, 0.95);
+      const RatioInterval ci = bootstrap_ratio_interval(scores[a], scores[best], 0.95);
       s.ratio_ci_low = ci.low;
       s.ratio_ci_high = ci.high;
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <random>
 #include <vector>
 
@@ -117,56 +118,86 @@ MedianInterval median_confidence_interval(std::span<const double> values, double
   return interval;
 }
 
+namespace {
+
+// P(|T| <= t) for T ~ Student's t with whole df: with theta = atan(t /
+// sqrt(df)) and c = cos^2 theta, odd df: (2 / pi) (theta + sin theta cos
+// theta (1 + 2/3 c + 2*4/(3*5) c^2 + ...)), the series to the power
+// (df - 3) / 2; even df: sin theta (1 + 1/2 c + 1*3/(2*4) c^2 + ...), to
+// (df - 2) / 2. Every term is positive: no cancellation at any df.
+double student_t_two_sided(double t, int64_t df) {
+  const double theta = std::atan(t / std::sqrt(static_cast<double>(df)));
+  const double c = std::cos(theta) * std::cos(theta);
+  double term = 1, sum = 1;
+  if (df % 2 == 1) {
+    for (int64_t k = 2; k <= df - 2; k += 2) {
+      term *= c * static_cast<double>(k) / static_cast<double>(k + 1);
+      sum += term;
+    }
+    const double tail = df > 1 ? std::sin(theta) * std::cos(theta) * sum : 0;
+    return 2 / std::numbers::pi * (theta + tail);
+  }
+  for (int64_t k = 1; k <= df - 3; k += 2) {
+    term *= c * static_cast<double>(k) / static_cast<double>(k + 1);
+    sum += term;
+  }
+  return std::sin(theta) * sum;
+}
+
+}  // namespace
+
+double student_t_quantile(double confidence, int64_t df) {
+  ES_CHECK(df >= 1, "Student's t: {} degrees of freedom, need at least 1", df);
+  ES_CHECK(confidence > 0 && confidence < 1, "Student's t: confidence {} must lie in (0, 1)",
+           confidence);
+  double low = 0, high = 1;
+  while (student_t_two_sided(high, df) < confidence) high *= 2;
+  for (int i = 0; i < 200 && high - low > 1e-12 * high; ++i) {
+    const double mid = (low + high) / 2;
+    (student_t_two_sided(mid, df) < confidence ? low : high) = mid;
+  }
+  return (low + high) / 2;
+}
+
+MeanInterval mean_confidence_interval(std::span<const double> values, double confidence) {
+  const size_t n = values.size();
+  ES_CHECK(n >= 2, "mean interval: {} values, need at least 2", n);
+  for (size_t i = 0; i < n; ++i) {
+    ES_CHECK(!std::isnan(values[i]), "mean interval: value {} of {} is NaN", i, n);
+  }
+  const double m = mean(values);
+  double squares = 0;
+  for (const double v : values) squares += (v - m) * (v - m);
+  const double half = student_t_quantile(confidence, static_cast<int64_t>(n) - 1) *
+                      std::sqrt(squares / static_cast<double>(n - 1) / static_cast<double>(n));
+  return {m, m - half, m + half};
+}
+
 RatioInterval bootstrap_ratio_interval(std::span<const double> numerators,
                                        std::span<const double> denominators, double confidence,
                                        int resamples, uint64_t seed) {
-  std::vector<int> own(numerators.size());
-  for (size_t i = 0; i < own.size(); ++i) own[i] = static_cast<int>(i);
-  return bootstrap_grouped_ratio_interval(numerators, denominators, own, confidence, resamples,
-                                          seed);
-}
-
-RatioInterval bootstrap_grouped_ratio_interval(std::span<const double> numerators,
-                                               std::span<const double> denominators,
-                                               std::span<const int> groups, double confidence,
-                                               int resamples, uint64_t seed) {
   const size_t n = numerators.size();
   ES_CHECK(n > 0 && denominators.size() == n,
            "bootstrap ratio: {} numerators and {} denominators, need the same count, at least one",
            n, denominators.size());
-  ES_CHECK(groups.size() == n, "bootstrap ratio: {} groups for {} items, need one per item",
-           groups.size(), n);
   ES_CHECK(confidence > 0 && confidence < 1, "bootstrap ratio: confidence {} must lie in (0, 1)",
            confidence);
   ES_CHECK(resamples >= 1, "bootstrap ratio: {} resamples, need at least 1", resamples);
-  // Each group's sums: a resample adds whole groups.
-  const int count = *std::max_element(groups.begin(), groups.end()) + 1;
-  std::vector<double> num(static_cast<size_t>(std::max(count, 0))), den(num.size());
-  std::vector<int> members(num.size());
   for (size_t i = 0; i < n; ++i) {
     ES_CHECK(std::isfinite(numerators[i]) && std::isfinite(denominators[i]) && denominators[i] > 0,
              "bootstrap ratio: item {} is {} / {}: needs finite values and a positive denominator",
              i, numerators[i], denominators[i]);
-    ES_CHECK(groups[i] >= 0, "bootstrap ratio: item {} is in group {}, need 0 or more", i,
-             groups[i]);
-    num[groups[i]] += numerators[i];
-    den[groups[i]] += denominators[i];
-    ++members[groups[i]];
   }
-  for (int g = 0; g < count; ++g) {
-    ES_CHECK(members[g] > 0, "bootstrap ratio: group {} of 0-{} has no item", g, count - 1);
-  }
-  const size_t g_count = static_cast<size_t>(count);
   std::mt19937_64 rng(seed);
   std::vector<double> ratios(static_cast<size_t>(resamples));
   for (double& r : ratios) {
-    double sum_num = 0, sum_den = 0;
-    for (size_t k = 0; k < g_count; ++k) {
-      const size_t g = static_cast<size_t>(rng() % g_count);
-      sum_num += num[g];
-      sum_den += den[g];
+    double num = 0, den = 0;
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = static_cast<size_t>(rng() % n);
+      num += numerators[i];
+      den += denominators[i];
     }
-    r = sum_num / sum_den;
+    r = num / den;
   }
   std::sort(ratios.begin(), ratios.end());
   return {quantile_of_sorted(ratios, (1 - confidence) / 2),

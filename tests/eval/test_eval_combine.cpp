@@ -2,10 +2,12 @@
 // eval-report`), on files written by hand.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "embshard/eval/combine.h"
@@ -47,9 +49,9 @@ std::string write(const ScratchDir& dir, const std::string& name, const json& he
   return dir.file(name);
 }
 
-// Each set against its own best baseline; the pool against the pooled best;
-// the sets' interval from resampling whole sets.
-TEST(EvalCombine, PoolsTheSetsAndResamplesThemWhole) {
+// Each set against its own best baseline, the mean of their ratios with a t
+// interval over the sets, and the pool against the pooled best baseline.
+TEST(EvalCombine, TakesTheMeanOfTheSetsRatiosAndPoolsTheirTasks) {
   const ScratchDir dir("eval_combine");
   // Set a: torchrec best (20 + 10), ours 0.8x; set b: greedy best (40 + 40
   // against torchrec's 100), ours 0.9x of it; set c: ours 0.7x torchrec.
@@ -71,42 +73,38 @@ TEST(EvalCombine, PoolsTheSetsAndResamplesThemWhole) {
   EXPECT_DOUBLE_EQ(combined.set_ratio[1][1], 0.9);
   EXPECT_DOUBLE_EQ(combined.set_ratio[2][1], 0.7);
   EXPECT_DOUBLE_EQ(combined.set_ratio[1][2], 1.25);  // torchrec x greedy
-  EXPECT_DOUBLE_EQ(combined.mean_set_ratio[1], 0.8);
   // Pooled over 5 tasks: greedy 145, torchrec 140 (best), ours 103.
   EXPECT_EQ(combined.pooled.tasks, 5);
   EXPECT_EQ(combined.algos[combined.pooled.best_baseline], "torchrec");
   EXPECT_DOUBLE_EQ(combined.pooled_ratio[1], 103.0 / 140.0);
   EXPECT_DOUBLE_EQ(combined.pooled.algos[1].ratio_to_best_baseline, 103.0 / 140.0);
-  // Resampling the sets: every resample is a mix of the three sets' sums
-  // (a: 24/30, b: 72/100, c: 7/10), so the interval lies within their
-  // ratios and, unlike one set's, is not a point.
-  const RatioInterval& ci = combined.set_interval[1];
-  EXPECT_GE(ci.low, 0.7 - 1e-12);
-  EXPECT_LE(ci.high, 0.8 + 1e-12);
-  EXPECT_LT(ci.low, combined.pooled_ratio[1]);
-  EXPECT_GT(ci.high, combined.pooled_ratio[1]);
+  // The mean of the sets' ratios (0.8, 0.9, 0.7: sd 0.1) +- t(2 df) 4.303
+  // x 0.1 / sqrt(3).
+  const MeanInterval& m = combined.set_mean[1];
+  EXPECT_DOUBLE_EQ(m.mean, 0.8);
+  EXPECT_NEAR(m.high - m.mean, 4.302653 * 0.1 / std::sqrt(3.0), 1e-6);
+  EXPECT_EQ(combined.sets_counted, 3);
   EXPECT_TRUE(combined.notes.empty());
 
   const std::string report = combined_eval_report(combined);
   EXPECT_NE(report.find("3 sets (5 tasks, 4 devices)"), std::string::npos) << report;
-  EXPECT_NE(report.find("mean of the sets' ratios"), std::string::npos) << report;
-  EXPECT_NE(report.find(fmt::format("{:.3f}-{:.3f}", ci.low, ci.high)), std::string::npos)
+  EXPECT_NE(report.find("95% CI over 3 sets"), std::string::npos) << report;
+  EXPECT_NE(report.find(fmt::format("{:.3f}-{:.3f}", m.low, m.high)), std::string::npos)
       << report;
   EXPECT_NE(report.find("pooled:\n5 tasks; measured"), std::string::npos) << report;
   const json j = combined_eval_json(combined);
-  EXPECT_EQ(j["sets"].size(), 3u);
   EXPECT_TRUE(j["against"].is_null());
+  EXPECT_EQ(j["sets_counted"], 3);
+  EXPECT_EQ(j["sets"].size(), 3u);
   EXPECT_EQ(j["sets"][1]["reference"], "greedy");
   EXPECT_DOUBLE_EQ(j["sets"][2]["ratios"]["neuroshard"].get<double>(), 0.7);
+  EXPECT_DOUBLE_EQ(j["mean_of_sets"]["neuroshard"]["ratio"].get<double>(), 0.8);
+  EXPECT_DOUBLE_EQ(j["mean_of_sets"]["neuroshard"]["ci95"][0].get<double>(), m.low);
   EXPECT_EQ(j["pooled"]["reference"], "torchrec");
   EXPECT_DOUBLE_EQ(j["pooled"]["algorithms"]["neuroshard"]["ratio"].get<double>(), 103.0 / 140.0);
-  EXPECT_DOUBLE_EQ(j["pooled"]["algorithms"]["neuroshard"]["ratio_ci95_sets"][0].get<double>(),
-                   ci.low);
-  EXPECT_DOUBLE_EQ(j["pooled"]["algorithms"]["neuroshard"]["mean_set_ratio"].get<double>(), 0.8);
   const std::string svg = combined_eval_svg(combined);
   EXPECT_NE(svg.find("<title>" + c + ": 0.700</title>"), std::string::npos) << svg;
-  EXPECT_NE(svg.find(fmt::format("x{:.3f} [{:.3f}-{:.3f}]", 103.0 / 140.0, ci.low, ci.high)),
-            std::string::npos)
+  EXPECT_NE(svg.find(fmt::format("x0.800 [{:.3f}-{:.3f}]", m.low, m.high)), std::string::npos)
       << svg;
 
   // Against one algorithm (here greedy, in every set): a: 24/45, b: 72/80,
@@ -117,20 +115,29 @@ TEST(EvalCombine, PoolsTheSetsAndResamplesThemWhole) {
   EXPECT_DOUBLE_EQ(greedy.set_ratio[2][2], 0.5);
   EXPECT_DOUBLE_EQ(greedy.pooled_ratio[1], 103.0 / 145.0);
   EXPECT_DOUBLE_EQ(greedy.pooled_ratio[0], 1.0);
-  EXPECT_DOUBLE_EQ(greedy.mean_set_ratio[1], (24.0 / 45 + 0.9 + 0.35) / 3);
-  EXPECT_NE(combined_eval_report(greedy).find("each set x its greedy"), std::string::npos);
+  EXPECT_DOUBLE_EQ(greedy.set_mean[1].mean, (24.0 / 45 + 0.9 + 0.35) / 3);
+  EXPECT_NE(combined_eval_report(greedy).find("each set's mean cost x its greedy's"),
+            std::string::npos);
   EXPECT_EQ(combined_eval_json(greedy)["against"], "greedy");
   EXPECT_NE(error_of([&] { combine_eval({a}, {"neuroshard", "torchrec"}, "greedy"); })
                 .find("--against greedy: not among the algorithms compared (neuroshard,torchrec)"),
+            std::string::npos);
+  // No baseline among them and nothing named to divide by.
+  EXPECT_NE(error_of([&] { combine_eval({a}, {"neuroshard"}); })
+                .find("no baseline among the algorithms compared (neuroshard): name one to "
+                      "divide by with --against ALGO"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { combine_eval({a}, {"neuroshard", "torchrec", "neuroshard"}); })
+                .find("eval-report: --algos names 'neuroshard' twice"),
             std::string::npos);
 
   // One set alone: no interval over sets (it takes two).
   const CombinedEval one = combine_eval({a}, {"neuroshard", "torchrec"});
   EXPECT_EQ(one.algos, (std::vector<std::string>{"neuroshard", "torchrec"}));
-  EXPECT_EQ(one.set_interval[0].high, 0);
-  EXPECT_NE(combined_eval_report(one).find("95% CI, sets resampled"), std::string::npos);
-  EXPECT_TRUE(combined_eval_json(one)["pooled"]["algorithms"]["neuroshard"]["ratio_ci95_sets"]
-                  .is_null());
+  EXPECT_DOUBLE_EQ(one.set_mean[0].mean, 0.8);
+  EXPECT_NE(combined_eval_report(one).find("95% CI over 1 set "), std::string::npos)
+      << combined_eval_report(one);
+  EXPECT_TRUE(combined_eval_json(one)["mean_of_sets"]["neuroshard"]["ci95"].is_null());
 }
 
 TEST(EvalCombine, ComparesTheAlgorithmsOfEveryFile) {
@@ -149,8 +156,9 @@ TEST(EvalCombine, ComparesTheAlgorithmsOfEveryFile) {
   json none = header(4, "measured: MPI", "00000003");
   none["algos"] = {"random"};
   const std::string c = write(dir, "c.jsonl", none, {});
-  EXPECT_NE(error_of([&] { combine_eval({a, c}, {}); })
-                .find("no algorithm was evaluated in every file (" + c + " has random)"),
+  EXPECT_NE(error_of([&] { combine_eval({a, b, c}, {}); })
+                .find(c + ": none of the algorithms of the files before it (neuroshard,torchrec) "
+                          "is in it (it has random)"),
             std::string::npos);
 }
 
@@ -161,7 +169,20 @@ TEST(EvalCombine, RefusesFilesThatDoNotCompare) {
   const std::string a = write(dir, "a.jsonl", header(), {task(0, 30, 16, 20)});
   const std::string eight = write(dir, "eight.jsonl", header(8), {task(0, 30, 16, 20)});
   EXPECT_NE(error_of([&] { combine_eval({a, eight}, {}); })
-                .find(eight + ": devices is 8, but " + a + " has 4"),
+                .find(eight + ": field '/devices' is 8, but " + a + " has 4"),
+            std::string::npos);
+  json typed = header();
+  typed["sharding_types"] = "table_wise,column_wise";
+  const std::string tc = write(dir, "tc.jsonl", typed, {task(0, 30, 16, 20)});
+  EXPECT_NE(error_of([&] { combine_eval({a, tc}, {}); })
+                .find(tc + ": field '/sharding_types' is \"table_wise,column_wise\", but " + a +
+                      " has absent"),
+            std::string::npos);
+  json odd = header();
+  odd["predict_only"] = "yes";
+  const std::string o = write(dir, "o.jsonl", odd, {});
+  EXPECT_NE(error_of([&] { combine_eval({o}, {}); })
+                .find(o + ": field '/predict_only' is \"yes\", expected true or false"),
             std::string::npos);
   const std::string modelled =
       write(dir, "modelled.jsonl", header(4, "cost model (one process)"), {});
@@ -197,18 +218,29 @@ TEST(EvalCombine, RefusesFilesThatDoNotCompare) {
   const std::string t = write(dir, "t.jsonl", header(), {torn});
   EXPECT_NE(error_of([&] { combine_eval({t}, {}); }).find(t + ": eval record 1 (task 0)"),
             std::string::npos);
+  const std::string z = write(dir, "z.jsonl", header(), {task(0, 30, 0, 20)});
+  EXPECT_NE(error_of([&] { combine_eval({z}, {}); })
+                .find(z + ": eval record 1 (task 0): measured_ms of 'neuroshard' is 0, a cost "
+                          "must be positive"),
+            std::string::npos);
 
   // The same tasks twice (a rerun), and a set with no task every algorithm
   // planned: notes, not errors.
   const std::string rerun = write(dir, "rerun.jsonl", header(), {task(0, 31, 17, 21)});
   const std::string failed = write(dir, "failed.jsonl", header(4, "measured: MPI", "00000009"),
                                    {{{"task", 0}, {"infeasible", "too big"}}});
-  const CombinedEval c = combine_eval({a, rerun, failed}, {});
-  ASSERT_EQ(c.notes.size(), 2u);
+  json passes = header(4, "measured: MPI", "0000000a");
+  passes["compute_passes"] = 3;
+  const std::string three = write(dir, "three.jsonl", passes, {task(0, 30, 16, 20)});
+  const CombinedEval c = combine_eval({a, rerun, failed, three}, {});
+  ASSERT_EQ(c.notes.size(), 3u);
   EXPECT_NE(c.notes[0].find(a + " and " + rerun + " evaluate the same tasks"), std::string::npos);
   EXPECT_NE(c.notes[1].find(failed + ": no task that every algorithm planned"),
             std::string::npos);
-  EXPECT_EQ(c.pooled.tasks, 2);
+  EXPECT_NE(c.notes[2].find(three + ": field '/compute_passes' is 3, " + a + " has absent"),
+            std::string::npos);
+  EXPECT_EQ(c.sets_counted, 3);
+  EXPECT_EQ(c.pooled.tasks, 3);
   EXPECT_NE(combined_eval_report(c).find("note: " + c.notes[1]), std::string::npos);
 }
 
@@ -221,7 +253,7 @@ TEST(EvalCombine, Cli) {
   const auto r = run_cli("eval-report " + a + " " + b +
                          " --algos neuroshard,torchrec --against torchrec --svg " + svg);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("2 sets (2 tasks, 4 devices), each set x its torchrec"),
+  EXPECT_NE(r.output.find("2 sets (2 tasks, 4 devices): each set's mean cost x its torchrec's"),
             std::string::npos)
       << r.output;
   EXPECT_NE(slurp(svg).find("<svg"), std::string::npos);
@@ -233,8 +265,14 @@ TEST(EvalCombine, Cli) {
   const std::string eight = write(dir, "eight.jsonl", header(8), {task(0, 30, 16, 20)});
   const auto bad = run_cli("eval-report " + a + " " + eight + " --svg " + svg);
   EXPECT_EQ(bad.exit_code, 1) << bad.output;
-  EXPECT_NE(bad.output.find(eight + ": devices is 8"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find(eight + ": field '/devices' is 8"), std::string::npos) << bad.output;
   EXPECT_FALSE(std::filesystem::exists(svg));
+  // A chart never overwrites a record file it reads.
+  const std::string before = slurp(a);
+  const auto over = run_cli("eval-report " + a + " " + b + " --svg " + a);
+  EXPECT_EQ(over.exit_code, 1) << over.output;
+  EXPECT_NE(over.output.find("name the same file"), std::string::npos) << over.output;
+  EXPECT_EQ(slurp(a), before);
   EXPECT_NE(run_cli("eval-report").exit_code, 0);
 }
 

@@ -9,9 +9,12 @@
 #include "embshard/util/error.h"
 #include "embshard/util/random.h"
 #include "embshard/util/statistics.h"
+#include "test_util.h"
 
 namespace embshard {
 namespace {
+
+using testing::error_of;
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -215,63 +218,48 @@ TEST(Statistics, BootstrapRatioIntervalCoversTheRatioOfMeans) {
   EXPECT_LT(many.high - many.low, (few.high - few.low) / 2);
 }
 
-TEST(Statistics, GroupedBootstrapResamplesWholeGroups) {
-  // Every item its own group, in order: the item bootstrap's draws exactly.
-  std::vector<double> ours, theirs;
-  draw_tasks(11, 20, ours, theirs);
-  std::vector<int> own(ours.size());
-  for (size_t i = 0; i < own.size(); ++i) own[i] = static_cast<int>(i);
-  const RatioInterval items = bootstrap_ratio_interval(ours, theirs, 0.95, 500, 3);
-  const RatioInterval alone = bootstrap_grouped_ratio_interval(ours, theirs, own, 0.95, 500, 3);
-  EXPECT_EQ(items.low, alone.low);
-  EXPECT_EQ(items.high, alone.high);
-
-  // Twelve sets of eight tasks, each set's ratio moved by its own +-15%
-  // (uniform) about 0.9: the items of a set move together, so resampling
-  // items alone covers the true 0.9 far too rarely, and resampling sets about
-  // as often as it should (the percentile bootstrap over 12 sets runs a
-  // little short of 0.95).
-  const int sets = 12, per_set = 8, trials = 300;
-  int covered_sets = 0, covered_items = 0;
-  for (int t = 0; t < trials; ++t) {
-    std::vector<double> num, den;
-    std::vector<int> group, item;
-    for (int g = 0; g < sets; ++g) {
-      const double shift = 0.15 * (2 * uniform(5000 + t, 1000 + g) - 1);
-      for (int k = 0; k < per_set; ++k) {
-        const int i = g * per_set + k;
-        den.push_back(1 + uniform(5000 + t, 2 * i));
-        num.push_back(den.back() * 0.9 * (1 + shift) * (0.9 + 0.2 * uniform(5000 + t, 2 * i + 1)));
-        group.push_back(g);
-        item.push_back(i);
-      }
-    }
-    const RatioInterval by_set = bootstrap_grouped_ratio_interval(num, den, group, 0.95, 500, t);
-    const RatioInterval by_item = bootstrap_grouped_ratio_interval(num, den, item, 0.95, 500, t);
-    EXPECT_LE(by_set.low, by_set.high);
-    covered_sets += by_set.low <= 0.9 && 0.9 <= by_set.high ? 1 : 0;
-    covered_items += by_item.low <= 0.9 && 0.9 <= by_item.high ? 1 : 0;
-  }
-  // A simulation of the same design reads about 0.90 and 0.59; binomial sd
-  // of either share over 300 trials: under 0.03.
-  EXPECT_GT(static_cast<double>(covered_sets) / trials, 0.84);
-  EXPECT_LT(static_cast<double>(covered_items) / trials, 0.75);
+TEST(Statistics, StudentTQuantileMatchesTheTables) {
+  // Two-sided 95% and 99% points from the standard tables (to the tables'
+  // own rounding), and the normal's in the limit.
+  const std::vector<std::pair<int64_t, double>> at95 = {
+      {1, 12.706}, {2, 4.303}, {3, 3.182}, {4, 2.776}, {7, 2.365}, {10, 2.228}, {30, 2.042}};
+  for (const auto& [df, t] : at95) EXPECT_NEAR(student_t_quantile(0.95, df), t, 5e-4) << df;
+  EXPECT_NEAR(student_t_quantile(0.99, 1), 63.657, 5e-3);
+  EXPECT_NEAR(student_t_quantile(0.99, 5), 4.032, 5e-4);
+  EXPECT_NEAR(student_t_quantile(0.90, 8), 1.860, 5e-4);
+  EXPECT_NEAR(student_t_quantile(0.95, 100000), 1.95996, 1e-4);
+  EXPECT_NE(error_of([] { student_t_quantile(0.95, 0); }).find("0 degrees of freedom"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { student_t_quantile(1, 3); }).find("confidence 1 must lie in (0, 1)"),
+            std::string::npos);
 }
 
-TEST(Statistics, GroupedBootstrapRejectsBadGroups) {
-  const std::vector<double> two = {1, 2};
-  const std::vector<int> one_group = {0}, negative = {0, -1}, gap = {0, 2};
-  const auto error = [&](const std::vector<int>& groups) {
-    try {
-      bootstrap_grouped_ratio_interval(two, two, groups, 0.95);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_NE(error(one_group).find("1 groups for 2 items"), std::string::npos);
-  EXPECT_NE(error(negative).find("item 1 is in group -1"), std::string::npos);
-  EXPECT_NE(error(gap).find("group 1 of 0-2 has no item"), std::string::npos);
+TEST(Statistics, MeanIntervalCoversTheMeanOfAFewSets) {
+  const std::vector<double> v = {1, 2, 3, 6};  // mean 3, sd sqrt(14 / 3)
+  const MeanInterval ci = mean_confidence_interval(v, 0.95);
+  EXPECT_DOUBLE_EQ(ci.mean, 3);
+  EXPECT_NEAR(ci.high - ci.mean, 3.182446 * std::sqrt(14.0 / 3) / 2, 1e-5);
+  EXPECT_NEAR(ci.mean - ci.low, ci.high - ci.mean, 1e-12);
+
+  // Four sets' ratios, each 0.9 moved by its own +-15% (uniform): the t
+  // interval covers 0.9 about as often as it says (a simulation of the same
+  // design: 0.93); the normal's 1.96 in its place would cover about 0.84.
+  const int sets = 4, trials = 2000;
+  int covered = 0;
+  for (int t = 0; t < trials; ++t) {
+    std::vector<double> ratios;
+    for (int g = 0; g < sets; ++g) ratios.push_back(0.9 * (1 + 0.15 * (2 * uniform(900 + t, g) - 1)));
+    const MeanInterval r = mean_confidence_interval(ratios, 0.95);
+    covered += r.low <= 0.9 && 0.9 <= r.high ? 1 : 0;
+  }
+  EXPECT_GT(static_cast<double>(covered) / trials, 0.91);  // binomial sd 0.006
+  EXPECT_LT(static_cast<double>(covered) / trials, 0.97);
+
+  const std::vector<double> one = {1}, nan = {1, kNaN};
+  EXPECT_NE(error_of([&] { mean_confidence_interval(one, 0.95); }).find("1 values, need at least 2"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { mean_confidence_interval(nan, 0.95); }).find("value 1 of 2 is NaN"),
+            std::string::npos);
 }
 
 TEST(Statistics, BootstrapRatioIntervalRejectsBadInput) {

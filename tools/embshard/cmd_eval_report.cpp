@@ -33,10 +33,15 @@ void add_eval_report_command(CLI::App& app) {
                   "pooled best baseline for the pool)");
   cmd->add_flag("--json", args->json, "Print JSON (documented in docs/eval.md)");
   cmd->add_option("--svg", args->svg,
-                  "Write a chart: each set's ratio to its best baseline, and the pooled ratio "
-                  "with its interval over the sets");
+                  "Write a chart: each set's ratio, and the mean of the sets' ratios with its "
+                  "interval over the sets");
   cmd->callback([args] {
-    if (!args->svg.empty()) check_writable(args->svg, "--svg");
+    if (!args->svg.empty()) {
+      for (const std::string& file : args->files) {
+        check_distinct_outputs({{"--svg", args->svg}, {"the record file", file}});
+      }
+      check_writable(args->svg, "--svg");
+    }
     const CombinedEval combined = combine_eval(args->files, args->algos, args->against);
     fmt::print("{}", args->json ? combined_eval_json(combined).dump(2) + "\n"
                                 : combined_eval_report(combined));

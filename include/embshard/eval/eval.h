@@ -151,6 +151,9 @@ bool is_baseline(const std::string& spec);
 // summaries name it.
 constexpr const char* kModelCommSource = "cost model (one process: no all-to-all measured)";
 
+// Error "<tool>: --algos names 'x' twice" when an algorithm repeats.
+void check_no_repeated_algos(const std::vector<std::string>& algos, const std::string& tool);
+
 // Error naming the option when `options` cannot run (unknown or repeated
 // algorithms, bad counts); run_eval checks them first, and mpirun's rank 0
 // before any exchange is timed. `comm_measured`: under mpirun. Returns
@@ -224,9 +227,6 @@ struct AlgoSummary {
   // with leaders), those where the chosen plan's lead over the runner-up
   // was within a leader's own span (RunnerUp, plan/report.h).
   int choices_judged = 0, choice_ties = 0;
-  // Its figure on each task counted (EvalSummary::counted), in order: the
-  // measured cost (with --predict-only the predicted one).
-  std::vector<double> scores;
   double rest_ms() const { return mean_measured_ms - mean_slowest_compute_ms; }
   double balanced_ms() const { return mean_device_compute_ms + rest_ms(); }
 };
@@ -243,8 +243,11 @@ struct EvalSummary {
   bool device_compute = false;
   int tasks = 0;      // tasks every algorithm planned: the means are over these
   int left_out = 0;   // records of tasks that did not fit or that an algorithm failed
-  std::vector<size_t> counted;  // the index in the records of each task counted
-  int best_baseline = -1;       // its index in `algos` (-1: no baseline among them)
+  int best_baseline = -1;  // its index in `algos` (-1: no baseline among them)
+  // The mean an algorithm is ranked by: measured, or with --predict-only predicted.
+  double score_ms(const AlgoSummary& s) const {
+    return predicted_only ? s.mean_predicted_ms : s.mean_measured_ms;
+  }
 };
 // Means over the tasks that every algorithm planned. A record without a
 // field it reads is an Error naming `source` (the records' file), the

@@ -56,6 +56,24 @@ MedianInterval median_confidence_interval(std::span<const double> values, double
 // the interval is empty or a single point.
 double median_interval_coverage(int64_t n, int64_t low_rank);
 
+// The two-sided quantile of Student's t distribution with `df` degrees of
+// freedom: the t with P(|T| <= t) = confidence (12.706 for df 1 at 0.95,
+// 2.228 for df 10, 1.960 in the limit). Exact for whole df, from the
+// distribution function's finite series (Abramowitz and Stegun 26.7.3-4),
+// inverted by bisection. Error when df < 1 or confidence is outside (0, 1).
+double student_t_quantile(double confidence, int64_t df);
+
+// The mean of `values` and its interval mean +- t * sd / sqrt(n), sd the
+// sample standard deviation and t student_t_quantile(confidence, n - 1):
+// where the mean of more values like these would lie, if they are about
+// normal and independent. For a handful of values (task sets drawn from
+// other pools) this is the honest width: a bootstrap over so few runs
+// short. Error for fewer than two values, a NaN, or confidence outside (0, 1).
+struct MeanInterval {
+  double mean = 0, low = 0, high = 0;
+};
+MeanInterval mean_confidence_interval(std::span<const double> values, double confidence);
+
 // The percentile bootstrap interval of sum(numerators) / sum(denominators)
 // over paired items (item i brings numerators[i] and denominators[i]
 // together): `resamples` draws of n items with replacement, seeded by
@@ -71,18 +89,5 @@ struct RatioInterval {
 RatioInterval bootstrap_ratio_interval(std::span<const double> numerators,
                                        std::span<const double> denominators, double confidence,
                                        int resamples = 2000, uint64_t seed = 1);
-
-// The same, resampling whole groups (a cluster bootstrap): item i belongs to
-// group groups[i], numbered 0 .. G-1, each with an item; a resample draws G
-// groups with replacement and takes every item of each. How far the ratio
-// could move with other groups of the same kind (task sets drawn from other
-// pools, other seeds), where the items of one group move together. With
-// every item its own group in order (0, 1, ..., n-1) it draws exactly what
-// bootstrap_ratio_interval draws. Errors as there, and when the counts
-// differ, a group is negative or a group number has no item.
-RatioInterval bootstrap_grouped_ratio_interval(std::span<const double> numerators,
-                                               std::span<const double> denominators,
-                                               std::span<const int> groups, double confidence,
-                                               int resamples = 2000, uint64_t seed = 1);
 
 }  // namespace embshard
