@@ -43,9 +43,12 @@ void check_comparable(const std::vector<EvalSet>& sets) {
   const EvalSet& first = sets.front();
   std::map<std::filesystem::path, std::string> seen;  // resolved -> as given
   for (const EvalSet& set : sets) {
-    // As check_distinct_outputs resolves: "a" and "./a" are one file.
-    const auto [it, fresh] = seen.emplace(
-        std::filesystem::weakly_canonical(std::filesystem::absolute(set.path)), set.path);
+    // As check_distinct_outputs resolves: "a" and "./a" are one file (a
+    // path that cannot be resolved, such as a pipe's, stands as given).
+    std::error_code ec;
+    const std::filesystem::path absolute = std::filesystem::absolute(set.path, ec);
+    const std::filesystem::path resolved = std::filesystem::weakly_canonical(absolute, ec);
+    const auto [it, fresh] = seen.emplace(ec ? absolute : resolved, set.path);
     ES_CHECK(fresh, "{}: given twice (also as {}): its tasks would count twice", set.path,
              it->second);
     for (const char* field : {"/devices", "/version", "/sharding_types"}) {

@@ -257,6 +257,11 @@ TEST(EvalCombine, Cli) {
             std::string::npos)
       << r.output;
   EXPECT_NE(slurp(svg).find("<svg"), std::string::npos);
+  // Records kept gzip'd read the same.
+  ASSERT_EQ(testing::run_shell("gzip -c " + a + " > " + a + ".gz").exit_code, 0);
+  const auto gz = run_cli("eval-report " + a + ".gz " + b + " --algos neuroshard,torchrec");
+  ASSERT_EQ(gz.exit_code, 0) << gz.output;
+  EXPECT_NE(gz.output.find("2 sets (2 tasks, 4 devices)"), std::string::npos) << gz.output;
   const auto j = run_cli("eval-report --json " + a + " " + b);
   ASSERT_EQ(j.exit_code, 0) << j.output;
   EXPECT_EQ(json::parse(j.output)["sets"].size(), 2u);
