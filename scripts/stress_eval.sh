@@ -10,7 +10,7 @@
 # usage: scripts/stress_eval.sh [-np RANKS] [-o DIR] [-b EMBSHARD] [SEED:PROFILE:BATCH ...]
 #   defaults: 4 ranks, out/stress and build/embshard of this checkout, and the
 #   sets of docs/sharding_types.md, "Many sets at once" (at 4 ranks).
-#   About 13-16 minutes a set at 4 ranks on a 2-core machine.
+#   13-23 minutes a set at 4 ranks on a 2-core machine.
 set -euo pipefail
 
 usage="usage: scripts/stress_eval.sh [-np RANKS] [-o DIR] [-b EMBSHARD] [SEED:PROFILE:BATCH ...]"
@@ -27,7 +27,8 @@ while [[ $# -gt 0 && $1 == -* ]]; do
   shift 2
 done
 sets=("$@")
-[[ ${#sets[@]} -gt 0 ]] || sets=(116:2021:2048 117:2022:4096 118:2021:4096 119:2022:2048)
+[[ ${#sets[@]} -gt 0 ]] || sets=(116:2021:2048 117:2022:4096 118:2021:4096 119:2022:2048 120:2021:2048 121:2022:4096
+  122:2021:4096 123:2022:2048)
 [[ $ranks =~ ^[1-9][0-9]*$ && $ranks -ge 2 ]] || { echo "stress_eval.sh: -np $ranks: need 2 or more ranks" >&2; exit 2; }
 [[ -f $embshard && -x $embshard ]] || { echo "stress_eval.sh: no embshard binary at '$embshard'" >&2; exit 1; }
 embshard=$(realpath "$embshard")  # a bare name would be looked up on PATH
