@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "embshard/util/error.h"
+#include "embshard/util/file.h"
 #include "embshard/util/json_field.h"
 #include "embshard/util/record_file.h"
 #include "embshard/util/text_table.h"
@@ -43,12 +44,7 @@ void check_comparable(const std::vector<EvalSet>& sets) {
   const EvalSet& first = sets.front();
   std::map<std::filesystem::path, std::string> seen;  // resolved -> as given
   for (const EvalSet& set : sets) {
-    // As check_distinct_outputs resolves: "a" and "./a" are one file (a
-    // path that cannot be resolved, such as a pipe's, stands as given).
-    std::error_code ec;
-    const std::filesystem::path absolute = std::filesystem::absolute(set.path, ec);
-    const std::filesystem::path resolved = std::filesystem::weakly_canonical(absolute, ec);
-    const auto [it, fresh] = seen.emplace(ec ? absolute : resolved, set.path);
+    const auto [it, fresh] = seen.emplace(resolved_path(set.path), set.path);
     ES_CHECK(fresh, "{}: given twice (also as {}): its tasks would count twice", set.path,
              it->second);
     for (const char* field : {"/devices", "/version", "/sharding_types"}) {

@@ -309,15 +309,21 @@ void check_writable_directory(const std::string& path, const std::string& what) 
            exists ? path : dir.string(), std::strerror(err));
 }
 
-void check_distinct_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
-  namespace fs = std::filesystem;
+std::filesystem::path resolved_path(const std::string& path) {
   // Absolute first: weakly_canonical leaves a path none of whose parts
   // exist relative, so "a.json" and "./a.json" would differ.
-  const auto resolved = [](const std::string& p) { return fs::weakly_canonical(fs::absolute(p)); };
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  if (ec) return path;
+  const std::filesystem::path resolved = std::filesystem::weakly_canonical(absolute, ec);
+  return ec ? absolute : resolved;
+}
+
+void check_distinct_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     for (size_t j = i + 1; j < outputs.size(); ++j) {
       if (outputs[i].second.empty() || outputs[j].second.empty()) continue;
-      ES_CHECK(resolved(outputs[i].second) != resolved(outputs[j].second),
+      ES_CHECK(resolved_path(outputs[i].second) != resolved_path(outputs[j].second),
                "{} '{}' and {} '{}' name the same file: one would overwrite the other",
                outputs[i].first, outputs[i].second, outputs[j].first, outputs[j].second);
     }

@@ -285,6 +285,14 @@ TEST(Outputs, OneFileHoweverSpeltIsRefusedAndAFileIsNoDirectory) {
         << a << " " << b;
   }
   EXPECT_NO_THROW(check_distinct_outputs({{"--out", "a.json"}, {"--svg", "a.svg"}, {"--trace", ""}}));
+  // A pipe's path (bash's <(...)) resolves to nothing: it stands as given.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const std::string pipe_path = "/proc/self/fd/" + std::to_string(fds[0]);
+  EXPECT_NO_THROW(check_distinct_outputs({{"--svg", "a.svg"}, {"the record file", pipe_path}}));
+  EXPECT_EQ(resolved_path(pipe_path), std::filesystem::path(pipe_path));
+  ::close(fds[0]);
+  ::close(fds[1]);
   spit(dir.file("afile"), "x");
   EXPECT_NE(testing::error_of([&] { check_writable(dir.file("afile/x.json"), "--out"); })
                 .find("is a file, not a directory"),

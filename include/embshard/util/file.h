@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <utility>
@@ -35,6 +36,10 @@ void check_writable(const std::string& path, const std::string& what);
 // does not exist and the nearest part of it that does is one (so that
 // create_directories can make the rest).
 void check_writable_directory(const std::string& path, const std::string& what);
+
+// `path` absolute and resolved ("a" and "./a" give one answer); a path that
+// cannot be resolved (a pipe's, such as /dev/fd/63) stands absolute, as given.
+std::filesystem::path resolved_path(const std::string& path);
 
 // Checks that no two of a command's outputs (option, path; empty: not given)
 // name one file, however spelt ("a.json", "./a.json", "../dir/a.json"):
