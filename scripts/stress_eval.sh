@@ -9,8 +9,9 @@
 #
 # usage: scripts/stress_eval.sh [-np RANKS] [-o DIR] [-b EMBSHARD] [SEED:PROFILE:BATCH ...]
 #   defaults: 4 ranks, out/stress and build/embshard of this checkout, and the
-#   sets of docs/sharding_types.md, "Many sets at once" (at 4 ranks).
-#   13-23 minutes a set at 4 ranks on a 2-core machine.
+#   sets of docs/sharding_types.md, "Many sets at once" (its 8-rank sets with
+#   -np 8, else its 4-rank ones). On a 2-core machine 13-23 minutes a set at
+#   4 ranks, 20-28 at 8.
 set -euo pipefail
 
 usage="usage: scripts/stress_eval.sh [-np RANKS] [-o DIR] [-b EMBSHARD] [SEED:PROFILE:BATCH ...]"
@@ -27,8 +28,12 @@ while [[ $# -gt 0 && $1 == -* ]]; do
   shift 2
 done
 sets=("$@")
-[[ ${#sets[@]} -gt 0 ]] || sets=(116:2021:2048 117:2022:4096 118:2021:4096 119:2022:2048 120:2021:2048 121:2022:4096
-  122:2021:4096 123:2022:2048)
+if [[ ${#sets[@]} -eq 0 && $ranks == 8 ]]; then
+  sets=(124:2022:4096 125:2021:2048 126:2021:4096 127:2022:2048)
+elif [[ ${#sets[@]} -eq 0 ]]; then
+  sets=(116:2021:2048 117:2022:4096 118:2021:4096 119:2022:2048 120:2021:2048 121:2022:4096
+    122:2021:4096 123:2022:2048)
+fi
 [[ $ranks =~ ^[1-9][0-9]*$ && $ranks -ge 2 ]] || { echo "stress_eval.sh: -np $ranks: need 2 or more ranks" >&2; exit 2; }
 [[ -f $embshard && -x $embshard ]] || { echo "stress_eval.sh: no embshard binary at '$embshard'" >&2; exit 1; }
 embshard=$(realpath "$embshard")  # a bare name would be looked up on PATH
