@@ -292,14 +292,20 @@ std::string combined_eval_svg(const CombinedEval& c) {
       lo = std::min(lo, c.set_mean[a].low), hi = std::max(hi, c.set_mean[a].high);
     }
   }
-  // Ticks a round step apart, at most about ten.
-  double step = 0.05;
-  for (const double s : {0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0}) {
-    step = s;
-    if ((hi - lo) / s <= 10) break;
+  // Ticks a round step apart (1, 2, 2.5 or 5 times a power of ten, at least
+  // 0.05), at most about ten whatever the range.
+  const double magnitude = std::pow(10.0, std::floor(std::log10(std::max(hi - lo, 0.5) / 10)));
+  double step = 10 * magnitude;
+  for (const double m : {1.0, 2.0, 2.5, 5.0}) {
+    if ((hi - lo) / (m * magnitude) <= 10) {
+      step = m * magnitude;
+      break;
+    }
   }
+  step = std::max(step, 0.05);
   lo = std::max(0.0, std::floor(lo / step - 0.5) * step);
   hi = std::ceil(hi / step + 0.5) * step;
+  const int ticks = static_cast<int>(std::lround((hi - lo) / step));
   size_t longest = 0;
   for (const std::string& a : c.algos) longest = std::max(longest, a.size());
   constexpr double kRow = 36, kTop = 60, kPlot = 520;
@@ -315,7 +321,8 @@ std::string combined_eval_svg(const CombinedEval& c) {
       "t)</text>\n",
       width, height, c.pooled.predicted_only ? "Predicted" : "Measured", xml_escaped(reference),
       count_of(static_cast<int64_t>(c.sets.size()), "set"), c.pooled.tasks, c.devices);
-  for (double t = lo; t <= hi + step / 2; t += step) {
+  for (int k = 0; k <= ticks; ++k) {
+    const double t = lo + k * step;
     const bool one = std::abs(t - 1) < 1e-9;
     svg += fmt::format(
         "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2:.0f}\" stroke=\"{3}\" "

@@ -68,6 +68,13 @@ EvalSummary summarize_eval(const std::vector<json>& records,
                  "{}eval record {} (task {}): {} of '{}' is {}, a cost must be positive",
                  source.empty() ? "" : source + ": ", k + 1, r.value("task", json()).dump(), key,
                  algos[a], score);
+        // A nanosecond to 11.6 days a step: a figure outside is no
+        // measurement, and would overflow the ratios and the charts' axes.
+        ES_CHECK(score >= 1e-6 && score <= 1e9,
+                 "{}eval record {} (task {}): {} of '{}' is {}: outside 1e-6 to 1e9 ms a step, "
+                 "not a cost that was measured or predicted",
+                 source.empty() ? "" : source + ": ", k + 1, r.value("task", json()).dump(), key,
+                 algos[a], score);
         const double predicted = x.at("predicted_ms").get<double>();
         AlgoSummary& s = summary[a];
         scores[a].push_back(score);

@@ -106,6 +106,17 @@ TEST(EvalCombine, TakesTheMeanOfTheSetsRatiosAndPoolsTheirTasks) {
   EXPECT_NE(svg.find("<title>" + c + ": 0.700</title>"), std::string::npos) << svg;
   EXPECT_NE(svg.find(fmt::format("x0.800 [{:.3f}-{:.3f}]", m.low, m.high)), std::string::npos)
       << svg;
+  // Any range gets about ten ticks, however wide (the axis once stepped by
+  // at most 5, one tick per step).
+  const std::string wide = write(dir, "wide.jsonl", header(), {task(0, 30, 1e8, 20)});
+  const std::string wide_svg = combined_eval_svg(combine_eval({a, wide}, {}));
+  size_t ticks = 0;
+  for (size_t at = wide_svg.find("stroke-dasharray"); at != std::string::npos;
+       at = wide_svg.find("stroke-dasharray", at + 1)) {
+    ++ticks;
+  }
+  EXPECT_GE(ticks, 4u);
+  EXPECT_LE(ticks, 12u);
 
   // Against one algorithm (here greedy, in every set): a: 24/45, b: 72/80,
   // c: 7/20; pooled 103/145.
@@ -223,6 +234,16 @@ TEST(EvalCombine, RefusesFilesThatDoNotCompare) {
                 .find(z + ": eval record 1 (task 0): measured_ms of 'neuroshard' is 0, a cost "
                           "must be positive"),
             std::string::npos);
+
+  // A cost no machine measures (it would overflow the ratios and the chart).
+  for (const double absurd : {1e308, 1e-300}) {
+    const std::string h = write(dir, "h.jsonl", header(), {task(0, 30, absurd, 20)});
+    EXPECT_NE(error_of([&] { combine_eval({h}, {}); })
+                  .find(h + ": eval record 1 (task 0): measured_ms of 'neuroshard' is " +
+                        fmt::format("{}", absurd) + ": outside 1e-6 to 1e9 ms a step"),
+              std::string::npos)
+        << absurd;
+  }
 
   // The same tasks twice (a rerun), and a set with no task every algorithm
   // planned: notes, not errors.
