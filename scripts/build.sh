@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Configures and builds embshard (Release, with libtorch) into build/.
+# Installs every dependency, then configures and builds all of embshard
+# (Release, with libtorch and the Python module) into build/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install_deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DEMBSHARD_WITH_TORCH=ON -DEMBSHARD_PYTHON=ON >/dev/null
 cmake --build build -j2

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Installs embshard's build and test dependencies from Debian's archive.
-# Non-interactive and idempotent: does nothing when everything is installed.
+# Installs embshard's dependencies from Debian's archive. Non-interactive and
+# idempotent: does nothing when everything is installed.
+#   install_deps.sh plan   what the CLI needs to build and plan (the quick start)
+#   install_deps.sh        everything: libtorch, the test libraries, the Python module
 set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libtorch-dev libopenblas0-pthread
-  libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev libgtest-dev libgmock-dev
   libopenmpi-dev openmpi-bin
-  python3 python3-torch
 )
+if [ "${1:-all}" != "plan" ]; then
+  # libopenblas0-pthread: without it libtorch runs small MLPs on the reference BLAS (~10x slower).
+  packages+=(libtorch-dev libopenblas0-pthread libbenchmark-dev
+    python3 python3-dev python3-torch pybind11-dev python3-pybind11 python3-setuptools)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

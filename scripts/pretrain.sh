@@ -9,7 +9,8 @@
 #   EXECUTOR=cuda RAW=1 COMM_DEVICES= BATCHES="4096 16384 65536" UNSEEN_BATCHES=16384 \
 #     PIECE_BATCHES="4096 16384" UNSEEN_PIECES=2022:16384 HOT_POOLS="2021:16384 2022:4096" \
 #     HOT_MEM_CAP=4GiB HOLDOUT_TABLES=0 MEM_CAP=2GiB REFERENCE_WINDOW_S=3 scripts/pretrain.sh OUT
-#   (the kinds of data models/h100 holds, and its training setting: docs/kernel.md)
+#   (the kinds of data models/h100 was trained on, data/h100, and its training
+#   setting: docs/measurement.md)
 #   then a model set: mkdir SET; cp -r OUT/model SET/neural; cp models/h100/comm.json SET/
 #   (edit its constants for your interconnect) and plan with --model SET.
 # Every step resumes: rerun the same command after an interruption.
@@ -64,7 +65,7 @@ COMM_SAMPLES=${COMM_SAMPLES:-150}
 COMM_REPEATS=${COMM_REPEATS:-6}
 COMM_PASSES=${COMM_PASSES:-3}         # each placement measured in 3 passes, its fastest kept
 # 2 ranks: the exchanges are small and their figures scatter most, so more
-# placements, each the mean of its fastest 4 of 8 passes (docs/accuracy.md).
+# placements, each the mean of its fastest 4 of 8 passes (docs/cost_models.md).
 COMM_SAMPLES_2=${COMM_SAMPLES_2:-600}
 COMM_PASSES_2=${COMM_PASSES_2:-8}
 COMM_MAX_DELAY_MS=${COMM_MAX_DELAY_MS:-5}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The held-out stress sets (docs/sharding_types.md, "Where it stands"), many at
+# The held-out stress sets (docs/status.md, docs/sharding_types.md), many at
 # once: for each SEED:PROFILE:BATCH, a fresh pool with huge and hot tables,
 # eight tasks, and `eval` under mpirun of the full search, the verified
 # search, the table/column-wise search and torchrec; then `eval-report` over
@@ -9,9 +9,9 @@
 #
 # usage: scripts/stress_eval.sh [-np RANKS] [-o DIR] [-b EMBSHARD] [SEED:PROFILE:BATCH ...]
 #   defaults: 4 ranks, out/stress and build/embshard of this checkout, and the
-#   sets of docs/sharding_types.md, "Many sets at once" (its 8-rank sets with
-#   -np 8, else its 4-rank ones). On a 2-core machine 13-23 minutes a set at
-#   4 ranks, 20-28 at 8.
+#   sets behind docs/status.md's stress-set figures (their records:
+#   data/eval/stress_sets; the 8-rank sets with -np 8, else the 4-rank ones).
+#   On a 2-core machine 13-23 minutes a set at 4 ranks, 20-28 at 8.
 set -euo pipefail
 
 usage="usage: scripts/stress_eval.sh [-np RANKS] [-o DIR] [-b EMBSHARD] [SEED:PROFILE:BATCH ...]"

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 sanitized_tests=(test_trace test_record_file test_pt_reader test_stats test_plan_diff test_neural
   test_cost_data test_json_field test_eval_combine)
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DEMBSHARD_SANITIZE=ON \
-  -DEMBSHARD_WITH_TORCH=OFF -DEMBSHARD_NATIVE=OFF >/dev/null
+  -DEMBSHARD_WITH_TORCH=OFF -DEMBSHARD_PYTHON=OFF -DEMBSHARD_NATIVE=OFF >/dev/null
 present=()
 for t in "${sanitized_tests[@]}"; do
   if ls tests/*/"$t".cpp >/dev/null 2>&1; then present+=("$t"); fi

@@ -10,6 +10,7 @@
 #include "embshard/cost/cost_model.h"
 #include "embshard/cost/measured_model.h"
 #include "embshard/cost/neural/model.h"
+#include "embshard/util/data_dir.h"
 #include "embshard/util/error.h"
 #include "embshard/util/machine.h"
 #include "embshard/util/reporter.h"
@@ -74,7 +75,7 @@ double ComputeModel::state_ms(std::span<const double>) const {
   ES_THROW("compute model '{}' has no incremental state (state_size() is 0)", name());
 }
 
-std::string shipped_models_dir() { return EMBSHARD_MODELS_DIR; }
+std::string shipped_models_dir() { return data_root() + "/models"; }
 
 std::string neural_model_dir(const std::string& model_dir) {
   if (model_dir.empty()) return shipped_models_dir() + "/neural";

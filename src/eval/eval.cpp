@@ -158,7 +158,7 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
       if (const std::optional<RunnerUp> next = runner_up(v)) {
         record["verification"]["runner_up"] = runner_up_json(*next);
       }
-      // The search's own first pick beside it (since stop 53): how far the
+      // The search's own first pick beside it: how far the
       // choice's figure in verification is from the pick's, on the same
       // measurements, and so how much the chosen plan's later measurement
       // falls back by chance.
@@ -482,16 +482,16 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     header["reference_source"] = reference_source;
     header["comm_probe"] = comm_probe;
     if (o.comm_passes > 1) header["comm_passes"] = o.comm_passes;  // absent: one
-    // Medians of several compute passes since stop 58 (absent: one).
+    // Medians of several compute passes (absent: one).
     if (o.compute_passes > 1) header["compute_passes"] = o.compute_passes;
     if (verified) {
       header["verify_candidates"] = o.verify_candidates;
       if (o.verify_rounds > 1) header["verify_rounds"] = o.verify_rounds;  // absent: one
-      // Rival plans measured beside the search's since stop 51 (absent: none).
+      // Rival plans measured beside the search's (absent: none).
       if (!o.verify_rivals.empty()) header["verify_rivals"] = o.verify_rivals;
-      // Chosen on every pass since stop 40 (absent: on one, or by an older build).
+      // Chosen on every pass (absent: on one, or by an older build).
       if (o.comm_passes > 1) header["verify_passes"] = o.comm_passes;
-      // Leaders measured afresh since stop 54 (absent: none).
+      // Leaders measured afresh (absent: none).
       if (o.comm_passes > 1 && o.verify_leaders > 0) header["verify_leaders"] = o.verify_leaders;
       if (o.verify_tables) header["verify_tables"] = true;  // absent: only where --algos says
     }

@@ -1,4 +1,4 @@
-// The CUDA TBE kernels (see tbe_cuda_kernels.h and docs/kernel.md).
+// The CUDA TBE kernels (see tbe_cuda_kernels.h and docs/measurement.md).
 //
 // Forward: one launch for all tables. Table t gets ceil(B / (32 / lanes_t))
 // warps; each warp pools 32 / lanes_t bags, lanes_t lanes per bag, every

@@ -413,7 +413,7 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
       r.predicted.cost_ms, r.predicted.critical_device, r.predicted.imbalance, r.bound.total_ms(),
       r.bound.piece_ms, r.bound.comm_ms, r.bound.work_ms, r.bound.mean_comm_ms, 100.0 * r.gap(),
       r.gap() < 0 ? " (negative: the cost model breaks the bound's assumptions here: it is not "
-                    "monotone, or fusing costs more than running apart; docs/plan.md)"
+                    "monotone, or fusing costs more than running apart; docs/guide.md)"
                   : "",
       imbalance_lines(r.predicted), sharding_type_summary(task, r.plan), r.search_s,
       r.search_summary.empty() ? "" : "; " + r.search_summary);

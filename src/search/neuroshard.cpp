@@ -438,10 +438,9 @@ void remember(std::vector<BeamState>& best, const BeamState& s, size_t count) {
 // start, and one such move alone can cost more than it saves (a
 // reduce-scatter before any balance), so the beams seldom get there step by
 // step; where tables too big for any device fill the memory, the row-wise
-// proposal can be the only cheap plan there is (docs/sharding_types.md,
-// "The reuse tail merged and TorchRec's row-wise proposal"). Elsewhere it
-// seldom wins and costs the most to rate (a piece per table and device), so
-// it is rated only there. Their pieces count as the beam's work; `which`
+// proposal can be the only cheap plan there is (docs/sharding_types.md).
+// Elsewhere it seldom wins and costs the most to rate (a piece per table and
+// device), so it is rated only there. Their pieces count as the beam's work; `which`
 // names the one returned. (The replicas never won as starts.) An empty state
 // where neither has a new type.
 BeamState NeuroShardPlanner::torchrec_proposal(
@@ -526,9 +525,9 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
     // Then a beam that halves nothing: in the every-move beam the halvings'
     // children, often cheaper one step ahead, crowd out the lineages that
     // replicate or split rows table after table, which end cheaper
-    // (docs/sharding_types.md, "A beam without halvings"). It starts from the
-    // tables that fit no device split by rows, not halved, where those differ:
-    // halves it cannot join again. Last, when the cheaper of TorchRec's greedy
+    // (docs/sharding_types.md). It starts from the tables that fit no device
+    // split by rows, not halved, where those differ: halves it cannot join
+    // again. Last, when the cheaper of TorchRec's greedy
     // and row-wise proposals (torchrec_proposal) beats every plan found so
     // far, a fourth beam with every move starts from it (a beam of its own:
     // beside the start its children crowded out the start's lineage). The

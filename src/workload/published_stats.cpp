@@ -21,6 +21,7 @@
 #include <regex>
 #include <sstream>
 
+#include "embshard/util/data_dir.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
 #include "embshard/workload/stats.h"
@@ -188,13 +189,7 @@ std::string published_stats_file(const std::string& dir, const std::string& prof
   return (std::filesystem::path(dir) / find_profile(profile).file).string();
 }
 
-std::string default_published_stats_dir() {
-#ifdef EMBSHARD_PUBLISHED_STATS_DIR
-  return EMBSHARD_PUBLISHED_STATS_DIR;
-#else
-  return "data/published";
-#endif
-}
+std::string default_published_stats_dir() { return data_root() + "/data/published"; }
 
 PublishedStats load_published_stats(const std::string& path, const std::string& profile) {
   const ProfileDef& def = find_profile(profile);

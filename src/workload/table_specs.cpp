@@ -58,7 +58,12 @@ json complete_table(json t, const PublishedStats& profile, int64_t batch_size,
 Workload load_table_specs(const std::string& path, const std::string& profile,
                             int64_t batch_size) {
   // Plain or gzip'd, told by content.
-  const json j = parse_json_document(read_file_gunzip(path), path);
+  return parse_table_specs(read_file_gunzip(path), path, profile, batch_size);
+}
+
+Workload parse_table_specs(const std::string& text, const std::string& path,
+                           const std::string& profile, int64_t batch_size) {
+  const json j = parse_json_document(text, path);
   ES_CHECK(j.is_object() && j.contains("tables") && j["tables"].is_array(),
            "{}: expected an object with a 'tables' array", path);
   Workload out;

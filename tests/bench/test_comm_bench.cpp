@@ -187,7 +187,7 @@ void expect_clean_records(const std::vector<json>& records, size_t count, int ra
 TEST(CommBench, TableOfAnEditedFileNamesTheRecord) {
   ScratchDir dir("comm_table");
   const std::string text =
-      read_file_gunzip(std::string(EMBSHARD_MODELS_DIR) + "/data/comm_n4_b2048.jsonl.gz");
+      read_file_gunzip(std::string(EMBSHARD_SOURCE_DIR) + "/data/cpu/comm_n4_b2048.jsonl.gz");
   std::vector<std::string> lines;
   for (size_t at = 0; lines.size() < 4;) {
     const size_t end = text.find('\n', at);

@@ -254,7 +254,7 @@ TEST(NeuralModel, BadDirectoriesNameTheFile) {
   std::filesystem::copy_file(other.file("compute_head.bin"), weights,
                              std::filesystem::copy_options::overwrite_existing);
   expect_error_naming(d, "compute_head.bin");
-  // A manifest from before stop 37 holds the whole file's CRC, the residue
+  // An older manifest holds the whole file's CRC, the residue
   // any intact file has: it still loads (it cannot tell a replaced file).
   save_neural_model(random_model(4), d);
   auto old = nlohmann::json::parse(read_file(dir.file("manifest.json")));
@@ -541,8 +541,8 @@ TEST(NeuralValidate, JudgesOnTheModelsGroundTruthAndNamesAnotherMachine) {
   EXPECT_NE(r.output.find("--raw implied"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("\"ground_truth\": \"raw medians\""), std::string::npos) << r.output;
   // Without --model: the shipped models, on their own data.
-  const auto shipped = testing::run_cli(std::string("validate --data ") + EMBSHARD_MODELS_DIR +
-                                        "/data/unseen_pieces_2021_b2048.jsonl.gz");
+  const auto shipped = testing::run_cli(std::string("validate --data ") + EMBSHARD_SOURCE_DIR +
+                                        "/data/cpu/unseen_pieces_2021_b2048.jsonl.gz");
   ASSERT_EQ(shipped.exit_code, 0) << shipped.output;
   EXPECT_NE(shipped.output.find("models/neural on"), std::string::npos) << shipped.output;
 }

@@ -23,7 +23,7 @@ void add_diff_command(CLI::App& app) {
   cmd->add_option("a", args->plan_a, "Plan A (from `embshard plan -o`)")->required();
   cmd->add_option("b", args->plan_b, "Plan B, compared against A")->required();
   cmd->add_flag("--all", args->all_tables, "List every table, not only those that changed");
-  cmd->add_flag("--json", args->json, "Print JSON (documented in docs/plan.md)");
+  cmd->add_flag("--json", args->json, "Print JSON (documented in docs/formats.md)");
   cmd->callback([args] {
     const PlanDiff diff = diff_plans(load_plan_file(args->plan_a), load_plan_file(args->plan_b));
     fmt::print("{}", args->json ? plan_diff_json(diff, args->all_tables).dump(2) + "\n"

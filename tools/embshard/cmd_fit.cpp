@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "embshard/bench/compute.h"
 #include "embshard/cost/cost_data.h"
+#include "embshard/cost/cost_model.h"
 #include "embshard/cost/neural/fit.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
@@ -30,6 +31,7 @@ struct FitArgs {
 void run_fit(FitArgs& a) {
   const auto start = std::chrono::steady_clock::now();
   if (a.tune == "on") check_fine_tune_options(a.fine_tune);
+  if (a.fit.model_dir.empty()) a.fit.model_dir = neural_model_dir("");  // the shipped model
   check_writable_directory(a.out_dir, "fit: --out");  // before the measuring and fitting
   {
     namespace fs = std::filesystem;
@@ -143,7 +145,8 @@ void add_fit_command(CLI::App& app) {
   b.reference_window_s = 10;
   CLI::App* cmd = app.add_subcommand(
       "fit", "Fit a pre-trained neural model to this machine from a few hundred measured shards");
-  cmd->add_option("--model", a->fit.model_dir, "The pre-trained model directory")->required();
+  cmd->add_option("--model", a->fit.model_dir,
+                  "The pre-trained model directory (default: the shipped model)");
   cmd->add_option("-o,--out", a->out_dir, "Fitted model directory to write")->required();
   cmd->add_option("--data", a->fit.data_paths,
                   "Bench compute files already measured here (default: measure now)");

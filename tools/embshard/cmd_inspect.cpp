@@ -26,8 +26,8 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("--compare", args->compare_profile,
                   "Also report the distance to a published profile: 2021 | 2022");
   cmd->add_option("--stats-dir", args->stats_dir,
-                  "Directory of the published statistics files (default: the repo's "
-                  "data/published)");
+                  "Directory of the published statistics files (default: data/published "
+                  "under the data root, the shipped files)");
   cmd->callback([args] {
     const WorkloadInspection in =
         inspect_workload(args->dir, args->compare_profile, args->stats_dir);

@@ -67,8 +67,8 @@ void add_synth_command(CLI::App& app) {
                   "Stress: the hot tables' pooling factor")
       ->capture_default_str();
   cmd->add_option("--stats-dir", args->stats_dir,
-                  "Directory of the published statistics files (default: the repo's "
-                  "data/published)");
+                  "Directory of the published statistics files (default: data/published "
+                  "under the data root, the shipped files)");
   cmd->callback([args] { run_synth(*args); });
 }
 

@@ -1,5 +1,5 @@
 // A compute model corrected by measurements: what verification rounds plan
-// against after the first (docs/plan.md, "Rounds"). Each measured device
+// against after the first (docs/cli.md, `--verify-rounds`). Each measured device
 // (a set of pieces, its measured and predicted compute) says by how much the
 // model is off on it; the log of that ratio is shared out over the device's
 // source tables by their share of its predicted cost (ridge regression, so a

@@ -46,6 +46,7 @@ std::string describe(const ModelSource& source);
 
 // Where the pre-trained models shipped with the repository live:
 // <dir>/neural (the neural model set) and <dir>/analytic.json (a calibration).
+// It is data_root()/models (util/data_dir.h), found at run time.
 std::string shipped_models_dir();
 // The neural model directory `model_dir` names: itself, or the neural/ of a
 // model set directory ("": the shipped one).

@@ -66,8 +66,8 @@ std::shared_ptr<ComputeModel> raw_clock_view(std::shared_ptr<MeasuredComputeMode
 // The scale of a cost model's ground truth: the reference probe time its
 // compute data were normalized to, and every rank's reference exchange time
 // of its comm data at `devices` ranks and `batch` (empty where the model
-// recorded none: an analytic model, a model trained before 2026-11-25, no
-// comm data at that rank count and batch; `note` says why).
+// recorded none: an analytic model, a model trained on data without a
+// reference probe, no comm data at that rank count and batch; `note` says why).
 struct ReferenceScale {
   std::optional<ProbeReference> compute;
   std::vector<double> exchange_ms;

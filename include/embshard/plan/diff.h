@@ -88,7 +88,7 @@ PlanDiff diff_plans(const PlanFile& a, const PlanFile& b);
 std::string plan_diff_text(const PlanDiff& diff, bool all_tables);
 
 // The same as JSON ({"format": "embshard-plan-diff", "version": 1, ...};
-// docs/plan.md "Comparing plans" lists the fields). `tables` holds the
+// docs/formats.md lists the fields). `tables` holds the
 // changed tables only, unless `all_tables`.
 nlohmann::json plan_diff_json(const PlanDiff& diff, bool all_tables);
 

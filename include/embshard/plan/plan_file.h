@@ -1,5 +1,5 @@
 // Reading a plan JSON back: what `embshard plan -o plan.json` wrote
-// (plan_to_json, report.h; fields in docs/plan.md "Output"), checked field by
+// (plan_to_json, report.h; fields in docs/formats.md), checked field by
 // field. This is the one reader of the format; `embshard diff` and anything
 // else that compares or replays plans goes through it.
 //

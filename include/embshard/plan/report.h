@@ -12,7 +12,7 @@
 //       "gap", "search_s", "devices": [{"memory_bytes", "memory_fraction",
 //       "compute_ms", "fwd_comm_ms", "bwd_comm_ms", "total_ms", "num_shards",
 //       "dim_sum"}]}}
-// docs/plan.md documents every field.
+// docs/formats.md documents every field.
 #pragma once
 
 #include <optional>

@@ -23,7 +23,7 @@ namespace embshard {
 // device cheaper) and fusing never costs more than running apart (the cost of
 // a union of shards <= the sum of their costs), and communication grows with
 // the dim sum and the delay, its sum over devices least when the dims are
-// spread evenly (convex). docs/plan.md explains the terms; search/planner.h
+// spread evenly (convex). docs/guide.md explains the terms; search/planner.h
 // computes it.
 struct LowerBound {
   double piece_ms = 0;       // the costliest narrowest piece alone

@@ -36,7 +36,7 @@ struct PlannerOptions {
   // exact, but the cheapest device is almost always among the least loaded:
   // at 1000 x 64, 4 costs 4-5x fewer model calls than no limit for plans
   // within 0.3% either way, and 1 about 0.6x the calls of 4 for plans
-  // within 0.7% either way, mean +0.02% (docs/benchmarks.md).
+  // within 0.7% either way, mean +0.02% (docs/measurement.md).
   int scan_patience = 1;
   // Screening: a beam step first rates each of its candidates on one cap,
   // the one its parent's best placement came from (GridGreedy::best_cap),
@@ -45,14 +45,14 @@ struct PlannerOptions {
   // Not exact (a candidate the screen ranks low is not rated again), but a
   // child's best cap is mostly its parent's: 0.36x the model calls of no
   // screening, 26 of 32 plans the same, the rest within 0.3% either way
-  // (docs/benchmarks.md).
+  // (docs/measurement.md).
   int screen_keep = 2;
   // The beam stops after this many steps in a row find nothing cheaper than
   // the best so far (0: every one of max_steps, NeuroShard's search). The
   // halvings' beam and the wider beam count apart. Not exact (a later step
   // can still find a cheaper plan), but most searches settle within a few
   // steps: 0.57-0.65x the model calls up to 200 x 16 for the same plans
-  // (docs/benchmarks.md).
+  // (docs/measurement.md).
   int step_patience = 3;
   // The search rates a device at its predicted compute plus this times the
   // root of the sum of its pieces' squared costs alone: one standard
@@ -112,7 +112,7 @@ LowerBound lower_bound(const PlanTask& task, ShardCosts& costs);
 
 // Runs the planner, validates its plan (Error if it is invalid) and predicts.
 PlanResult make_plan(Planner& planner, const PlanTask& task, const CostModel& model);
-// The same with a verification step (docs/plan.md, Verification): the
+// The same with a verification step (docs/guide.md): the
 // planner's best `candidates` distinct plans, each validated, predicted with
 // `model` and measured with `truth`; the measured fastest is the result's
 // plan. Plans that differ only in device labels count as one.

@@ -18,7 +18,7 @@ void write_file_atomic(const std::string& path, const std::string& content);
 std::string read_file(const std::string& path);
 
 // Reads a whole file, gunzipped when it starts with gzip's magic bytes (by
-// content, not name: the shipped models/data/*.jsonl.gz read as they are).
+// content, not name: the measurements under data/, *.jsonl.gz, read as they are).
 // Error names the path for a truncated or corrupted stream.
 std::string read_file_gunzip(const std::string& path);
 

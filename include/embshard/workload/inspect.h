@@ -26,7 +26,7 @@ struct WorkloadInspection {
 // Recomputes every table's statistics from the trace, one table in memory at
 // a time; spec-only workloads fall back to the figures in tables.json.
 // `compare_profile` ("" for none): also the distance to that published
-// profile, read from `stats_dir` ("" for the repo's data/published).
+// profile, read from `stats_dir` ("": data/published under the data root).
 WorkloadInspection inspect_workload(const std::string& dir,
                                     const std::string& compare_profile = "",
                                     const std::string& stats_dir = "");

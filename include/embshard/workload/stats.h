@@ -93,7 +93,7 @@ struct PublishedStats {
 const std::vector<std::string>& published_profiles();
 // The statistics file of a profile inside `dir` (throws listing valid profiles).
 std::string published_stats_file(const std::string& dir, const std::string& profile);
-// Where the statistics committed with the repo live (compiled in).
+// Where the statistics committed with the repo live: data_root()/data/published.
 std::string default_published_stats_dir();
 
 // Parses a locality statistics file. "2021": the block of the unsplit file

@@ -8,7 +8,7 @@
 // range. Average pooling factor, unique-rows ratio and both reuse histograms
 // therefore match for any seed; the seed decides the tables (rows, dims,
 // pooling factors, skew), row ids, order of lookups and bag lengths.
-// docs/synth.md explains the design.
+// docs/workloads.md explains the design.
 //
 // Memory: the plan is O(tables x bins); traces are generated and written one
 // table at a time (write_synth_traces), so peak memory is about one table's

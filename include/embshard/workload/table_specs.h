@@ -21,6 +21,10 @@ namespace embshard {
 // its source is the path.
 Workload load_table_specs(const std::string& path, const std::string& profile = "2021",
                           int64_t batch_size = 0);
+// The same from JSON text in memory (the Python package's tables); `source`
+// names it in errors and is the workload's source.
+Workload parse_table_specs(const std::string& text, const std::string& source,
+                           const std::string& profile = "2021", int64_t batch_size = 0);
 
 // The built-in default: `num_tables` tables of a synth workload calibrated to
 // the published 2021 statistics (seed 1), made in memory without traces.

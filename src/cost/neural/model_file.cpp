@@ -181,8 +181,8 @@ Mlp mlp_from(const std::string& dir, const json& manifest, const std::string& po
   // decode_mlp checks the trailer.
   Mlp mlp = decode_mlp(path, field("sizes", JsonKind::kCounts).get<std::vector<int>>());
   const std::string bytes = read_file(path);
-  // Manifests written before 2026-11-26 (stop 37) hold the whole file's CRC,
-  // the residue every intact file has: they cannot tell a replaced file.
+  // Older manifests hold the whole file's CRC, the residue every intact file
+  // has: they still load, but cannot tell a replaced file.
   const uint32_t expected = field("crc32", JsonKind::kCount).get<uint32_t>();
   ES_CHECK(expected == kCrcResidue || crc32_of(bytes.data(), bytes.size() - 4) == expected,
            "{}: weights differ from those {} names (CRC {:08x}, expected {:08x}): the file was "

@@ -29,7 +29,7 @@ struct Calibration {
   std::string machine_cpu;
   int threads = 1;
   // What the probes were timed on, e.g. "cpu (1 thread, thread CPU time)"
-  // (files before 2026-11-25: the wall clock, "cpu (N threads)").
+  // (older files: the wall clock, "cpu (N threads)").
   std::string executor = "cpu (1 thread)";
   int64_t batch_size = 4096;      // the batch the probes ran at (the model's default)
   int64_t cache_bytes = 0;        // effective last-level cache (fitted from the probes)

@@ -20,8 +20,8 @@ const std::vector<std::string>& comm_bwd_feature_names();  // a prefix of the fw
 // The reuse bin a compute network merges the histograms' tail into (its
 // manifest's reuse_tail_bin): bins above it read 0 and it holds their sum, so
 // that rows accessed more often than bin `reuse_tail_bin`'s lower bound all
-// count alike. The last bin (kReuseBins - 1): nothing merged, as the networks
-// trained before 2026-11-27 read them.
+// count alike. The last bin (kReuseBins - 1): nothing merged, as networks
+// whose manifest names no reuse_tail_bin read them.
 constexpr int kNoReuseTail = kReuseBins - 1;
 constexpr int kDefaultReuseTailBin = 8;  // rows accessed more than 128 times in a batch
 

@@ -1,0 +1,240 @@
+"""EmbshardPlanner: embshard in the place of TorchRec's EmbeddingShardingPlanner.
+
+Follows the fields of TorchRec 1.3 (torchrec.distributed.planner): Topology
+(world_size, compute_device, local_world_size, devices[i].storage.hbm/.ddr),
+ParameterConstraints (sharding_types, pooling_factors), EmbeddingBagCollection
+(embedding_bag_configs()), ShardingPlan / EmbeddingModuleShardingPlan /
+ParameterSharding. Everything is read through those attributes (duck-typed):
+torchrec is imported only to build the ShardingPlan it returns.
+"""
+
+import warnings
+from collections.abc import Mapping
+
+from ._errors import EmbshardError
+from .planning import _bridge, plan as plan_tables
+
+# TorchRec's defaults (torchrec/distributed/planner/constants.py): the batch
+# per rank, and the share of each device's HBM its HeuristicalStorageReservation
+# keeps for everything but the embedding tables.
+TORCHREC_BATCH_SIZE = 512
+TORCHREC_RESERVED_FRACTION = 0.15
+
+
+def _value(x):
+    return getattr(x, "value", x)  # an enum (ShardingType.TABLE_WISE) or its string
+
+
+def _get(obj, name, default=None):
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _topology_memory(topology, compute_device):
+    """Each device's memory from a Topology: its devices' storage (hbm on a
+    GPU, ddr on a CPU), else hbm_cap / ddr_cap."""
+    kind = "ddr" if compute_device == "cpu" else "hbm"
+    devices = _get(topology, "devices")
+    if devices:
+        return [_get(_get(d, "storage"), kind) for d in devices]
+    cap = _get(topology, f"{kind}_cap")
+    return None if cap is None else [cap] * _get(topology, "world_size")
+
+
+def _inside(path, outer):
+    # named_modules() paths: "" is the root, "a.b" is inside "a".
+    return outer == "" or path == outer or path.startswith(outer + ".")
+
+
+def _embedding_bag_modules(module):
+    """[(path, module)] of the EmbeddingBagCollections in `module`, outermost
+    first, none inside another (TorchRec shards those whole)."""
+    named = module.named_modules() if callable(getattr(module, "named_modules", None)) \
+        else [("", module)]
+    found = []
+    for path, m in named:
+        if any(_inside(path, outer) for outer, _ in found):
+            continue
+        if callable(getattr(m, "embedding_bag_configs", None)):
+            found.append((path, m))
+        elif callable(getattr(m, "embedding_configs", None)):
+            warnings.warn(f"module '{path}': an EmbeddingCollection (sequence embeddings) is not "
+                          "planned by embshard; TorchRec's planner must place it", UserWarning,
+                          stacklevel=3)
+    return found
+
+
+class EmbshardPlanner:
+    """A planner with the shape of TorchRec's EmbeddingShardingPlanner, so that
+    a training script swaps its planner in one line:
+
+        planner = EmbshardPlanner(topology=topology, batch_size=512, constraints=constraints)
+        plan = planner.collective_plan(model, sharders, pg)
+
+    topology: a torchrec Topology, or anything with world_size,
+        compute_device, local_world_size and devices[i].storage.hbm (.ddr on
+        a CPU); or give world_size= and mem_per_device= instead.
+    batch_size: the batch per rank, as TorchRec's planner takes it (default
+        512, TorchRec's); embshard plans for batch_size x world_size. With
+        samples and no batch_size, it is the samples' batch.
+    constraints: {table: ParameterConstraints}: sharding_types (a table
+        allowed only table_wise is kept whole; the other tables' allowed
+        types together bound the whole plan's, and a plan that breaks a
+        table's constraint anyway is an EmbshardError) and pooling_factors
+        (summed over the table's features: its pooling factor where no
+        sample measured it). Other fields are not read.
+    mem_per_device: each device's memory for the tables (bytes, "80GB", or a
+        list); by default the topology's, less reserved_fraction (0.15, as
+        TorchRec's default storage reservation keeps for dense parts).
+    samples: sample batches (KeyedJaggedTensors, one rank's) to measure
+        pooling and reuse on (embshard.plan's samples).
+    pins: {table: rank} keeps a table whole on a rank.
+    algo, cost_model, model, profile, explain and options (seed, threads, ...):
+        as embshard.plan takes them.
+    The arguments of TorchRec's planner that choose its own search
+    (enumerator, proposer, partitioner, performance_model, stats, callbacks,
+    timeout_seconds, plan_loader, debug) are accepted and not used.
+
+    last_plan: the embshard Plan of the last plan() call (report(), explain()).
+    """
+
+    def __init__(self, topology=None, batch_size=None, enumerator=None, storage_reservation=None,
+                 proposer=None, partitioner=None, performance_model=None, stats=None,
+                 constraints=None, debug=True, callbacks=None, timeout_seconds=None,
+                 plan_loader=None, *,
+                 world_size=None, compute_device=None, local_world_size=None,
+                 mem_per_device=None, reserved_fraction=None, samples=None, pins=None,
+                 algo="neuroshard", cost_model="neural", model=None, profile="2021",
+                 explain=False, **options):
+        if topology is not None:
+            world_size = world_size or _get(topology, "world_size")
+            compute_device = compute_device or _get(topology, "compute_device")
+            local_world_size = local_world_size or _get(topology, "local_world_size")
+        if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
+            raise EmbshardError(f"world_size is {world_size!r}: give a topology or world_size=")
+        self.world_size = world_size
+        self.compute_device = compute_device or "cuda"
+        self.local_world_size = local_world_size
+        if mem_per_device is None:
+            if topology is None:
+                raise EmbshardError("mem_per_device: not given and no topology to read it from")
+            mem_per_device = _topology_memory(topology, self.compute_device)
+            if mem_per_device is None:
+                raise EmbshardError("topology: no devices[i].storage nor hbm_cap: give "
+                                    "mem_per_device=")
+            if reserved_fraction is None:
+                reserved_fraction = _get(storage_reservation, "_percentage",
+                                         TORCHREC_RESERVED_FRACTION)
+            mem_per_device = [int(m * (1 - reserved_fraction)) for m in mem_per_device]
+        self.mem_per_device = mem_per_device
+        self.batch_size = batch_size
+        self.constraints = dict(constraints or {})
+        self.samples = samples
+        self.pins = dict(pins or {})
+        self.algo, self.cost_model, self.model, self.profile = algo, cost_model, model, profile
+        self.explain = explain
+        self.options = options
+        self.last_plan = None
+
+    # ---- what the plan is made from ----
+
+    def _tables(self, module):
+        """The configs of every EmbeddingBagCollection and each table's module path."""
+        configs, paths = [], {}
+        for path, ebc in _embedding_bag_modules(module):
+            for config in ebc.embedding_bag_configs():
+                name = _get(config, "name")
+                if name in paths:
+                    raise EmbshardError(f"table '{name}' is in modules '{paths[name]}' and "
+                                        f"'{path}': table names must be unique to plan them")
+                paths[name] = path
+                configs.append(config)
+        if not configs:
+            raise EmbshardError("module: no EmbeddingBagCollection (a module with "
+                                "embedding_bag_configs()) holds a table")
+        return configs, paths
+
+    def _specs(self, configs):
+        """The table-spec dict and the batch embshard plans for (all ranks)."""
+        specs = _bridge().table_specs(configs, self.samples, self.profile)
+        per_rank = self.batch_size
+        if per_rank is None:
+            per_rank = specs["batch_size"] if self.samples is not None else TORCHREC_BATCH_SIZE
+        for t in specs["tables"]:
+            pooling = _get(self.constraints.get(t["name"]), "pooling_factors")
+            if "pooling_factor" not in t and pooling:
+                t["pooling_factor"] = float(sum(pooling))
+        return specs, per_rank * self.world_size
+
+    def _types(self, sharders):
+        """(global sharding types, tables kept whole, {table: allowed types})."""
+        allowed = set(_bridge().SHARDING_TYPES)
+        if sharders:
+            offered = set()
+            for s in sharders:
+                if callable(getattr(s, "sharding_types", None)):
+                    offered |= {_value(t) for t in s.sharding_types(self.compute_device)}
+            allowed &= offered or allowed
+        whole, per_table = [], {}
+        for name, c in self.constraints.items():
+            types = _get(c, "sharding_types")
+            if types is None:
+                continue
+            types = {_value(t) for t in types}
+            per_table[name] = types
+            if types == {"table_wise"}:
+                whole.append(name)
+            else:
+                allowed &= types | {"table_wise"}
+        from .planning import _native
+        names = list(_native().sharding_type_names())
+        return [t for t in names if t in allowed or t == "table_wise"], whole, per_table
+
+    # ---- TorchRec's planner interface ----
+
+    def plan(self, module, sharders=None):
+        """Plans every table of the module's EmbeddingBagCollections; returns
+        TorchRec's ShardingPlan ({module path: {table: ParameterSharding}}),
+        or, where torchrec does not import, the same as dicts."""
+        configs, paths = self._tables(module)
+        specs, global_batch = self._specs(configs)
+        types, whole, per_table = self._types(sharders)
+        whole = [name for name in whole if name in paths]
+        unknown = sorted(set(self.constraints) - set(paths))
+        if unknown:
+            warnings.warn(f"constraints name tables no module holds: {unknown}", UserWarning,
+                          stacklevel=2)
+        plan = plan_tables(specs, devices=self.world_size, mem_per_device=self.mem_per_device,
+                           batch_size=global_batch, algo=self.algo, cost_model=self.cost_model,
+                           model=self.model, sharding_types=types, pins=self.pins,
+                           no_split=whole, profile=self.profile, explain=self.explain,
+                           **self.options)
+        for name, allowed in per_table.items():
+            t = plan.tables.get(name)
+            if t is not None and t.sharding_type not in allowed:
+                raise EmbshardError(
+                    f"constraints: table '{name}' allows {sorted(allowed)} but was planned "
+                    f"{t.sharding_type}: embshard keeps a table whole (table_wise only) or bounds "
+                    "the whole plan's types; restrict the others' types too")
+        self.last_plan = plan
+        return plan.to_torchrec(paths, self.compute_device, self.local_world_size)
+
+    def collective_plan(self, module, sharders=None, pg=None):
+        """plan() on rank 0 of `pg` and broadcast to the others, as TorchRec's
+        planner does (ranks' sample batches may differ). pg None: the default
+        process group where torch.distributed is initialized, else plan()
+        here alone."""
+        if pg is None:
+            try:
+                import torch.distributed as dist
+                if dist.is_available() and dist.is_initialized():
+                    pg = dist.GroupMember.WORLD
+            except ImportError:
+                pass
+        if pg is None or pg.size() <= 1:
+            return self.plan(module, sharders)
+        import torch.distributed as dist
+        objects = [self.plan(module, sharders) if pg.rank() == 0 else None]
+        dist.broadcast_object_list(objects, 0, group=pg)
+        return objects[0]

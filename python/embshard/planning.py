@@ -1,0 +1,366 @@
+"""embshard.plan and the Plan it returns.
+
+The search runs in the C++ library (embshard._embshard) without the GIL; this
+module turns the caller's tables into table-spec JSON, and the plan JSON the
+library returns into Plan, Table, Shard and Device objects.
+"""
+
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import Mapping
+
+from . import plan_file
+from ._errors import EmbshardError
+
+LOGGER = logging.getLogger("embshard")
+# TorchRec's DLRM keeps its EmbeddingBagCollection here (torchrec.models.dlrm).
+DEFAULT_MODULE_PATH = "sparse_arch.embedding_bag_collection"
+
+
+def _native():
+    """The compiled extension, or an ImportError that says how to build it."""
+    try:
+        from . import _embshard
+    except ImportError as e:
+        raise ImportError(
+            f"embshard's compiled extension is missing ({e}): build it "
+            "(cmake --build build --target embshard_python) and put build/python first on "
+            "PYTHONPATH, or pip install --no-build-isolation . from the source tree") from e
+    return _embshard
+
+
+def _bridge():
+    # Imported when used, so that `python3 -m embshard.torchrec` does not find
+    # the module already imported by the package.
+    from . import torchrec
+    return torchrec
+
+
+def _log(kind, text):
+    LOGGER.info(text)
+
+
+# ---- the tables ----------------------------------------------------------------
+
+def _is_config(item):
+    # EmbeddingBagConfig-shaped (an object or a dict): what the bridge reads.
+    if isinstance(item, Mapping):
+        return "num_embeddings" in item
+    return hasattr(item, "num_embeddings") and hasattr(item, "embedding_dim")
+
+
+def _scalar(value):
+    # numpy and torch scalars (rows as numpy.int64) as Python numbers.
+    if callable(getattr(value, "item", None)):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON data")
+
+
+def _table_input(tables, samples, profile, batch_size):
+    """(tables_json, tables_path, batch_size) for the extension."""
+    if tables is None:
+        if samples is not None or batch_size is not None:
+            raise EmbshardError("tables is None (the built-in default workload): samples and "
+                                "batch_size apply to tables of your own")
+        return None, None, 0
+    if isinstance(tables, (str, os.PathLike)):
+        if samples is not None:
+            raise EmbshardError(f"tables is a path ({os.fspath(tables)}): samples apply to "
+                                "EmbeddingBagConfigs")
+        return None, os.fspath(tables), batch_size or 0
+    if isinstance(tables, Mapping):
+        if "tables" not in tables:
+            raise EmbshardError("tables: a dict must be a table-spec ({\"batch_size\": B, "
+                                "\"tables\": [...]}); give a list for the tables alone")
+        if samples is not None:
+            raise EmbshardError("samples apply to EmbeddingBagConfigs, not to table-spec dicts")
+        spec = dict(tables)
+    else:
+        items = list(tables)
+        configs = [_is_config(t) for t in items]
+        if items and all(configs):
+            if samples is None and batch_size is None:
+                raise EmbshardError("batch_size: not given and no samples: the global batch "
+                                    "the tables are looked up with (e.g. batch_size=4096)")
+            spec = _bridge().table_specs(items, samples, profile, batch_size)
+        elif any(configs):
+            raise EmbshardError("tables: a mix of EmbeddingBagConfigs and table dicts")
+        elif samples is not None:
+            raise EmbshardError("samples apply to EmbeddingBagConfigs, not to table dicts")
+        else:
+            spec = {"tables": items}
+    if batch_size is None and "batch_size" not in spec:
+        raise EmbshardError("batch_size: not given: the global batch the tables are looked "
+                            "up with (e.g. batch_size=4096)")
+    spec.setdefault("profile", profile)
+    try:
+        text = json.dumps(spec, allow_nan=False, default=_scalar)
+    except (TypeError, ValueError) as e:
+        raise EmbshardError(f"tables: not JSON data ({e})") from None
+    return text, None, batch_size or 0
+
+
+def _bytes(value, what):
+    """Bytes from a number of bytes (40e9 too) or a size such as "40GB"."""
+    if isinstance(value, str):
+        value = _native().parse_bytes(value, what)
+    elif isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EmbshardError(f"{what} is {value!r}, expected bytes or a size such as \"40GB\"")
+    if value <= 0:
+        raise EmbshardError(f"{what} is {value}: a device needs memory (None for the default)")
+    return value
+
+
+def _memory(mem_per_device, devices):
+    """(mem_per_device_bytes, mem_bytes) for the extension."""
+    if mem_per_device is None:
+        return 0, []
+    if isinstance(mem_per_device, (list, tuple)):
+        sizes = [_bytes(m, f"mem_per_device[{i}]") for i, m in enumerate(mem_per_device)]
+        if len(sizes) != devices:
+            raise EmbshardError(f"mem_per_device lists {len(sizes)} sizes for {devices} devices")
+        return 0, sizes
+    return _bytes(mem_per_device, "mem_per_device"), []
+
+
+def _type_list(sharding_types):
+    if sharding_types is None:
+        return ""
+    if isinstance(sharding_types, str):
+        return sharding_types
+    return ",".join(getattr(t, "value", t) for t in sharding_types)
+
+
+def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None,
+         algo="neuroshard", cost_model="neural", model=None, sharding_types=None, pins=None,
+         no_split=None, split_dims=None, profile="2021", calibration=None, explain=True,
+         **options):
+    """Plans how to shard `tables` over `devices` devices; returns a Plan.
+
+    tables: a list of table dicts in the table-spec format ({"name", "rows",
+        "dim", "pooling_factor"?, "unique_rows"?, "row_reuse_histogram"?,
+        "lookup_reuse_histogram"?}; what a table leaves out comes from the
+        published averages of `profile`); a whole table-spec dict
+        ({"batch_size", "tables", "profile"?}); a path to a table-spec file or
+        a workload folder; TorchRec EmbeddingBagConfigs (or objects or dicts
+        with their fields: name, num_embeddings, embedding_dim, feature_names);
+        or None for the built-in default workload (100 synthetic tables).
+    devices: how many devices (ranks) to shard over.
+    mem_per_device: each device's memory for the tables: bytes, or a size
+        such as "40GB" or "512MiB"; a list gives each device its own; None
+        assumes 1.25 x an even share of the tables (logged).
+    batch_size: the global batch the tables are looked up with (all ranks
+        together). Required for table dicts and configs without samples;
+        with samples it is theirs (a different one is an error).
+    samples: with EmbeddingBagConfigs, one or more sample batches
+        (KeyedJaggedTensors, or dicts {feature: (values, lengths)}): each
+        table's pooling factor and reuse are measured on them.
+    algo: the planner (embshard.planner_names()): "neuroshard" (the search),
+        "torchrec", "greedy", ...
+    cost_model: "neural" (the shipped pre-trained models; "analytic" where
+        they are missing), "analytic", or "measured" (a workload folder only).
+    model: a neural model directory or model set (e.g. <data>/models/h100);
+        None: the shipped one. calibration: the analytic model's file.
+    sharding_types: the TorchRec sharding types plans may use (a list or a
+        comma-separated string; table_wise is required); None: all.
+    pins: {table: device} keeps each named table whole on its device.
+    no_split: tables kept whole. split_dims: column widths splits may make.
+    explain: also work out each table's decision against its best
+        alternative (Plan.explain()); False saves that time on big tasks.
+    options: the search's options: seed, beam_width, max_steps, candidates,
+        grid_steps, scan_patience, screen_keep, step_patience, uncertainty,
+        threads (0: one per hardware thread), policy (dreamshard, autoshard).
+
+    Errors (a bad table field, an unknown algo, a table that cannot fit)
+    raise EmbshardError with the library's message. Notes go to
+    logging.getLogger("embshard") at INFO. The search releases the GIL.
+    """
+    if isinstance(devices, bool) or not isinstance(devices, int):
+        raise EmbshardError(f"devices is {devices!r}, expected a number of devices")
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                   or batch_size <= 0):
+        raise EmbshardError(f"batch_size is {batch_size!r}, expected a positive integer")
+    tables_json, tables_path, batch = _table_input(tables, samples, profile, batch_size)
+    each, sizes = _memory(mem_per_device, devices)
+    plan_json, report, report_per_table, explanation = _native().plan(
+        tables_json=tables_json, tables_path=tables_path, source="tables", profile=profile,
+        batch_size=batch, devices=devices, mem_per_device_bytes=each, mem_bytes=sizes,
+        algo=algo, cost_model=cost_model, model_dir=os.fspath(model) if model else "",
+        calibration=os.fspath(calibration) if calibration else "",
+        pins=[(t, d) for t, d in (pins or {}).items()], no_split=list(no_split or []),
+        sharding_types=_type_list(sharding_types), split_dims=list(split_dims or []),
+        planner=dict(options), explain=bool(explain), log=_log)
+    return Plan(json.loads(plan_json), report, report_per_table, explanation if explain else None)
+
+
+# ---- the plan ------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    """One piece of a table on one device: rows [row_offset, row_offset +
+    rows) x columns [col_offset, col_offset + cols). A data_parallel table
+    has one replica (the whole table) on every device."""
+    table: str
+    device: int
+    row_offset: int
+    rows: int
+    col_offset: int
+    cols: int
+    sharding_type: str
+    replica: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """A table's placement: TorchRec's sharding type and compute kernel, the
+    ranks of its shards, and its bytes under the plan (weights and optimizer)."""
+    name: str
+    rows: int
+    dim: int
+    sharding_type: str
+    compute_kernel: str
+    ranks: tuple
+    memory_bytes: int
+    shards: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """A device's row of the report: its memory and predicted costs."""
+    device: int
+    capacity_bytes: int
+    memory_bytes: int
+    memory_fraction: float
+    compute_ms: float
+    fwd_comm_ms: float
+    bwd_comm_ms: float
+    total_ms: float
+    num_shards: int
+    dim_sum: float
+
+
+def _table(name, t):
+    if t["shards"] is None:  # data_parallel: a replica on each rank
+        shards = tuple(Shard(name, r, 0, t["rows"], 0, t["dim"], t["sharding_type"], True)
+                       for r in t["ranks"])
+    else:
+        shards = tuple(Shard(name, r, s["shard_offsets"][0], s["shard_sizes"][0],
+                             s["shard_offsets"][1], s["shard_sizes"][1], t["sharding_type"])
+                       for r, s in zip(t["ranks"], t["shards"]))
+    return Table(name, t["rows"], t["dim"], t["sharding_type"], t["compute_kernel"],
+                 tuple(t["ranks"]), t["memory_bytes"], shards)
+
+
+class Plan:
+    """A sharding plan with its predicted costs.
+
+    Attributes: tables ({name: Table}, in the task's order), shards (every
+    Shard), devices (a Device per device: the report's rows),
+    predicted_cost_ms (the slowest device's predicted iteration),
+    lower_bound_ms (no plan under this cost model is cheaper),
+    critical_device, imbalance, gap, search_s, algorithm, cost_model,
+    batch_size, num_devices, and json (the plan JSON as a dict, the format
+    `embshard plan --out` writes)."""
+
+    def __init__(self, plan_json, report=None, report_per_table=None, explanation=None):
+        plan_file.check_plan(plan_json)
+        self.json = plan_json
+        self._report, self._report_per_table = report, report_per_table
+        self._explanation = explanation
+        order = plan_json.get("table_order", sorted(plan_json["tables"]))
+        self.tables = {n: _table(n, plan_json["tables"][n]) for n in order}
+        self.shards = [s for t in self.tables.values() for s in t.shards]
+        p = plan_json["predicted"]
+        capacity = plan_json.get("device_memory_bytes", [0] * len(p["devices"]))
+        fields = [f.name for f in dataclasses.fields(Device)][2:]
+        self.devices = [Device(d, capacity[d], **{f: dev[f] for f in fields})
+                        for d, dev in enumerate(p["devices"])]
+        self.predicted_cost_ms = p["cost_ms"]
+        self.lower_bound_ms = p["lower_bound_ms"]
+        self.critical_device = p["critical_device"]
+        self.imbalance = p["imbalance"]
+        self.gap = p["gap"]
+        self.search_s = p["search_s"]
+        self.algorithm = plan_json.get("algorithm")
+        self.cost_model = plan_json.get("cost_model")
+        self.batch_size = plan_json.get("batch_size")
+        self.num_devices = plan_json["num_devices"]
+
+    @classmethod
+    def load(cls, path):
+        """A plan file (`embshard plan --out`, Plan.save), checked as the
+        library's reader checks it (EmbshardError naming the file and field).
+        Its report() is a summary: the full report is the planner's."""
+        return cls(plan_file.load_plan(os.fspath(path)))
+
+    def report(self, per_table=False):
+        """The report `embshard plan` prints: a row per device, the predicted
+        cost, lower bound and what the cost model was measured on; with
+        `per_table`, a row per table too."""
+        text = self._report_per_table if per_table else self._report
+        return text if text is not None else _bridge().predicted_summary(self.json) + "\n"
+
+    def __str__(self):
+        return self.report()
+
+    def __repr__(self):
+        return (f"<embshard.Plan {self.algorithm}: {len(self.tables)} tables on "
+                f"{self.num_devices} devices, predicted {self.predicted_cost_ms:.3f} ms, "
+                f"lower bound {self.lower_bound_ms:.3f} ms>")
+
+    def explain(self):
+        """Why: each table's decision (whole, split, replicated; where)
+        against its best single alternative, both predicted as whole plans,
+        largest saving first (`embshard plan --explain`)."""
+        if self._explanation is None:
+            raise EmbshardError("this plan has no explanation: plan with explain=True")
+        return self._explanation
+
+    def to_json(self, indent=1):
+        """The plan JSON text (docs: the plan file format)."""
+        return json.dumps(self.json, indent=indent) + "\n"
+
+    def save(self, path):
+        """Writes the plan JSON to `path` atomically (`embshard diff` and
+        Plan.load read it)."""
+        _bridge()._write_json_atomic(os.fspath(path), self.json)
+
+    def to_torchrec(self, module_path=DEFAULT_MODULE_PATH, device_type="cuda",
+                    local_world_size=None, as_dicts=False):
+        """TorchRec's ShardingPlan ({module_path: EmbeddingModuleShardingPlan
+        {table: ParameterSharding}}), for DistributedModelParallel(plan=...).
+
+        module_path: where the EmbeddingBagCollection sits in the model, or
+            {table: module_path} for tables of several collections.
+        device_type: "cuda" or "cpu" (the placements' device).
+        local_world_size: GPUs per host, when the ranks span hosts.
+        Where torchrec does not import (or with as_dicts), the same as plain
+        dicts: {module_path: {table: {"sharding_type", "compute_kernel",
+        "ranks", "shards": [{"shard_offsets", "shard_sizes", "placement"}] or
+        None}}}."""
+        paths = module_path if isinstance(module_path, Mapping) else \
+            {name: module_path for name in self.tables}
+        missing = [n for n in self.tables if n not in paths]
+        if missing:
+            raise EmbshardError(f"module_path names no module for tables {missing}")
+        tables = _bridge().to_parameter_sharding_dicts(self.json, device_type, local_world_size)
+        if not as_dicts:
+            try:
+                import torchrec.distributed.types  # noqa: F401
+            except ImportError:
+                as_dicts = True
+        if as_dicts:
+            out = {}
+            for name, sharding in tables.items():
+                out.setdefault(paths[name], {})[name] = sharding
+            return out
+        from torchrec.distributed.types import EmbeddingModuleShardingPlan, ShardingPlan
+        shardings = _bridge().to_parameter_shardings(self.json, device_type, local_world_size)
+        modules = {}
+        for name, sharding in shardings.items():
+            modules.setdefault(paths[name], {})[name] = sharding
+        return ShardingPlan({path: EmbeddingModuleShardingPlan(s) for path, s in modules.items()})

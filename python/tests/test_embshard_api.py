@@ -1,0 +1,335 @@
+"""Tests of the Python package's planning API (embshard.plan, Plan) over the
+compiled extension: ctest -R python_embshard (or PYTHONPATH=build/python
+python3 -m unittest test_embshard_api, in python/tests/). TorchRec's classes
+are stood in for as in test_embshard_table_specs.py."""
+
+import copy
+import json
+import logging
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import warnings
+
+import embshard
+import embshard.torchrec as et
+from test_embshard_table_specs import model_batches, model_configs
+from test_embshard_torchrec import REPO, find_cli
+
+# docs/plan.md's six-table example (examples/six_tables.json).
+SIX_TABLES_FILE = os.path.join(REPO, "examples", "six_tables.json")
+SIX_TABLES = {"batch_size": 65536, "profile": "2021", "tables": [
+    {"name": "user_id", "rows": 100000000, "dim": 128, "pooling_factor": 1},
+    {"name": "item_id", "rows": 50000000, "dim": 128, "pooling_factor": 1},
+    {"name": "history", "rows": 20000000, "dim": 64, "pooling_factor": 80},
+    {"name": "query", "rows": 30000000, "dim": 64, "pooling_factor": 20},
+    {"name": "geo", "rows": 20000000, "dim": 32, "pooling_factor": 2},
+    {"name": "device", "rows": 20000000, "dim": 16, "pooling_factor": 1}]}
+NAMES = [t["name"] for t in SIX_TABLES["tables"]]
+
+
+def plan_six(**kwargs):
+    args = dict(devices=16, mem_per_device="40GB", batch_size=65536)
+    args.update(kwargs)
+    return embshard.plan(SIX_TABLES["tables"], **args)
+
+
+class SixTables(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.plan = plan_six()
+
+    def test_the_example_file_is_this_copy(self):
+        if not os.path.exists(SIX_TABLES_FILE):
+            self.skipTest(f"no {SIX_TABLES_FILE}")
+        with open(SIX_TABLES_FILE) as f:
+            self.assertEqual(json.load(f), SIX_TABLES)
+
+    def test_plan_covers_every_table_within_memory(self):
+        p = self.plan
+        self.assertEqual(list(p.tables), NAMES)
+        self.assertEqual((p.num_devices, len(p.devices), p.batch_size), (16, 16, 65536))
+        for name, t in p.tables.items():
+            area = sum(s.rows * s.cols for s in t.shards if not s.replica)
+            if t.sharding_type != "data_parallel":
+                self.assertEqual(area, t.rows * t.dim, name)
+            self.assertEqual([s.device for s in t.shards], list(t.ranks))
+        self.assertEqual(len(p.shards), sum(len(t.shards) for t in p.tables.values()))
+        for d in p.devices:
+            self.assertEqual(d.capacity_bytes, 40 * 10**9)
+            self.assertLessEqual(d.memory_bytes, d.capacity_bytes)
+        # user_id (51.6 GB) fits no 40 GB device whole.
+        self.assertGreater(len(p.tables["user_id"].shards), 1)
+
+    def test_costs_and_texts(self):
+        p = self.plan
+        self.assertGreater(p.lower_bound_ms, 0)
+        self.assertGreaterEqual(p.predicted_cost_ms, p.lower_bound_ms * (1 - 1e-9))
+        self.assertAlmostEqual(p.predicted_cost_ms, max(d.total_ms for d in p.devices), places=6)
+        self.assertTrue(p.cost_model.startswith("neural"), p.cost_model)  # the shipped models found
+        self.assertIn("lower bound", p.report())
+        self.assertEqual(str(p), p.report())
+        self.assertGreater(len(p.report(per_table=True)), len(p.report()))
+        self.assertNotIn("why:", p.report())
+        for name in NAMES:
+            self.assertIn(name, p.explain())
+        self.assertIn("neuroshard", repr(p))
+
+    def test_json_round_trip(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "plan.json")
+            self.plan.save(path)
+            again = embshard.Plan.load(path)
+        self.assertEqual(again.json, self.plan.json)
+        self.assertEqual(json.loads(self.plan.to_json()), self.plan.json)
+        self.assertEqual(again.shards, self.plan.shards)
+        self.assertIn("lower bound", again.report())
+        with self.assertRaisesRegex(embshard.EmbshardError, "no explanation"):
+            again.explain()
+
+    def test_the_same_plan_as_the_cli(self):
+        cli = find_cli()
+        if cli is None:
+            self.skipTest("no built CLI (set EMBSHARD_CLI or build <repo>/build/embshard)")
+        with tempfile.TemporaryDirectory() as tmp:
+            tables, out = os.path.join(tmp, "six.json"), os.path.join(tmp, "plan.json")
+            with open(tables, "w") as f:
+                json.dump(SIX_TABLES, f)
+            subprocess.run([cli, "plan", "--tables", tables, "--devices", "16", "--mem-per-device",
+                            "40GB", "-o", out], check=True, capture_output=True)
+            with open(out) as f:
+                theirs = json.load(f)
+        self.assertEqual(theirs["tables"], self.plan.json["tables"])
+        self.assertEqual(theirs["predicted"]["cost_ms"], self.plan.predicted_cost_ms)
+
+    def test_to_torchrec_dicts(self):
+        d = self.plan.to_torchrec(as_dicts=True)
+        self.assertEqual(list(d), ["sparse_arch.embedding_bag_collection"])
+        tables = d["sparse_arch.embedding_bag_collection"]
+        self.assertEqual(list(tables), NAMES)
+        for name, s in tables.items():
+            self.assertEqual(set(s), {"sharding_type", "compute_kernel", "ranks", "shards"})
+            self.assertEqual(s["sharding_type"], self.plan.tables[name].sharding_type)
+            if s["shards"] is not None:
+                for shard, rank in zip(s["shards"], s["ranks"]):
+                    self.assertEqual(set(shard), {"shard_offsets", "shard_sizes", "placement"})
+                    self.assertEqual(shard["placement"], f"rank:{rank}/cuda:{rank}")
+        cpu = self.plan.to_torchrec(device_type="cpu", as_dicts=True)
+        self.assertTrue(all(sh["placement"].endswith("/cpu")
+                            for s in cpu["sparse_arch.embedding_bag_collection"].values()
+                            for sh in s["shards"] or []))
+        split = self.plan.to_torchrec({n: ("a" if n in NAMES[:2] else "b") for n in NAMES},
+                                      as_dicts=True)
+        self.assertEqual((list(split["a"]), list(split["b"])), (NAMES[:2], NAMES[2:]))
+        with self.assertRaisesRegex(embshard.EmbshardError, "names no module"):
+            self.plan.to_torchrec({"user_id": "a"}, as_dicts=True)
+
+    def test_to_torchrec_without_torchrec_gives_the_dicts(self):
+        try:
+            import torchrec  # noqa: F401
+            self.skipTest("torchrec imports here")
+        except ImportError:
+            pass
+        self.assertEqual(self.plan.to_torchrec(), self.plan.to_torchrec(as_dicts=True))
+
+
+class Inputs(unittest.TestCase):
+    def test_spec_dict_path_and_list_agree(self):
+        ref = plan_six(cost_model="analytic", explain=False)
+        whole = embshard.plan(SIX_TABLES, devices=16, mem_per_device=40 * 10**9,
+                              cost_model="analytic", explain=False)
+        self.assertEqual(whole.json["tables"], ref.json["tables"])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "six.json")
+            with open(path, "w") as f:
+                json.dump(SIX_TABLES, f)
+            from_file = embshard.plan(path, devices=16, mem_per_device="40GB",
+                                      cost_model="analytic", explain=False)
+        self.assertEqual(from_file.json["tables"], ref.json["tables"])
+
+    def test_configs_with_kjt_samples(self):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", et.SampleWarning)
+            p = embshard.plan(model_configs(), samples=model_batches(), devices=4,
+                              mem_per_device=None, cost_model="analytic")
+        self.assertEqual(p.batch_size, 64)  # the samples' batch
+        self.assertEqual(list(p.tables), [c.name for c in model_configs()])
+        self.assertEqual(p.tables["query"].rows, 2000)
+        self.assertEqual(len(p.devices), 4)
+
+    def test_configs_without_samples_need_a_batch(self):
+        with self.assertRaisesRegex(embshard.EmbshardError, "batch_size"):
+            embshard.plan(model_configs(), devices=4)
+        p = embshard.plan(model_configs(), devices=4, batch_size=2048, mem_per_device=None,
+                          cost_model="analytic", explain=False)
+        self.assertEqual(p.batch_size, 2048)
+
+    def test_numpy_numbers(self):
+        try:
+            import numpy
+        except ImportError:
+            self.skipTest("numpy not importable")
+        tables = [dict(t, rows=numpy.int64(t["rows"])) for t in SIX_TABLES["tables"]]
+        p = embshard.plan(tables, devices=16, mem_per_device=40e9, batch_size=65536,
+                          cost_model="analytic", explain=False)
+        self.assertEqual(p.tables["user_id"].rows, 100000000)
+
+    def test_per_device_memory_and_constraints(self):
+        p = plan_six(cost_model="analytic", mem_per_device=["60GB"] * 8 + [40 * 10**9] * 8,
+                     pins={"geo": 3}, no_split=["history"],
+                     sharding_types=["table_wise", "column_wise", "row_wise"], explain=False)
+        self.assertEqual([d.capacity_bytes for d in p.devices][:9], [60 * 10**9] * 8 + [40 * 10**9])
+        self.assertEqual(p.tables["geo"].ranks, (3,))
+        self.assertEqual(p.tables["history"].sharding_type, "table_wise")
+        self.assertTrue({t.sharding_type for t in p.tables.values()} <=
+                        {"table_wise", "column_wise", "row_wise"})
+
+    def test_default_memory_is_noted(self):
+        with self.assertLogs("embshard", "INFO") as logs:
+            plan_six(mem_per_device=None, cost_model="analytic", explain=False)
+        self.assertTrue(any("assuming" in line for line in logs.output), logs.output)
+
+    def test_names(self):
+        self.assertIn("neuroshard", embshard.planner_names())
+        self.assertIn("analytic", embshard.cost_model_names())
+        self.assertIn("row_wise", embshard.sharding_type_names())
+        self.assertNotEqual(embshard.__version__, "unbuilt")
+
+
+class Errors(unittest.TestCase):
+    def assertLibraryError(self, pattern, **kwargs):
+        with self.assertRaisesRegex(embshard.EmbshardError, pattern) as caught:
+            plan_six(**kwargs)
+        self.assertIsInstance(caught.exception, ValueError)
+        return str(caught.exception)
+
+    def test_unknown_algo(self):
+        message = self.assertLibraryError("unknown planner 'nosuch'", algo="nosuch")
+        self.assertIn("neuroshard", message)  # the library lists the valid names
+
+    def test_a_table_too_big_for_memory(self):
+        # user_id (51.6 GB) fits no 40 GB device whole.
+        message = self.assertLibraryError("table 'user_id'", sharding_types="table_wise",
+                                          cost_model="analytic")
+        self.assertIn("cannot fit", message)
+        message = self.assertLibraryError("the tables need 94.400 GB", mem_per_device="1GB")
+        self.assertIn("16.000 GB", message)
+
+    def test_a_bad_field(self):
+        tables = copy.deepcopy(SIX_TABLES["tables"])
+        tables[2]["pooling"] = 3
+        with self.assertRaisesRegex(embshard.EmbshardError,
+                                    r"tables: tables\[2\]: unknown field 'pooling'"):
+            embshard.plan(tables, devices=16, batch_size=65536)
+
+    def test_bad_arguments(self):
+        self.assertLibraryError("mem_per_device", mem_per_device="40XB")
+        self.assertLibraryError("mem_per_device is 0", mem_per_device="0")
+        self.assertLibraryError(r"mem_per_device\[1\] is -1", mem_per_device=[1, -1] + [1] * 14)
+        self.assertLibraryError("lists 2 sizes for 16 devices", mem_per_device=["40GB"] * 2)
+        self.assertLibraryError("unknown planner option 'beam' .valid: beam_width, ", beam=3)
+        self.assertLibraryError("planner option 'seed' is 'one', of the wrong type", seed="one")
+        self.assertLibraryError("unknown cost model|cost model 'nosuch'", cost_model="nosuch")
+        self.assertLibraryError("sharding_types", sharding_types=["diagonal"])
+        self.assertLibraryError("multiple of 4", split_dims=[6])
+        self.assertLibraryError("pin|device", pins={"geo": 99})
+        with self.assertRaisesRegex(embshard.EmbshardError, "batch_size"):
+            embshard.plan(SIX_TABLES["tables"], devices=16)
+
+    def test_a_config_error_is_an_embshard_error(self):
+        bad = model_configs()
+        bad[0].embedding_dim = 0
+        with self.assertRaisesRegex(embshard.EmbshardError, "embedding_dim is 0"):
+            embshard.plan(bad, devices=4, batch_size=64)
+
+
+def many_tables(count=1000, seed=5):
+    """Tables enough for a plan that takes a while (seeded sizes and pooling)."""
+    rng = random.Random(seed)
+    return [{"name": f"t{i}", "rows": rng.randint(1000, 5_000_000), "dim": rng.choice([16, 32, 64, 128]),
+             "pooling_factor": rng.choice([1, 2, 5, 20, 60])} for i in range(count)]
+
+
+class Threads(unittest.TestCase):
+    def test_notes_go_to_logging(self):
+        with self.assertLogs("embshard", "INFO") as logs:
+            plan_six(cost_model="analytic", explain=False)
+        self.assertTrue(any("plan: 6 tables from tables; 16 devices; neuroshard" in line
+                            for line in logs.output), logs.output)
+
+    def test_a_failing_log_handler_does_not_break_planning(self):
+        class Broken(logging.Handler):
+            def emit(self, record):
+                raise RuntimeError("handler")
+
+        logger = logging.getLogger("embshard")
+        handler = Broken()
+        logger.addHandler(handler)
+        level = logger.level
+        logger.setLevel(logging.INFO)
+        unraisable, hook = [], sys.unraisablehook
+        sys.unraisablehook = unraisable.append  # reported so, not raised into the search
+        try:
+            p = plan_six(cost_model="analytic", explain=False)
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+            sys.unraisablehook = hook
+        self.assertEqual(len(p.tables), 6)
+        self.assertTrue(unraisable and isinstance(unraisable[0].exc_value, RuntimeError))
+
+    def test_the_search_releases_the_gil(self):
+        # A thread ticks while the main thread plans; with the GIL held by the
+        # search, no tick would fall inside it.
+        ticks, stop = [], threading.Event()
+
+        def tick():
+            while not stop.is_set():
+                ticks.append(time.monotonic())
+                time.sleep(0.001)
+
+        ticker = threading.Thread(target=tick)
+        ticker.start()
+        try:
+            start = time.monotonic()
+            p = embshard.plan(many_tables(), devices=16, batch_size=4096, mem_per_device=None,
+                              threads=1, explain=False)
+            end = time.monotonic()
+        finally:
+            stop.set()
+            ticker.join()
+        self.assertEqual(len(p.tables), 1000)
+        self.assertGreater(end - start, 0.2, "too quick a plan to tell")
+        inside = [t for t in ticks if start + 0.05 < t < end - 0.05]
+        self.assertGreater(len(inside), 10, f"{len(inside)} ticks in a {end - start:.2f} s plan")
+
+    def test_plans_in_threads_agree(self):
+        results = [None] * 3
+
+        def run(i):
+            results[i] = plan_six(cost_model="analytic", explain=False).json["tables"]
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertTrue(results[0] and results[0] == results[1] == results[2])
+
+
+class DataRoot(unittest.TestCase):
+    def test_the_module_names_its_data(self):
+        package = os.path.dirname(embshard.__file__)
+        with open(os.path.join(package, "embshard-data-dir")) as f:
+            root = f.readline().strip()
+        root = os.path.join(package, root)
+        self.assertTrue(os.path.isdir(os.path.join(root, "models")), root)
+
+
+if __name__ == "__main__":
+    unittest.main()
