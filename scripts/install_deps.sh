@@ -13,7 +13,8 @@ packages=(
 if [ "${1:-all}" != "plan" ]; then
   # libopenblas0-pthread: without it libtorch runs small MLPs on the reference BLAS (~10x slower).
   packages+=(libtorch-dev libopenblas0-pthread libbenchmark-dev
-    python3 python3-dev python3-torch pybind11-dev python3-pybind11 python3-setuptools)
+    python3 python3-dev python3-torch pybind11-dev python3-pybind11
+    python3-pip python3-setuptools python3-wheel)
 fi
 
 missing=()

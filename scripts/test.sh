@@ -6,6 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
 (cd build && ctest --output-on-failure -j2)
+# `pip install --no-build-isolation .` from this tree into a temporary folder,
+# then a plan from the installed package alone (Debian's python3, the
+# extension built in build/ rather than afresh).
+(cd build && EMBSHARD_TEST_PIP=1 EMBSHARD_PIP_BUILD_DIR="$PWD" ctest -R '^python_embshard$' \
+  --output-on-failure)
 
 # Reader tests (trace file, tables.json, .pt files, record files, plan files, cost data, JSON fields,
 # model files and eval records taken together) under ASan+UBSan.

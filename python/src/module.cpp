@@ -50,11 +50,7 @@ class PythonReporter : public Reporter {
 
   void note(const std::string& text) override { send("note", text); }
   void progress(const ProgressEvent& e) override {
-    std::string text = fmt::format("{}: {}/{}", e.label, e.done, e.total);
-    if (e.eta_s >= 0 && !e.final) text += fmt::format(", {} left", format_duration(e.eta_s));
-    if (e.final) text += fmt::format(", done in {}", format_duration(e.elapsed_s));
-    if (!e.note.empty()) text += " (" + e.note + ")";
-    send("progress", text);
+    send("progress", e.label + ": " + progress_text(e));
   }
   double progress_interval_s() const override { return 1.0; }
 

@@ -22,9 +22,16 @@ namespace {
 // where one device cannot measure an all-to-all, comm.json, or a calibration
 // of its own machine, analytic.json, as the shipped models/ has) stands for
 // its networks and its comm constants or calibration (the collectives, and
-// the all-to-all outside the networks' device counts).
-CostModelOptions with_defaults(const CostModelOptions& options) {
+// the all-to-all outside the networks' device counts). Only what model `name`
+// reads is looked up, so that `--model DIR` or `--calibration FILE` plans
+// where no shipped models are found (util/data_dir.h).
+CostModelOptions with_defaults(const std::string& name, const CostModelOptions& options) {
   CostModelOptions o = options;
+  ES_CHECK(o.batch_size >= 0, "cost model: batch size {} is negative", o.batch_size);
+  if (name == "analytic") {
+    if (o.calibration.empty()) o.calibration = shipped_models_dir() + "/analytic.json";
+    return o;
+  }
   o.model_dir = neural_model_dir(options.model_dir);
   // The set: the directory given, or the one holding it when the given one is
   // a set's neural/ (its comm.json belongs to it just the same).
@@ -37,8 +44,11 @@ CostModelOptions with_defaults(const CostModelOptions& options) {
       o.calibration = (set / file).string();
     }
   }
-  if (o.calibration.empty()) o.calibration = shipped_models_dir() + "/analytic.json";
-  ES_CHECK(o.batch_size >= 0, "cost model: batch size {} is negative", o.batch_size);
+  // The neural model's calibration is optional (optional_calibration): a model
+  // of the user's own stands without the shipped one.
+  if (o.calibration.empty() && (name != "neural" || options.model_dir.empty())) {
+    o.calibration = shipped_models_dir() + "/analytic.json";
+  }
   return o;
 }
 
@@ -104,7 +114,7 @@ const std::vector<std::string>& cost_model_names() {
 
 std::shared_ptr<ComputeModel> create_compute_model(const std::string& name,
                                                    const CostModelOptions& options) {
-  const CostModelOptions o = with_defaults(options);
+  const CostModelOptions o = with_defaults(name, options);
   if (name == "analytic") {
     return make_analytic_compute_model(load_calibration(o.calibration), o.batch_size);
   }
@@ -119,7 +129,7 @@ std::shared_ptr<ComputeModel> create_compute_model(const std::string& name,
 
 std::shared_ptr<const CommModel> create_comm_model(const std::string& name,
                                                    const CostModelOptions& options) {
-  const CostModelOptions o = with_defaults(options);
+  const CostModelOptions o = with_defaults(name, options);
   if (name == "analytic") {
     return make_analytic_comm_model(load_calibration(o.calibration), o.batch_size);
   }
@@ -129,7 +139,7 @@ std::shared_ptr<const CommModel> create_comm_model(const std::string& name,
 }
 
 CostModel create_cost_model(const std::string& name, const CostModelOptions& options) {
-  const CostModelOptions o = with_defaults(options);
+  const CostModelOptions o = with_defaults(name, options);
   if (name == "analytic") {
     return make_analytic_cost_model(load_calibration(o.calibration), o.batch_size);
   }
@@ -191,7 +201,7 @@ std::string describe(const ModelSource& s) {
 
 CostModel open_cost_model(const std::string& name, const CostModelOptions& options,
                           Reporter& reporter) {
-  const CostModelOptions o = with_defaults(options);
+  const CostModelOptions o = with_defaults(name, options);
   ES_CHECK(name != "neural" || options.model_dir.empty() || std::filesystem::exists(o.model_dir),
            "--model {}: no such directory (give a directory of `embshard train` or `embshard "
            "fit`, or leave --model out for the shipped models)",

@@ -102,8 +102,9 @@ std::string resolve_data_root(const std::string& env_value, const std::string& a
   for (const std::string& t : tried) list += "\n  " + t;
   ES_THROW("found no embshard data root (the folder holding models/ and data/published/); "
            "tried:{}\nSet {} to a source checkout or an install's <prefix>/share/embshard, "
-           "or name the files where a command takes them (--model DIR, --calibration FILE, "
-           "--stats-dir DIR)",
+           "or keep the binary in its install (<prefix>/bin beside <prefix>/share/embshard); "
+           "a cost model of your own plans without them (--model DIR, --calibration FILE), "
+           "tables that leave no field to the published statistics too",
            list, kDataDirEnv);
 }
 

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 namespace embshard {
-namespace {
 
 std::string progress_text(const ProgressEvent& e) {
   const double share = e.total > 0 ? static_cast<double>(e.done) / e.total : 1.0;
@@ -21,6 +20,8 @@ std::string progress_text(const ProgressEvent& e) {
   if (!e.note.empty()) text += ", " + e.note;
   return text;
 }
+
+namespace {
 
 class StderrReporter : public Reporter {
  public:

@@ -107,6 +107,21 @@ expect_in_out "embshard-data-dir names $prefix/share/embshard: no such folder"
 run env EMBSHARD_DATA_DIR="$moved/share/embshard" "$work/consumer/plan_tables"
 expect_in_out "data root: $moved/share/embshard"
 
+step "a lone binary: a model set of its own and complete tables need no data root"
+run "$moved/bin/embshard" synth --profile 2021 --tables 4 --batch 1024 -o "$work/synth"
+mkdir -p "$work/lone"
+cp "$moved/bin/embshard" "$work/lone/"
+mkdir -p "$work/own_set"  # networks and the calibration of their collectives
+cp -r "$moved/share/embshard/models/neural" "$moved/share/embshard/models/analytic.json" "$work/own_set/"
+if "$work/lone/embshard" plan --tables "$work/synth/tables.json" --devices 2 \
+    --mem-per-device 8GB >"$work/out" 2>&1; then
+  cat "$work/out"; fail "a lone binary planned without a data root or a model"
+fi
+expect_in_out "found no embshard data root"
+run "$work/lone/embshard" plan --tables "$work/synth/tables.json" --devices 2 \
+    --mem-per-device 8GB --model "$work/own_set"
+expect_in_out "with cost model neural"
+
 step "a bad EMBSHARD_DATA_DIR: non-zero exit and a clear error"
 if env EMBSHARD_DATA_DIR="$work/nowhere" "$moved/bin/embshard" plan --tables tables.json \
     --devices 2 --mem-per-device 8GB >"$work/out" 2>&1; then

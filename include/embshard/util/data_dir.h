@@ -10,8 +10,9 @@
 //      its first line is the root, absolute or relative to that folder;
 //   3. <that folder>/../share/embshard, when it holds models/ (an install).
 //
-// Nothing found is an Error naming each place tried. `--model DIR` still
-// wins over the shipped models; it does not need the data root.
+// Nothing found is an Error naming each place tried. `--model DIR` and
+// `--calibration FILE` still win over the shipped models, and a cost model
+// read from them needs no data root (cost/registry.cpp).
 #pragma once
 
 #include <string>

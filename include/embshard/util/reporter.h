@@ -38,6 +38,10 @@ class Reporter {
   virtual double progress_interval_s() const { return 5.0; }
 };
 
+// "12/40 (30%), 1.6s each, ETA 45s, last 7 tables": a progress event as the
+// CLI shows it (without the job's label).
+std::string progress_text(const ProgressEvent& event);
+
 // The CLI's reporter: notes and progress on stderr, a bar when stderr is a
 // terminal. Thread-safe.
 Reporter& stderr_reporter();
