@@ -29,6 +29,13 @@ TAG = f"cpython-{sys.version_info.major}{sys.version_info.minor}-" + \
     hashlib.sha1(os.path.realpath(sys.executable).encode()).hexdigest()[:8]
 
 
+# What planning loads, nothing measured: the same exclusions as the CMake
+# install of models/ (cmake/install.cmake); data/published/ goes whole.
+MODELS_EXCLUDED = ("*.jsonl.gz", "data", "*.svg", "report.md", "report.json", "__pycache__")
+PACKAGE_DATA = {"models": shutil.ignore_patterns(*MODELS_EXCLUDED),
+                os.path.join("data", "published"): None}
+
+
 def version():
     with open(os.path.join(ROOT, "CMakeLists.txt"), encoding="utf-8") as f:
         return re.search(r"project\(embshard VERSION ([0-9.]+)", f.read()).group(1)
@@ -69,10 +76,10 @@ class CMakeBuild(build_ext):
         os.makedirs(package, exist_ok=True)
         shutil.copyfile(os.path.join(built, module), target)
         # The data root is the package folder itself (util/data_dir.h).
-        for data in ("models", os.path.join("data", "published")):
+        for data, ignore in PACKAGE_DATA.items():
             destination = os.path.join(package, data)
             shutil.rmtree(destination, ignore_errors=True)
-            shutil.copytree(os.path.join(ROOT, data), destination)
+            shutil.copytree(os.path.join(ROOT, data), destination, ignore=ignore)
         with open(os.path.join(package, "embshard-data-dir"), "w", encoding="utf-8") as f:
             f.write(".\n")
 

@@ -16,7 +16,7 @@ or in place of TorchRec's planner, with its shape:
                                        batch_size=512, constraints=constraints)
     sharding_plan = planner.collective_plan(model, sharders, pg)
 
-TorchRec's fields are those of TorchRec 1.3; torchrec itself is imported only
+TorchRec's fields are those of TorchRec 1.9; torchrec itself is imported only
 to build its ShardingPlan objects (without it, the same content comes back
 as dicts). The search runs in embshard's C++ library (the extension
 embshard._embshard) without the GIL; its notes go to

@@ -33,7 +33,11 @@ PLACEMENT = re.compile(r"rank:([0-9]{1,9})/(?:cuda:[0-9]{1,9}|cpu)")
 
 def load_plan(path):
     """The plan in `path`, checked by check_plan: a PlanError names the file."""
-    with open(path, "r", encoding="utf-8") as f:
+    try:
+        f = open(path, "r", encoding="utf-8")
+    except OSError as e:
+        raise PlanError(f"{path}: cannot read the plan file ({e.strerror or e})") from None
+    with f:
         try:
             plan = json.load(f)
         except json.JSONDecodeError as e:

@@ -1,6 +1,6 @@
 """EmbshardPlanner: embshard in the place of TorchRec's EmbeddingShardingPlanner.
 
-Follows the fields of TorchRec 1.3 (torchrec.distributed.planner): Topology
+Follows the fields of TorchRec 1.9 (torchrec.distributed.planner): Topology
 (world_size, compute_device, local_world_size, devices[i].storage.hbm/.ddr),
 ParameterConstraints (sharding_types, pooling_factors), EmbeddingBagCollection
 (embedding_bag_configs()), ShardingPlan / EmbeddingModuleShardingPlan /
@@ -8,17 +8,19 @@ ParameterSharding. Everything is read through those attributes (duck-typed):
 torchrec is imported only to build the ShardingPlan it returns.
 """
 
-import warnings
 from collections.abc import Mapping
 
-from ._errors import EmbshardError
-from .planning import _bridge, plan as plan_tables
+from ._errors import EmbshardError, warn_user
+from .planning import MAX_DEVICES, _bridge, _native, plan as plan_tables
 
 # TorchRec's defaults (torchrec/distributed/planner/constants.py): the batch
 # per rank, and the share of each device's HBM its HeuristicalStorageReservation
 # keeps for everything but the embedding tables.
 TORCHREC_BATCH_SIZE = 512
 TORCHREC_RESERVED_FRACTION = 0.15
+# A table spec's figures that hold for one batch size only: measured on fewer
+# rows' lookups than the plan's batch, they would understate it.
+PER_BATCH_FIELDS = ("unique_rows", "row_reuse_histogram", "lookup_reuse_histogram")
 
 
 def _value(x):
@@ -31,15 +33,44 @@ def _get(obj, name, default=None):
     return getattr(obj, name, default)
 
 
-def _topology_memory(topology, compute_device):
+def _storage_bytes(value, field):
+    # TorchRec's Topology holds bytes as integers.
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise EmbshardError(f"topology: {field} is {value!r:.60}, expected bytes (a positive "
+                            "integer, as TorchRec's Topology holds them)")
+    return value
+
+
+def _topology_memory(topology, compute_device, world_size):
     """Each device's memory from a Topology: its devices' storage (hbm on a
     GPU, ddr on a CPU), else hbm_cap / ddr_cap."""
     kind = "ddr" if compute_device == "cpu" else "hbm"
     devices = _get(topology, "devices")
     if devices:
-        return [_get(_get(d, "storage"), kind) for d in devices]
+        if len(devices) != world_size:
+            raise EmbshardError(f"topology: {len(devices)} devices for world_size {world_size}")
+        return [_storage_bytes(_get(_get(d, "storage"), kind), f"devices[{i}].storage.{kind}")
+                for i, d in enumerate(devices)]
     cap = _get(topology, f"{kind}_cap")
-    return None if cap is None else [cap] * _get(topology, "world_size")
+    if cap is None:
+        raise EmbshardError(f"topology: no devices[i].storage nor {kind}_cap: give "
+                            "mem_per_device=")
+    return [_storage_bytes(cap, f"{kind}_cap")] * world_size
+
+
+def _reserved(reserved_fraction, storage_reservation):
+    """The share of each device's memory kept for all but the tables."""
+    what = "reserved_fraction"
+    if reserved_fraction is None:
+        what = "storage_reservation._percentage"
+        reserved_fraction = _get(storage_reservation, "_percentage", TORCHREC_RESERVED_FRACTION)
+    if isinstance(reserved_fraction, bool) or not isinstance(reserved_fraction, (int, float)) \
+            or not 0 <= reserved_fraction < 1:
+        raise EmbshardError(f"{what} is {reserved_fraction!r:.60}, expected a share of memory "
+                            "in [0, 1)")
+    return reserved_fraction
 
 
 def _inside(path, outer):
@@ -59,9 +90,8 @@ def _embedding_bag_modules(module):
         if callable(getattr(m, "embedding_bag_configs", None)):
             found.append((path, m))
         elif callable(getattr(m, "embedding_configs", None)):
-            warnings.warn(f"module '{path}': an EmbeddingCollection (sequence embeddings) is not "
-                          "planned by embshard; TorchRec's planner must place it", UserWarning,
-                          stacklevel=3)
+            warn_user(f"module '{path}': an EmbeddingCollection (sequence embeddings) is not "
+                      "planned by embshard; TorchRec's planner must place it", UserWarning)
     return found
 
 
@@ -87,9 +117,12 @@ class EmbshardPlanner:
     mem_per_device: each device's memory for the tables (bytes, "80GB", or a
         list); by default the topology's, less reserved_fraction (0.15, as
         TorchRec's default storage reservation keeps for dense parts).
-    samples: sample batches (KeyedJaggedTensors, one rank's) to measure
-        pooling and reuse on (embshard.plan's samples).
-    pins: {table: rank} keeps a table whole on a rank.
+    samples: per-rank sample batches (KeyedJaggedTensors, or embshard.plan's
+        dicts): each world_size consecutive ones (rank 0's, rank 1's, ...)
+        are one global batch, the plan's, on which pooling, unique rows and
+        reuse are measured. Fewer than world_size make no global batch: only
+        pooling factors are measured then (a SampleWarning says so).
+    pins: {table: rank} (or (table, rank) pairs) keeps a table whole on a rank.
     algo, cost_model, model, profile, explain and options (seed, threads, ...):
         as embshard.plan takes them.
     The arguments of TorchRec's planner that choose its own search
@@ -112,26 +145,32 @@ class EmbshardPlanner:
             compute_device = compute_device or _get(topology, "compute_device")
             local_world_size = local_world_size or _get(topology, "local_world_size")
         if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
-            raise EmbshardError(f"world_size is {world_size!r}: give a topology or world_size=")
+            raise EmbshardError(f"world_size is {world_size!r:.60}: give a topology or "
+                                "world_size=")
+        if world_size > MAX_DEVICES:
+            raise EmbshardError(f"world_size is {world_size}, past the {MAX_DEVICES} devices "
+                                "embshard plans for")
         self.world_size = world_size
         self.compute_device = compute_device or "cuda"
         self.local_world_size = local_world_size
         if mem_per_device is None:
             if topology is None:
                 raise EmbshardError("mem_per_device: not given and no topology to read it from")
-            mem_per_device = _topology_memory(topology, self.compute_device)
-            if mem_per_device is None:
-                raise EmbshardError("topology: no devices[i].storage nor hbm_cap: give "
-                                    "mem_per_device=")
-            if reserved_fraction is None:
-                reserved_fraction = _get(storage_reservation, "_percentage",
-                                         TORCHREC_RESERVED_FRACTION)
-            mem_per_device = [int(m * (1 - reserved_fraction)) for m in mem_per_device]
+            kept = 1 - _reserved(reserved_fraction, storage_reservation)
+            mem_per_device = [int(m * kept) for m in
+                              _topology_memory(topology, self.compute_device, world_size)]
         self.mem_per_device = mem_per_device
+        if batch_size is not None and (isinstance(batch_size, bool)
+                                       or not isinstance(batch_size, int) or batch_size < 1):
+            raise EmbshardError(f"batch_size is {batch_size!r:.60}, expected the batch per "
+                                "rank (a positive integer)")
         self.batch_size = batch_size
+        if constraints is not None and not isinstance(constraints, Mapping):
+            raise EmbshardError(f"constraints is {constraints!r:.60}, expected {{table: "
+                                "ParameterConstraints}")
         self.constraints = dict(constraints or {})
         self.samples = samples
-        self.pins = dict(pins or {})
+        self.pins = pins
         self.algo, self.cost_model, self.model, self.profile = algo, cost_model, model, profile
         self.explain = explain
         self.options = options
@@ -157,19 +196,43 @@ class EmbshardPlanner:
 
     def _specs(self, configs):
         """The table-spec dict and the batch embshard plans for (all ranks)."""
-        specs = _bridge().table_specs(configs, self.samples, self.profile)
-        per_rank = self.batch_size
-        if per_rank is None:
-            per_rank = specs["batch_size"] if self.samples is not None else TORCHREC_BATCH_SIZE
+        bridge = _bridge()
+        batches = bridge._sample_batches(self.samples)
+        if len(batches) >= self.world_size:
+            specs = bridge.table_specs(configs, batches, self.profile, ranks=self.world_size)
+            per_rank = specs["batch_size"] // self.world_size
+            if self.batch_size not in (None, per_rank):
+                raise EmbshardError(
+                    f"batch_size is {self.batch_size} per rank, but the sample batches hold "
+                    f"{per_rank} samples each: unique rows and reuse measured on them hold for "
+                    "their batch only; give batch_size=None or samples of that size")
+        else:
+            specs = bridge.table_specs(configs, batches or None, self.profile)
+            per_rank = specs["batch_size"] if batches else TORCHREC_BATCH_SIZE
+            if batches:
+                self._keep_pooling_only(specs, len(batches))
         for t in specs["tables"]:
             pooling = _get(self.constraints.get(t["name"]), "pooling_factors")
             if "pooling_factor" not in t and pooling:
                 t["pooling_factor"] = float(sum(pooling))
-        return specs, per_rank * self.world_size
+        return specs, (self.batch_size or per_rank) * self.world_size
+
+    def _keep_pooling_only(self, specs, num_batches):
+        """Fewer sample batches than ranks make no global batch: the pooling
+        factor (per sample) holds, the per-batch figures do not."""
+        for t in specs["tables"]:
+            for field in PER_BATCH_FIELDS:
+                t.pop(field, None)
+        warn_user(f"samples: {num_batches} sample batches for {self.world_size} ranks: the plan's "
+                  f"batch is one batch of each rank, so unique rows and reuse measured on fewer "
+                  f"would understate it; only pooling factors are measured, the rest comes from "
+                  f"profile {self.profile} (give {self.world_size} batches, one per rank, or a "
+                  "multiple, to measure them)", _bridge().SampleWarning)
 
     def _types(self, sharders):
         """(global sharding types, tables kept whole, {table: allowed types})."""
-        allowed = set(_bridge().SHARDING_TYPES)
+        names = list(_native().sharding_type_names())
+        allowed = set(names)
         if sharders:
             offered = set()
             for s in sharders:
@@ -187,8 +250,6 @@ class EmbshardPlanner:
                 whole.append(name)
             else:
                 allowed &= types | {"table_wise"}
-        from .planning import _native
-        names = list(_native().sharding_type_names())
         return [t for t in names if t in allowed or t == "table_wise"], whole, per_table
 
     # ---- TorchRec's planner interface ----
@@ -203,8 +264,7 @@ class EmbshardPlanner:
         whole = [name for name in whole if name in paths]
         unknown = sorted(set(self.constraints) - set(paths))
         if unknown:
-            warnings.warn(f"constraints name tables no module holds: {unknown}", UserWarning,
-                          stacklevel=2)
+            warn_user(f"constraints name tables no module holds: {unknown}", UserWarning)
         plan = plan_tables(specs, devices=self.world_size, mem_per_device=self.mem_per_device,
                            batch_size=global_batch, algo=self.algo, cost_model=self.cost_model,
                            model=self.model, sharding_types=types, pins=self.pins,

@@ -39,7 +39,87 @@ def _bridge():
 
 
 def _log(kind, text):
-    LOGGER.info(text)
+    # Progress is for someone watching a long plan; notes say what was assumed.
+    LOGGER.log(logging.DEBUG if kind == "progress" else logging.INFO, text)
+
+
+# ---- the arguments --------------------------------------------------------------
+
+INT_MAX, INT64_MAX, UINT64_MAX = 2**31 - 1, 2**63 - 1, 2**64 - 1
+MAX_DEVICES = 65536  # kMaxDevices (include/embshard/plan/plan.h)
+# The search's integer options, by the largest value of the C++ field each
+# fills (PlannerOptions in include/embshard/search/planner.h); the search
+# checks what each means (beam_width >= 1, ...).
+INT_OPTIONS = {"seed": UINT64_MAX, "beam_width": INT_MAX, "max_steps": INT_MAX,
+               "candidates": INT_MAX, "grid_steps": INT_MAX, "scan_patience": INT_MAX,
+               "screen_keep": INT_MAX, "step_patience": INT_MAX, "threads": INT_MAX}
+
+
+def _integer(value, what, low, high):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EmbshardError(f"{what} is {value!r:.60}, expected an integer in {low}..{high}")
+    if not low <= value <= high:
+        raise EmbshardError(f"{what} is {value}, outside {low}..{high}")
+    return value
+
+
+def _list(value, what, one):
+    """A list from a list-like argument; a single `one` (a str, an int) is a
+    list of itself, never its characters."""
+    if value is None:
+        return []
+    if isinstance(value, one):
+        return [value]
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
+        raise EmbshardError(f"{what} is {value!r:.60}, expected a list")
+    return list(value)
+
+
+def _table_names(value, what):
+    names = _list(value, what, str)
+    for i, name in enumerate(names):
+        if not isinstance(name, str):
+            raise EmbshardError(f"{what}[{i}] is {name!r:.60}, expected a table name")
+    return names
+
+
+def _pins(pins):
+    """[(table, device)] from {table: device} or a list of (table, device) pairs."""
+    if pins is None:
+        return []
+    if isinstance(pins, Mapping):
+        pins = list(pins.items())
+    elif not isinstance(pins, (list, tuple)):
+        raise EmbshardError(f"pins is {pins!r:.60}, expected {{table: device}} or a list of "
+                            "(table, device) pairs")
+    out = []
+    for i, pair in enumerate(pins):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise EmbshardError(f"pins[{i}] is {pair!r:.60}, expected a (table, device) pair")
+        table, device = pair
+        if not isinstance(table, str):
+            raise EmbshardError(f"pins[{i}]: the table is {table!r:.60}, expected a table name")
+        out.append((table, _integer(device, f"pins: table '{table}': device", 0, INT_MAX)))
+    return out
+
+
+def _widths(split_dims):
+    widths = _list(split_dims, "split_dims", int)
+    for i, width in enumerate(widths):
+        _integer(width, f"split_dims[{i}]", 1, INT_MAX)
+    return widths
+
+
+def _options(options):
+    """The search's options, integers checked to fit their C++ fields (a
+    misspelt name reaches the library, which lists the valid ones)."""
+    out = dict(options)
+    for name, value in out.items():
+        if name in INT_OPTIONS:
+            _integer(value, f"planner option '{name}'", 0, INT_OPTIONS[name])
+        elif name == "policy" and isinstance(value, os.PathLike):
+            out[name] = os.fspath(value)
+    return out
 
 
 # ---- the tables ----------------------------------------------------------------
@@ -77,6 +157,9 @@ def _table_input(tables, samples, profile, batch_size):
         if samples is not None:
             raise EmbshardError("samples apply to EmbeddingBagConfigs, not to table-spec dicts")
         spec = dict(tables)
+    elif isinstance(tables, (bytes, bytearray)) or not hasattr(tables, "__iter__"):
+        raise EmbshardError(f"tables is {tables!r:.60}: expected a list of table dicts or of "
+                            "EmbeddingBagConfigs, a table-spec dict, a path (str), or None")
     else:
         items = list(tables)
         configs = [_is_config(t) for t in items]
@@ -109,9 +192,12 @@ def _bytes(value, what):
     elif isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise EmbshardError(f"{what} is {value!r}, expected bytes or a size such as \"40GB\"")
+        raise EmbshardError(f"{what} is {value!r:.60}, expected bytes or a size such as "
+                            "\"40GB\"")
     if value <= 0:
         raise EmbshardError(f"{what} is {value}: a device needs memory (None for the default)")
+    if value > INT64_MAX:
+        raise EmbshardError(f"{what} is {value} bytes, past the largest size ({INT64_MAX})")
     return value
 
 
@@ -128,11 +214,16 @@ def _memory(mem_per_device, devices):
 
 
 def _type_list(sharding_types):
-    if sharding_types is None:
-        return ""
+    # A comma-separated string, or a list of names or TorchRec ShardingTypes.
     if isinstance(sharding_types, str):
         return sharding_types
-    return ",".join(getattr(t, "value", t) for t in sharding_types)
+    if hasattr(sharding_types, "value"):  # one ShardingType
+        sharding_types = [sharding_types]
+    names = [getattr(t, "value", t) for t in _list(sharding_types, "sharding_types", ())]
+    for i, name in enumerate(names):
+        if not isinstance(name, str):
+            raise EmbshardError(f"sharding_types[{i}] is {name!r:.60}, expected a sharding type")
+    return ",".join(names)
 
 
 def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None,
@@ -167,23 +258,24 @@ def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None
         None: the shipped one. calibration: the analytic model's file.
     sharding_types: the TorchRec sharding types plans may use (a list or a
         comma-separated string; table_wise is required); None: all.
-    pins: {table: device} keeps each named table whole on its device.
-    no_split: tables kept whole. split_dims: column widths splits may make.
+    pins: {table: device} (or a list of (table, device) pairs) keeps each
+        named table whole on its device.
+    no_split: tables kept whole (a list of names, or one name).
+    split_dims: column widths splits may make (a list, or one width).
     explain: also work out each table's decision against its best
         alternative (Plan.explain()); False saves that time on big tasks.
     options: the search's options: seed, beam_width, max_steps, candidates,
         grid_steps, scan_patience, screen_keep, step_patience, uncertainty,
         threads (0: one per hardware thread), policy (dreamshard, autoshard).
 
-    Errors (a bad table field, an unknown algo, a table that cannot fit)
-    raise EmbshardError with the library's message. Notes go to
-    logging.getLogger("embshard") at INFO. The search releases the GIL.
+    Errors (a bad argument, a bad table field, an unknown algo, a table that
+    cannot fit) raise EmbshardError naming what is at fault. Notes go to
+    logging.getLogger("embshard") at INFO, progress at DEBUG. The search
+    releases the GIL.
     """
-    if isinstance(devices, bool) or not isinstance(devices, int):
-        raise EmbshardError(f"devices is {devices!r}, expected a number of devices")
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
-                                   or batch_size <= 0):
-        raise EmbshardError(f"batch_size is {batch_size!r}, expected a positive integer")
+    _integer(devices, "devices", 1, MAX_DEVICES)
+    if batch_size is not None:
+        _integer(batch_size, "batch_size", 1, INT64_MAX)
     tables_json, tables_path, batch = _table_input(tables, samples, profile, batch_size)
     each, sizes = _memory(mem_per_device, devices)
     plan_json, report, report_per_table, explanation = _native().plan(
@@ -191,9 +283,9 @@ def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None
         batch_size=batch, devices=devices, mem_per_device_bytes=each, mem_bytes=sizes,
         algo=algo, cost_model=cost_model, model_dir=os.fspath(model) if model else "",
         calibration=os.fspath(calibration) if calibration else "",
-        pins=[(t, d) for t, d in (pins or {}).items()], no_split=list(no_split or []),
-        sharding_types=_type_list(sharding_types), split_dims=list(split_dims or []),
-        planner=dict(options), explain=bool(explain), log=_log)
+        pins=_pins(pins), no_split=_table_names(no_split, "no_split"),
+        sharding_types=_type_list(sharding_types), split_dims=_widths(split_dims),
+        planner=_options(options), explain=bool(explain), log=_log)
     return Plan(json.loads(plan_json), report, report_per_table, explanation if explain else None)
 
 

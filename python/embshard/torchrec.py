@@ -37,7 +37,7 @@ import tempfile
 import warnings
 from collections.abc import Mapping
 
-from ._errors import EmbshardError
+from ._errors import EmbshardError, warn_user
 from .plan_file import (  # noqa: F401 (re-exported: et.load_plan, ...)
     PLACEMENT, PLAN_FORMAT, PLAN_VERSION, SHARDING_TYPES, PlanError, check_plan, load_plan,
 )
@@ -355,18 +355,55 @@ def _sample_batches(samples):
         return []
     if isinstance(samples, Mapping) or _is_kjt(samples):
         return [samples]
+    if isinstance(samples, (str, bytes)) or not hasattr(samples, "__iter__"):
+        raise TableSpecError(f"samples is {samples!r:.60}: expected a KeyedJaggedTensor, a dict "
+                             "{feature: (values, lengths)}, or a list of them")
     return list(samples)
 
 
-def _measure(tables, batches, batch_size):
+def _names(names, limit=20):
+    names = sorted(names)
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return "[" + ", ".join(repr(n) for n in names[:limit]) + more + "]"
+
+
+def _rank_batches(batches, known):
+    """(stride, {feature: values}) of each batch, every one of which must name
+    some feature of the configs (a batch that names none is not this model's:
+    measured, it would send every table to the profile)."""
+    for i, batch in enumerate(batches):
+        stride, features = _batch_features(batch, f"samples[{i}]")
+        if not known & set(features):
+            raise TableSpecError(f"samples[{i}]: its keys {_names(features)} name no feature of "
+                                 f"the configs (their features: {_names(known)})")
+        yield stride, features
+
+
+def _global_batches(batches, ranks):
+    """(where, stride, {feature: values}) of each global batch: `ranks`
+    consecutive per-rank batches together (each batch alone where ranks is
+    1). A feature missing from one rank's batch is missing from the whole."""
+    group = []
+    for i, (stride, features) in enumerate(batches):
+        if group and stride != group[0][0]:
+            raise TableSpecError(f"samples[{i}]: batch size (stride) {stride}, expected "
+                                 f"{group[0][0]} (every rank's batch has the same size)")
+        group.append((stride, features))
+        if len(group) < ranks:
+            continue
+        common = [f for f in features if all(f in rank for _, rank in group)]
+        yield (f"samples[{i}]" if ranks == 1 else f"samples[{i + 1 - ranks}:{i + 1}]",
+               stride * ranks, {f: [v for _, rank in group for v in rank[f]] for f in common})
+        group = []
+
+
+def _measure(tables, batches, batch_size, ranks):
     """Per-table batch stats; the tables that must fall back (and why); the
     features no table names; and the batch size the samples imply."""
     by_feature = {f for t in tables for f in t["features"]}
     stats = {t["name"]: [] for t in tables}
     fallback, unknown = {}, set()
-    for i, batch in enumerate(batches):
-        where = f"samples[{i}]"
-        stride, features = _batch_features(batch, where)
+    for where, stride, features in _global_batches(_rank_batches(batches, by_feature), ranks):
         if batch_size is None:
             batch_size = stride
         elif stride != batch_size:
@@ -389,7 +426,7 @@ def _measure(tables, batches, batch_size):
     return stats, fallback, unknown, batch_size
 
 
-def table_specs(configs, samples=None, profile="2021", batch_size=None):
+def table_specs(configs, samples=None, profile="2021", batch_size=None, ranks=1):
     """embshard's table-spec dict for `configs` (EmbeddingBagConfig-shaped:
     name, num_embeddings, embedding_dim, feature_names; objects or dicts).
 
@@ -404,22 +441,33 @@ def table_specs(configs, samples=None, profile="2021", batch_size=None):
     "from_profile". Features no config names are ignored with a SampleWarning.
 
     The batch size is the samples' stride (every batch the same); without
-    samples it is `batch_size` (default 4096)."""
+    samples it is `batch_size` (default 4096).
+
+    `ranks`: the samples are per-rank batches, and each `ranks` consecutive
+    ones make one global batch (their lookups together): unique rows and
+    reuse are those of the global batch, as a plan for all ranks needs them.
+    Batches after the last whole group are left out (SampleWarning)."""
     if profile not in PROFILES:
         raise TableSpecError(f"profile is {profile!r}, expected one of "
                              f"{', '.join(repr(p) for p in PROFILES)}")
     if batch_size is not None:
         _positive_int(batch_size, "batch_size")
+    _positive_int(ranks, "ranks")
     tables = _table_configs(configs)
     batches = _sample_batches(samples)
-    stats, fallback, unknown, batch_size = _measure(tables, batches, batch_size)
+    if batches and len(batches) < ranks:
+        raise TableSpecError(f"samples: {len(batches)} batches for {ranks} ranks: a global "
+                             "batch is one batch of each rank")
+    stats, fallback, unknown, batch_size = _measure(tables, batches, batch_size, ranks)
+    if len(batches) % ranks:
+        warn_user(f"samples: the last {len(batches) % ranks} of {len(batches)} batches make no "
+                  f"whole global batch of {ranks} ranks; ignored", SampleWarning)
     if unknown:
-        warnings.warn(f"samples: features {sorted(unknown)} are named by no config; ignored",
-                      SampleWarning, stacklevel=2)
+        warn_user(f"samples: features {sorted(unknown)} are named by no config; ignored",
+                  SampleWarning)
     if batches and fallback:
         why = ", ".join(f"'{n}' ({r})" for n, r in fallback.items())
-        warnings.warn(f"tables fall back to profile {profile}: {why}", SampleWarning,
-                      stacklevel=2)
+        warn_user(f"tables fall back to profile {profile}: {why}", SampleWarning)
     out_tables, from_profile = [], []
     for t in tables:
         spec = {"name": t["name"], "rows": t["rows"], "dim": t["dim"]}

@@ -18,7 +18,7 @@ import warnings
 
 import embshard
 import embshard.torchrec as et
-from test_embshard_table_specs import model_batches, model_configs
+from test_embshard_table_specs import make_kjt, model_batches, model_configs
 from test_embshard_torchrec import REPO, find_cli
 
 # docs/plan.md's six-table example (examples/six_tables.json).
@@ -189,6 +189,16 @@ class Inputs(unittest.TestCase):
         self.assertTrue({t.sharding_type for t in p.tables.values()} <=
                         {"table_wise", "column_wise", "row_wise"})
 
+    def test_one_name_or_width_and_pin_pairs(self):
+        # A string is one table's name (not its letters), an int one width,
+        # and pins a dict or a list of (table, device) pairs.
+        args = dict(cost_model="analytic", explain=False)
+        one = plan_six(no_split="history", split_dims=32, pins=[("geo", 3)], **args)
+        listed = plan_six(no_split=["history"], split_dims=[32], pins={"geo": 3}, **args)
+        self.assertEqual(one.json["tables"], listed.json["tables"])
+        self.assertEqual(one.tables["history"].sharding_type, "table_wise")
+        self.assertEqual(one.tables["geo"].ranks, (3,))
+
     def test_default_memory_is_noted(self):
         with self.assertLogs("embshard", "INFO") as logs:
             plan_six(mem_per_device=None, cost_model="analytic", explain=False)
@@ -233,13 +243,74 @@ class Errors(unittest.TestCase):
         self.assertLibraryError(r"mem_per_device\[1\] is -1", mem_per_device=[1, -1] + [1] * 14)
         self.assertLibraryError("lists 2 sizes for 16 devices", mem_per_device=["40GB"] * 2)
         self.assertLibraryError("unknown planner option 'beam' .valid: beam_width, ", beam=3)
-        self.assertLibraryError("planner option 'seed' is 'one', of the wrong type", seed="one")
+        self.assertLibraryError("planner option 'seed' is 'one', expected an integer", seed="one")
+        self.assertLibraryError("planner option 'uncertainty' is 'x', of the wrong type",
+                                uncertainty="x")
         self.assertLibraryError("unknown cost model|cost model 'nosuch'", cost_model="nosuch")
         self.assertLibraryError("sharding_types", sharding_types=["diagonal"])
         self.assertLibraryError("multiple of 4", split_dims=[6])
         self.assertLibraryError("pin|device", pins={"geo": 99})
         with self.assertRaisesRegex(embshard.EmbshardError, "batch_size"):
             embshard.plan(SIX_TABLES["tables"], devices=16)
+
+    def test_bad_inputs_name_the_argument(self):
+        big = 2**40
+        cases = [
+            (dict(tables=5), "tables is 5: expected a list of table dicts"),
+            (dict(tables=b"six.json"), "tables is b'six.json': expected"),
+            (dict(tables=model_configs(), samples=5), "samples is 5: expected a KeyedJaggedTensor"),
+            (dict(devices=big), f"devices is {big}, outside 1..65536"),
+            (dict(devices="16"), "devices is '16', expected an integer"),
+            (dict(batch_size=2**70), "batch_size is 1180591620717411303424, outside"),
+            (dict(mem_per_device=1e30), r"mem_per_device is \d+ bytes, past the largest size"),
+            (dict(mem_per_device=[1e30] * 16), r"mem_per_device\[0\] is \d+ bytes, past"),
+            (dict(seed=-1), "planner option 'seed' is -1, outside 0..18446744073709551615"),
+            (dict(threads=big), f"planner option 'threads' is {big}, outside 0..2147483647"),
+            (dict(beam_width=True), "planner option 'beam_width' is True, expected an integer"),
+            (dict(pins=[("geo", big)]), f"pins: table 'geo': device is {big}, outside"),
+            (dict(pins=["geo"]), r"pins\[0\] is 'geo', expected a \(table, device\) pair"),
+            (dict(pins=[(3, 1)]), r"pins\[0\]: the table is 3, expected a table name"),
+            (dict(pins="geo"), "pins is 'geo', expected {table: device}"),
+            (dict(no_split=[1]), r"no_split\[0\] is 1, expected a table name"),
+            (dict(no_split=5), "no_split is 5, expected a list"),
+            (dict(split_dims=[big]), rf"split_dims\[0\] is {big}, outside 1..2147483647"),
+            (dict(split_dims="32"), "split_dims is '32', expected a list"),
+            (dict(sharding_types=5), "sharding_types is 5, expected a list"),
+            (dict(sharding_types=[None]), r"sharding_types\[0\] is None, expected a sharding type"),
+        ]
+        for kwargs, pattern in cases:
+            with self.subTest(pattern=pattern):
+                args = dict(tables=SIX_TABLES["tables"], devices=16, batch_size=65536,
+                            cost_model="analytic", explain=False)
+                args.update(kwargs)
+                with self.assertRaisesRegex(embshard.EmbshardError, pattern):
+                    embshard.plan(**args)
+
+    def test_samples_of_another_model(self):
+        with self.assertRaisesRegex(embshard.EmbshardError,
+                                    r"samples\[1\]: its keys \['clicks', 'views'\] name no feature "
+                                    r"of the configs \(their features: \['brand', 'category', "):
+            embshard.plan(model_configs(), samples=model_batches()[:1] +
+                          [make_kjt({"views": [[1]], "clicks": [[2]]})], devices=4)
+
+    def test_sample_warnings_name_the_callers_line(self):
+        kjt = make_kjt({"user_id": [[1], [2]], "stray": [[3], [4]]})
+        for call in (lambda: et.table_specs(model_configs()[:1], kjt),
+                     lambda: embshard.plan(model_configs()[:1], samples=kjt, devices=2,
+                                           cost_model="analytic", explain=False)):
+            with self.assertWarnsRegex(et.SampleWarning, r"\['stray'\] are named by no config") \
+                    as caught:
+                call()
+            self.assertEqual(caught.filename, __file__)
+
+    def test_a_missing_plan_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "nosuch", "plan.json")
+            with self.assertRaisesRegex(embshard.EmbshardError, "plan.json: cannot read the plan "
+                                                                "file .No such file"):
+                embshard.Plan.load(path)
+            with self.assertRaisesRegex(embshard.EmbshardError, "cannot read the plan file"):
+                embshard.Plan.load(tmp)  # a folder
 
     def test_a_config_error_is_an_embshard_error(self):
         bad = model_configs()
@@ -256,6 +327,15 @@ def many_tables(count=1000, seed=5):
 
 
 class Threads(unittest.TestCase):
+    def test_progress_at_debug_notes_at_info(self):
+        from embshard.planning import _log  # what the library's Reporter calls
+        with self.assertLogs("embshard", "DEBUG") as logs:
+            _log("progress", "search: 3/10")
+            _log("note", "plan: note: assuming 26.6 GB per device")
+        self.assertEqual([(r.levelno, r.getMessage()) for r in logs.records],
+                         [(logging.DEBUG, "search: 3/10"),
+                          (logging.INFO, "plan: note: assuming 26.6 GB per device")])
+
     def test_notes_go_to_logging(self):
         with self.assertLogs("embshard", "INFO") as logs:
             plan_six(cost_model="analytic", explain=False)

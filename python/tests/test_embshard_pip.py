@@ -23,6 +23,16 @@ print(sorted(p.to_torchrec(as_dicts=True)["sparse_arch.embedding_bag_collection"
 """
 
 
+def measurement_files(models):
+    """What the install leaves out of models/ (cmake/install.cmake), found in `models`."""
+    found = []
+    for folder, dirs, files in os.walk(models):
+        found += [os.path.join(folder, d) for d in dirs if d in ("data", "__pycache__")]
+        found += [os.path.join(folder, f) for f in files
+                  if f.endswith((".jsonl.gz", ".svg")) or f in ("report.md", "report.json")]
+    return found
+
+
 def missing_build_tools():
     for module in ("pip", "setuptools", "wheel"):
         if importlib.util.find_spec(module) is None:
@@ -45,6 +55,7 @@ class PipInstall(unittest.TestCase):
                 self.assertEqual(f.read().strip(), ".")
             for shipped in ("models/neural/manifest.json", "data/published"):
                 self.assertTrue(os.path.exists(os.path.join(package, shipped)), shipped)
+            self.assertEqual(measurement_files(os.path.join(package, "models")), [])
             # Away from the source tree, with nothing but the installed package.
             env = {k: v for k, v in os.environ.items()
                    if k not in ("PYTHONPATH", "EMBSHARD_DATA_DIR")}

@@ -4,12 +4,13 @@ ParameterConstraints, EmbeddingBagCollection and sharders (no TorchRec here):
 ctest -R python_embshard."""
 
 import dataclasses
+import types
 import unittest
 import warnings
 
 import embshard
 import embshard.torchrec as et
-from test_embshard_table_specs import EmbeddingBagConfig, model_batches, model_configs
+from test_embshard_table_specs import EmbeddingBagConfig, make_kjt, model_configs
 
 
 @dataclasses.dataclass
@@ -93,6 +94,19 @@ def big_configs():
                                     ("d", 100_000, 16)]]
 
 
+def rank_batches(ranks, stride=8, pooling=2, shift=10):
+    """One sample batch per rank of table 't' (feature 'f'): rank r reads rows
+    shift*r .. shift*r + stride*pooling - 1, each once. With 4 ranks the
+    global batch reads 46 rows: 28 once and 18 (those two ranks share) twice."""
+    return [make_kjt({"f": [[shift * r + pooling * b + j for j in range(pooling)]
+                            for b in range(stride)]}) for r in range(ranks)]
+
+
+def one_table():
+    return [EmbeddingBagConfig(num_embeddings=100_000, embedding_dim=16, name="t",
+                               feature_names=["f"])]
+
+
 def planner(**kwargs):
     args = dict(topology=Topology(4), cost_model="analytic")
     args.update(kwargs)
@@ -129,11 +143,40 @@ class Plans(unittest.TestCase):
         self.assertEqual(list(plan["item"]), [c.name for c in configs[3:]])
 
     def test_samples_measure_the_tables(self):
+        # The 4 ranks' batches together are the plan's batch: 46 rows, not
+        # the 16 one rank's batch reads.
+        p = planner(samples=rank_batches(4))
+        specs, global_batch = p._specs(one_table())
+        self.assertEqual(global_batch, 8 * 4)
+        t = specs["tables"][0]
+        self.assertEqual((t["pooling_factor"], t["unique_rows"]), (2.0, 46))
+        self.assertEqual(t["row_reuse_histogram"][:3], [28 / 46, 18 / 46, 0.0])
+        self.assertEqual(t["lookup_reuse_histogram"][:3], [28 / 64, 36 / 64, 0.0])
+        p.plan(dlrm(one_table()))
+        self.assertEqual(p.last_plan.batch_size, 8 * 4)  # the samples' batch, per rank
+
+    def test_each_world_size_batches_are_one_global_batch(self):
+        # Two global batches (46 and 64 rows) and one rank's batch left over.
+        batches = rank_batches(4) + rank_batches(4, shift=16) + rank_batches(1)
+        with self.assertWarnsRegex(et.SampleWarning, "the last 1 of 9 batches make no whole "
+                                                     "global batch of 4 ranks") as caught:
+            specs, _ = planner(samples=batches)._specs(one_table())
+        self.assertEqual(caught.filename, __file__)  # the warning names the caller's line
+        self.assertEqual(specs["tables"][0]["unique_rows"], 55)  # (46 + 64) / 2
+
+    def test_fewer_samples_than_ranks_measure_pooling_only(self):
+        p = planner(samples=rank_batches(2))
+        with self.assertWarnsRegex(et.SampleWarning, "2 sample batches for 4 ranks.*only "
+                                                     "pooling factors") as caught:
+            specs, global_batch = p._specs(one_table())
+        self.assertEqual(caught.filename, __file__)
+        self.assertEqual(specs["tables"][0], {"name": "t", "rows": 100_000, "dim": 16,
+                                              "pooling_factor": 2.0})
+        self.assertEqual(global_batch, 8 * 4)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", et.SampleWarning)
-            p = planner(samples=model_batches())
-            p.plan(dlrm())
-        self.assertEqual(p.last_plan.batch_size, 64 * 4)  # the samples' batch, per rank
+            p.plan(dlrm(one_table()))  # the profile fills in the rest
+        self.assertEqual(p.last_plan.batch_size, 8 * 4)
 
     def test_cpu_topology(self):
         p = planner(topology=Topology(2, compute_device="cpu", ddr_cap=10**9))
@@ -183,13 +226,17 @@ class Constraints(unittest.TestCase):
         self.assertEqual(len(plan["b"]["shards"]), 1)
 
     def test_types_bound_the_plan(self):
-        allowed = {"table_wise", "column_wise"}
+        # 'a' must split (test_free_tables_get_split); row_wise is the one
+        # split it allows (the free plan splits it column_wise).
+        allowed = {"table_wise", "row_wise"}
         plan, _ = self.plan({"a": ParameterConstraints(sharding_types=sorted(allowed))})
+        self.assertEqual(plan["a"]["sharding_type"], "row_wise")
         self.assertTrue({t["sharding_type"] for t in plan.values()} <= allowed, plan)
 
     def test_sharders_bound_the_plan(self):
         allowed = ["table_wise", "row_wise"]
         plan, _ = self.plan(sharders=[Sharder(allowed)])
+        self.assertEqual(plan["a"]["sharding_type"], "row_wise")
         self.assertTrue({t["sharding_type"] for t in plan.values()} <= set(allowed))
 
     def test_an_unkeepable_constraint_is_an_error(self):
@@ -207,6 +254,8 @@ class Constraints(unittest.TestCase):
     def test_pins(self):
         plan, _ = self.plan(pins={"c": 2})
         self.assertEqual(plan["c"]["ranks"], [2])
+        plan, _ = self.plan(pins=[("c", 1)])
+        self.assertEqual(plan["c"]["ranks"], [1])
 
     def test_unknown_tables_warn(self):
         with self.assertWarnsRegex(UserWarning, "nosuch"):
@@ -229,6 +278,42 @@ class Errors(unittest.TestCase):
             embshard.EmbshardPlanner()
         with self.assertRaisesRegex(embshard.EmbshardError, "mem_per_device"):
             embshard.EmbshardPlanner(world_size=2)
+        with self.assertRaisesRegex(embshard.EmbshardError, "world_size is 1099511627776, past"):
+            planner(topology=Topology(1), world_size=2**40, mem_per_device="1GB")
+
+    def test_bad_topologies(self):
+        ddr_only = Topology(2)
+        ddr_only.devices[1].storage = types.SimpleNamespace(ddr=10**9)
+        caps_only = types.SimpleNamespace(world_size=2, compute_device="cuda", devices=[],
+                                          hbm_cap="10GB")
+        cases = [(dict(topology=ddr_only), r"topology: devices\[1\]\.storage\.hbm is None, "
+                                           "expected bytes"),
+                 (dict(topology=Topology(2, hbm_cap="10GB")),
+                  r"topology: devices\[0\]\.storage\.hbm is '10GB', expected bytes"),
+                 (dict(topology=caps_only), "topology: hbm_cap is '10GB', expected bytes"),
+                 (dict(reserved_fraction=1.0), r"reserved_fraction is 1.0, expected a share of "
+                                               r"memory in \[0, 1\)"),
+                 (dict(reserved_fraction=-0.1), "reserved_fraction is -0.1"),
+                 (dict(reserved_fraction="0.1"), "reserved_fraction is '0.1'"),
+                 (dict(storage_reservation=types.SimpleNamespace(_percentage=2)),
+                  "storage_reservation._percentage is 2"),
+                 (dict(topology=Topology(2), world_size=3), "topology: 2 devices for world_size 3"),
+                 (dict(batch_size="512"), "batch_size is '512', expected the batch per rank")]
+        for kwargs, pattern in cases:
+            with self.subTest(pattern=pattern):
+                with self.assertRaisesRegex(embshard.EmbshardError, pattern):
+                    planner(**kwargs)
+
+    def test_a_batch_size_unlike_the_samples(self):
+        with self.assertRaisesRegex(embshard.EmbshardError, "batch_size is 16 per rank, but the "
+                                                            "sample batches hold 8 samples each"):
+            planner(samples=rank_batches(4), batch_size=16).plan(dlrm(one_table()))
+
+    def test_samples_of_another_model(self):
+        samples = [make_kjt({"x": [[1]], "y": [[2]]})] * 4
+        with self.assertRaisesRegex(embshard.EmbshardError, r"samples\[0\]: its keys \['x', 'y'\] "
+                                    r"name no feature of the configs \(their features: \['f'\]\)"):
+            planner(samples=samples).plan(dlrm(one_table()))
 
     def test_library_errors_pass_through(self):
         with self.assertRaisesRegex(embshard.EmbshardError, "unknown planner"):

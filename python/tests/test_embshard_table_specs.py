@@ -257,10 +257,11 @@ class Fallback(unittest.TestCase):
         self.assertEqual(specs["tables"][1]["unique_rows"], 1)
 
     def test_missing_from_one_batch_of_several(self):
-        b0 = make_kjt({"f": [[1], [2]]})
+        b0 = make_kjt({"f": [[1], [2]], "g": [[1], [2]]})
         b1 = make_kjt({"g": [[1], [2]]})
+        configs = one_table() + [EmbeddingBagConfig(10, 8, name="u", feature_names=["g"])]
         with self.assertWarnsRegex(et.SampleWarning, "feature 'f' missing from samples\\[1\\]"):
-            specs = et.table_specs(one_table(), [b0, b1])
+            specs = et.table_specs(configs, [b0, b1])
         self.assertEqual(specs["from_profile"], ["t"])
 
     def test_unknown_features_are_ignored_with_a_warning(self):

@@ -22,32 +22,39 @@ namespace {
 // where one device cannot measure an all-to-all, comm.json, or a calibration
 // of its own machine, analytic.json, as the shipped models/ has) stands for
 // its networks and its comm constants or calibration (the collectives, and
-// the all-to-all outside the networks' device counts). Only what model `name`
-// reads is looked up, so that `--model DIR` or `--calibration FILE` plans
-// where no shipped models are found (util/data_dir.h).
+// the all-to-all outside the networks' device counts). The shipped models are
+// looked up only where model `name` needs them, so that a model set of one's
+// own plans where no data root is found (util/data_dir.h).
 CostModelOptions with_defaults(const std::string& name, const CostModelOptions& options) {
   CostModelOptions o = options;
   ES_CHECK(o.batch_size >= 0, "cost model: batch size {} is negative", o.batch_size);
-  if (name == "analytic") {
-    if (o.calibration.empty()) o.calibration = shipped_models_dir() + "/analytic.json";
-    return o;
+  if (name != "analytic" || !options.model_dir.empty()) {
+    o.model_dir = neural_model_dir(options.model_dir);
   }
-  o.model_dir = neural_model_dir(options.model_dir);
-  // The set: the directory given, or the one holding it when the given one is
-  // a set's neural/ (its comm.json belongs to it just the same).
-  std::filesystem::path given = std::filesystem::path(options.model_dir).lexically_normal();
-  if (given.filename().empty()) given = given.parent_path();
-  const std::filesystem::path set = o.model_dir != options.model_dir ? given : given.parent_path();
-  for (const char* file : {"comm.json", "analytic.json"}) {
-    if (!options.model_dir.empty() && o.calibration.empty() &&
-        std::filesystem::exists(set / file)) {
-      o.calibration = (set / file).string();
+  if (!options.model_dir.empty() && o.calibration.empty()) {
+    // The set: the directory given, or the one holding it when the given one
+    // is a set's neural/ (its comm.json belongs to it just the same).
+    std::filesystem::path given = std::filesystem::path(options.model_dir).lexically_normal();
+    if (given.filename().empty()) given = given.parent_path();
+    const std::filesystem::path set =
+        o.model_dir != options.model_dir ? given : given.parent_path();
+    for (const char* file : {"comm.json", "analytic.json"}) {
+      if (o.calibration.empty() && std::filesystem::exists(set / file)) {
+        o.calibration = (set / file).string();
+      }
     }
   }
-  // The neural model's calibration is optional (optional_calibration): a model
-  // of the user's own stands without the shipped one.
-  if (o.calibration.empty() && (name != "neural" || options.model_dir.empty())) {
-    o.calibration = shipped_models_dir() + "/analytic.json";
+  if (o.calibration.empty()) {
+    if (name == "neural" && !options.model_dir.empty()) {
+      // Optional for networks of one's own (optional_calibration): the shipped
+      // one where there is a data root, none where there is not.
+      try {
+        o.calibration = shipped_models_dir() + "/analytic.json";
+      } catch (const Error&) {
+      }
+    } else {
+      o.calibration = shipped_models_dir() + "/analytic.json";
+    }
   }
   return o;
 }
