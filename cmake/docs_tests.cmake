@@ -3,8 +3,12 @@
 # CMakeLists.txt after python/, whose Python (Python3_EXECUTABLE) the guide's
 # Python blocks need: the one the extension is built for.
 
-find_program(EMBSHARD_DOCS_PYTHON3 NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
-find_program(EMBSHARD_DOCS_PYTHON3 NAMES python3)
+# The Python the package is built for (python/CMakeLists.txt), else any python3.
+if(Python3_EXECUTABLE)
+  set(EMBSHARD_DOCS_PYTHON3 ${Python3_EXECUTABLE})
+else()
+  find_program(EMBSHARD_DOCS_PYTHON3 NAMES python3)
+endif()
 if(NOT EMBSHARD_DOCS_PYTHON3)
   message(STATUS "python3 not found: the docs tests are skipped")
   return()
