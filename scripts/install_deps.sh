@@ -12,9 +12,11 @@ packages=(
 )
 if [ "${1:-all}" != "plan" ]; then
   # libopenblas0-pthread: without it libtorch runs small MLPs on the reference BLAS (~10x slower).
+  # clang-14, libclang-rt-14-dev (libFuzzer, the sanitizers), libomp-14-dev: scripts/fuzz.sh.
   packages+=(libtorch-dev libopenblas0-pthread libbenchmark-dev
     python3 python3-dev python3-torch pybind11-dev python3-pybind11
-    python3-pip python3-setuptools python3-wheel)
+    python3-pip python3-setuptools python3-wheel python3-venv
+    clang-14 libclang-rt-14-dev libomp-14-dev)
 fi
 
 missing=()

@@ -40,10 +40,12 @@ def load_plan(path):
     with f:
         try:
             plan = json.load(f)
-        except json.JSONDecodeError as e:
-            raise PlanError(f"{path}: not a plan file: not valid JSON ({e})") from None
         except UnicodeDecodeError:
             raise PlanError(f"{path}: not a plan file: not UTF-8 text (a binary file?)") from None
+        except ValueError as e:  # JSONDecodeError, or an integer of thousands of digits
+            raise PlanError(f"{path}: not a plan file: not valid JSON ({e})") from None
+        except RecursionError:
+            raise PlanError(f"{path}: not a plan file: JSON nested too deeply to read") from None
     check_plan(plan, path)
     return plan
 

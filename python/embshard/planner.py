@@ -1,17 +1,22 @@
 """EmbshardPlanner: embshard in the place of TorchRec's EmbeddingShardingPlanner.
 
-Follows the fields of TorchRec 1.9 (torchrec.distributed.planner): Topology
-(world_size, compute_device, local_world_size, devices[i].storage.hbm/.ddr),
-ParameterConstraints (sharding_types, pooling_factors), EmbeddingBagCollection
-(embedding_bag_configs()), ShardingPlan / EmbeddingModuleShardingPlan /
-ParameterSharding. Everything is read through those attributes (duck-typed):
-torchrec is imported only to build the ShardingPlan it returns.
+Follows the fields of TorchRec 1.9 (torchrec.distributed.planner, checked
+against torchrec 1.9.2): Topology (world_size, compute_device,
+local_world_size, devices[i].storage.hbm/.ddr), ParameterConstraints
+(sharding_types, compute_kernels, pooling_factors and the kernel settings
+ParameterSharding carries), EmbeddingBagCollection (embedding_bag_configs()),
+its sharder (module_type, sharding_types(device), compute_kernels(type,
+device)), ShardingPlan / EmbeddingModuleShardingPlan / ParameterSharding.
+Everything is read through those attributes (duck-typed): torchrec is
+imported only to build the ShardingPlan it returns.
 """
 
 from collections.abc import Mapping
 
 from ._errors import EmbshardError, warn_user
-from .planning import MAX_DEVICES, _bridge, _native, plan as plan_tables
+from ._torchrec_plan import CONSTRAINT_FIELDS, NODE_ALIGNED_TYPES, layout_problems, refusal
+from .plan_file import SHARDING_TYPES
+from .planning import MAX_DEVICES, _bridge, _native, _type_list, plan as plan_tables
 
 # TorchRec's defaults (torchrec/distributed/planner/constants.py): the batch
 # per rank, and the share of each device's HBM its HeuristicalStorageReservation
@@ -111,9 +116,19 @@ class EmbshardPlanner:
     constraints: {table: ParameterConstraints}: sharding_types (a table
         allowed only table_wise is kept whole; the other tables' allowed
         types together bound the whole plan's, and a plan that breaks a
-        table's constraint anyway is an EmbshardError) and pooling_factors
+        table's constraint anyway is an EmbshardError), compute_kernels
+        (the kernel embshard writes must be among them), pooling_factors
         (summed over the table's features: its pooling factor where no
-        sample measured it). Other fields are not read.
+        sample measured it), and cache_params, enforce_hbm,
+        stochastic_rounding, bounds_check_mode, output_dtype and
+        key_value_params, copied into the table's ParameterSharding as
+        TorchRec's planner does. Other fields are not read.
+    sharding_types: the types the plan may use (names or ShardingTypes).
+        By default table_wise, column_wise, row_wise and data_parallel:
+        table_row_wise and grid_shard are left out, as TorchRec runs them
+        only with row blocks on one host's ranks in order, which embshard's
+        search does not arrange; named here, a plan that uses them otherwise
+        is refused.
     mem_per_device: each device's memory for the tables (bytes, "80GB", or a
         list); by default the topology's, less reserved_fraction (0.15, as
         TorchRec's default storage reservation keeps for dense parts).
@@ -123,6 +138,10 @@ class EmbshardPlanner:
         reuse are measured. Fewer than world_size make no global batch: only
         pooling factors are measured then (a SampleWarning says so).
     pins: {table: rank} (or (table, rank) pairs) keeps a table whole on a rank.
+    A plan TorchRec cannot run (a type or kernel the sharders given do not
+    offer for the compute device, a layout TorchRec's sharding code does not
+    follow: embshard.torchrec.check_torchrec_layout) is never returned: an
+    EmbshardError names each table, its sharding type and why.
     algo, cost_model, model, profile, explain and options (seed, threads, ...):
         as embshard.plan takes them.
     The arguments of TorchRec's planner that choose its own search
@@ -138,8 +157,8 @@ class EmbshardPlanner:
                  plan_loader=None, *,
                  world_size=None, compute_device=None, local_world_size=None,
                  mem_per_device=None, reserved_fraction=None, samples=None, pins=None,
-                 algo="neuroshard", cost_model="neural", model=None, profile="2021",
-                 explain=False, **options):
+                 sharding_types=None, algo="neuroshard", cost_model="neural", model=None,
+                 profile="2021", explain=False, **options):
         if topology is not None:
             world_size = world_size or _get(topology, "world_size")
             compute_device = compute_device or _get(topology, "compute_device")
@@ -171,6 +190,12 @@ class EmbshardPlanner:
         self.constraints = dict(constraints or {})
         self.samples = samples
         self.pins = pins
+        self.sharding_types = None if sharding_types is None else \
+            [t.strip() for t in _type_list(sharding_types).split(",") if t.strip()]
+        unknown = sorted(set(self.sharding_types or []) - SHARDING_TYPES)
+        if unknown:
+            raise EmbshardError(f"sharding_types: unknown {unknown}; TorchRec's are "
+                                f"{sorted(SHARDING_TYPES)}")
         self.algo, self.cost_model, self.model, self.profile = algo, cost_model, model, profile
         self.explain = explain
         self.options = options
@@ -229,16 +254,37 @@ class EmbshardPlanner:
                   f"profile {self.profile} (give {self.world_size} batches, one per rank, or a "
                   "multiple, to measure them)", _bridge().SampleWarning)
 
+    def _sharders(self, sharders):
+        """The sharders of EmbeddingBagCollections among `sharders` (those
+        naming no module_type count too)."""
+        out = []
+        for s in sharders or []:
+            module_type = getattr(s, "module_type", None)
+            if module_type is None or getattr(module_type, "__name__", "") == \
+                    "EmbeddingBagCollection":
+                out.append(s)
+        return out
+
+    def _offered(self, sharders):
+        """The sharding types the sharders offer on the compute device (None:
+        no sharder says)."""
+        offered = None
+        for s in sharders:
+            if callable(getattr(s, "sharding_types", None)):
+                offered = (offered or set()) | \
+                    {_value(t) for t in s.sharding_types(self.compute_device)}
+        return offered
+
     def _types(self, sharders):
         """(global sharding types, tables kept whole, {table: allowed types})."""
         names = list(_native().sharding_type_names())
-        allowed = set(names)
-        if sharders:
-            offered = set()
-            for s in sharders:
-                if callable(getattr(s, "sharding_types", None)):
-                    offered |= {_value(t) for t in s.sharding_types(self.compute_device)}
-            allowed &= offered or allowed
+        if self.sharding_types is None:
+            allowed = set(names) - set(NODE_ALIGNED_TYPES)
+        else:
+            allowed = set(self.sharding_types)
+        offered = self._offered(sharders)
+        if offered is not None:
+            allowed &= offered
         whole, per_table = [], {}
         for name, c in self.constraints.items():
             types = _get(c, "sharding_types")
@@ -246,11 +292,56 @@ class EmbshardPlanner:
                 continue
             types = {_value(t) for t in types}
             per_table[name] = types
+            if offered is not None and not types & (offered | {"table_wise"}):
+                raise EmbshardError(
+                    f"constraints: table '{name}' allows {sorted(types)}, none of which the "
+                    f"sharders given offer on {self.compute_device} ({sorted(offered)})")
             if types == {"table_wise"}:
                 whole.append(name)
             else:
                 allowed &= types | {"table_wise"}
         return [t for t in names if t in allowed or t == "table_wise"], whole, per_table
+
+    def _offered_kernels(self, sharders, kind):
+        """The compute kernels the sharders offer for a sharding type on the
+        compute device (None: no sharder says)."""
+        offered = None
+        for s in sharders:
+            if callable(getattr(s, "compute_kernels", None)):
+                offered = (offered or set()) | \
+                    {_value(k) for k in s.compute_kernels(kind, self.compute_device)}
+        return offered
+
+    def _problems(self, plan, sharders):
+        """[(table, type, why)] of each table the plan cannot hand TorchRec."""
+        problems = []
+        offered = self._offered(sharders)
+        for name, t in plan.tables.items():
+            kind, kernel = t.sharding_type, t.compute_kernel
+            kernels = _get(self.constraints.get(name), "compute_kernels")
+            if kernels is not None and kernel not in {_value(k) for k in kernels}:
+                problems.append((name, kind, f"compute kernel '{kernel}' (embshard's) is not "
+                                 f"among its constraint's {sorted(_value(k) for k in kernels)}"))
+            if offered is not None and kind not in offered:
+                problems.append((name, kind, f"the sharders given offer {sorted(offered)} on "
+                                 f"{self.compute_device}"))
+                continue
+            kernels = self._offered_kernels(sharders, kind)
+            if kernels is not None and kernel not in kernels:
+                problems.append((name, kind, f"the sharders given offer the kernels "
+                                 f"{sorted(kernels)} for it on {self.compute_device}, not "
+                                 f"'{kernel}' (embshard's)"))
+        return problems + layout_problems(plan.json, self.compute_device, self.local_world_size)
+
+    def _fields(self, names):
+        """{table: {ParameterSharding field: value}} from the constraints."""
+        out = {}
+        for name in names:
+            c = self.constraints.get(name)
+            fields = {f: _get(c, f) for f in CONSTRAINT_FIELDS if _get(c, f) is not None}
+            if fields:
+                out[name] = fields
+        return out
 
     # ---- TorchRec's planner interface ----
 
@@ -260,7 +351,8 @@ class EmbshardPlanner:
         or, where torchrec does not import, the same as dicts."""
         configs, paths = self._tables(module)
         specs, global_batch = self._specs(configs)
-        types, whole, per_table = self._types(sharders)
+        ebc_sharders = self._sharders(sharders)
+        types, whole, per_table = self._types(ebc_sharders)
         whole = [name for name in whole if name in paths]
         unknown = sorted(set(self.constraints) - set(paths))
         if unknown:
@@ -270,6 +362,7 @@ class EmbshardPlanner:
                            model=self.model, sharding_types=types, pins=self.pins,
                            no_split=whole, profile=self.profile, explain=self.explain,
                            **self.options)
+        self.last_plan = plan  # refused or not: its report says what was planned
         for name, allowed in per_table.items():
             t = plan.tables.get(name)
             if t is not None and t.sharding_type not in allowed:
@@ -277,8 +370,13 @@ class EmbshardPlanner:
                     f"constraints: table '{name}' allows {sorted(allowed)} but was planned "
                     f"{t.sharding_type}: embshard keeps a table whole (table_wise only) or bounds "
                     "the whole plan's types; restrict the others' types too")
-        self.last_plan = plan
-        return plan.to_torchrec(paths, self.compute_device, self.local_world_size)
+        problems = self._problems(plan, ebc_sharders)
+        if problems:
+            raise refusal(problems, f"the plan for {self.world_size} {self.compute_device} ranks "
+                                    "cannot be handed to TorchRec")
+        return _bridge().sharding_plan(plan.json, paths, self.compute_device,
+                                       self.local_world_size, fields=self._fields(paths),
+                                       check=True)
 
     def collective_plan(self, module, sharders=None, pg=None):
         """plan() on rank 0 of `pg` and broadcast to the others, as TorchRec's

@@ -424,35 +424,23 @@ class Plan:
     def to_torchrec(self, module_path=DEFAULT_MODULE_PATH, device_type="cuda",
                     local_world_size=None, as_dicts=False):
         """TorchRec's ShardingPlan ({module_path: EmbeddingModuleShardingPlan
-        {table: ParameterSharding}}), for DistributedModelParallel(plan=...).
+        {table: ParameterSharding}}, the fields of TorchRec 1.9), for
+        DistributedModelParallel(plan=...).
 
         module_path: where the EmbeddingBagCollection sits in the model, or
             {table: module_path} for tables of several collections.
-        device_type: "cuda" or "cpu" (the placements' device).
+        device_type: "cuda" or "cpu" (the placements' device; on a CPU,
+            TorchRec's kernels are "fused" for a sharded table and "dense"
+            for a data_parallel one).
         local_world_size: GPUs per host, when the ranks span hosts.
-        Where torchrec does not import (or with as_dicts), the same as plain
-        dicts: {module_path: {table: {"sharding_type", "compute_kernel",
-        "ranks", "shards": [{"shard_offsets", "shard_sizes", "placement"}] or
-        None}}}."""
-        paths = module_path if isinstance(module_path, Mapping) else \
-            {name: module_path for name in self.tables}
-        missing = [n for n in self.tables if n not in paths]
-        if missing:
-            raise EmbshardError(f"module_path names no module for tables {missing}")
-        tables = _bridge().to_parameter_sharding_dicts(self.json, device_type, local_world_size)
-        if not as_dicts:
-            try:
-                import torchrec.distributed.types  # noqa: F401
-            except ImportError:
-                as_dicts = True
-        if as_dicts:
-            out = {}
-            for name, sharding in tables.items():
-                out.setdefault(paths[name], {})[name] = sharding
-            return out
-        from torchrec.distributed.types import EmbeddingModuleShardingPlan, ShardingPlan
-        shardings = _bridge().to_parameter_shardings(self.json, device_type, local_world_size)
-        modules = {}
-        for name, sharding in shardings.items():
-            modules.setdefault(paths[name], {})[name] = sharding
-        return ShardingPlan({path: EmbeddingModuleShardingPlan(s) for path, s in modules.items()})
+        A layout TorchRec cannot run (a table_row_wise or grid_shard table
+        whose row blocks are not on one host's ranks in order, a fused shard
+        whose columns are not a multiple of 4, a kernel with no CPU path) is
+        an EmbshardError naming the table, its sharding type and why.
+        Where torchrec does not import (or with as_dicts), the plan as it is,
+        as plain dicts: {module_path: {table: {"sharding_type",
+        "compute_kernel", "ranks", "shards": [{"shard_offsets", "shard_sizes",
+        "placement"}] or None}}}; embshard.torchrec.check_torchrec_layout
+        checks them."""
+        return _bridge().sharding_plan(self.json, module_path, device_type, local_world_size,
+                                       as_dicts)

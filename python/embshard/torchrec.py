@@ -1,17 +1,24 @@
-"""The bridge to TorchRec (fields of TorchRec 1.3): table specs from a model's
-``EmbeddingBagConfig``s and sample ``KeyedJaggedTensor``s, and a plan file
-(``embshard plan --out plan.json``) back into TorchRec's sharding plan, for
+"""The bridge to TorchRec (the fields and layouts of TorchRec 1.9, checked
+against torchrec 1.9.2): table specs from a model's ``EmbeddingBagConfig``s and
+sample ``KeyedJaggedTensor``s, and a plan file (``embshard plan --out
+plan.json``) back into TorchRec's sharding plan, for
 ``DistributedModelParallel(module, plan=...)``. ``embshard.plan`` and
 ``embshard.EmbshardPlanner`` call it; it is also usable alone:
 
     import embshard.torchrec as et
     plan = et.load_plan("plan.json")
-    sharding_plan = et.to_torchrec_plan(plan, module_path="sparse_arch.embedding_bag_collection")
+    sharding_plan = et.to_torchrec_plan(plan, module_path="sparse_arch.embedding_bag_collection",
+                                        device_type="cpu")
     model = DistributedModelParallel(model, plan=sharding_plan, ...)
 
+A plan whose layout TorchRec cannot run (a table_row_wise table off its host's
+ranks, a shard too narrow for the fused kernel, a kernel with no CPU path) is
+refused there with an EmbshardError naming the table, its sharding type and
+why; ``check_torchrec_layout`` checks a plan alone.
+
 TorchRec is imported only by the functions that build TorchRec objects. Without
-it, ``to_parameter_sharding_dicts`` gives the same content as plain dicts (what
-the tests check, and what a process without TorchRec can ship elsewhere).
+it, ``to_parameter_sharding_dicts`` gives the same content as plain dicts (the
+plan as it is, what a process without TorchRec can ship elsewhere).
 
 The way in goes the other direction: from a model's ``EmbeddingBagConfig``s and
 a few sample ``KeyedJaggedTensor`` batches to embshard's table-spec JSON, for
@@ -41,78 +48,10 @@ from ._errors import EmbshardError, warn_user
 from .plan_file import (  # noqa: F401 (re-exported: et.load_plan, ...)
     PLACEMENT, PLAN_FORMAT, PLAN_VERSION, SHARDING_TYPES, PlanError, check_plan, load_plan,
 )
-
-
-def _placement(p, device_type, local_world_size):
-    # embshard writes "rank:N/cuda:N"; a CPU run wants "rank:N/cpu", and on
-    # hosts of L GPUs rank N is GPU N mod L of its host.
-    rank = int(PLACEMENT.fullmatch(p).group(1))
-    if device_type != "cuda":
-        return f"rank:{rank}/{device_type}"
-    return f"rank:{rank}/cuda:{rank % local_world_size if local_world_size else rank}"
-
-
-def to_parameter_sharding_dicts(plan, device_type="cuda", local_world_size=None):
-    """{table name: {"sharding_type", "compute_kernel", "ranks", "shards"}} where
-    shards is a list of {"shard_offsets", "shard_sizes", "placement"} or None.
-
-    `local_world_size`: GPUs per host, when the ranks span hosts (TorchRec's
-    placement names the host's own GPU: rank 9 on hosts of 8 is cuda:1);
-    None: one host."""
-    if local_world_size is not None and (isinstance(local_world_size, bool)
-                                         or not isinstance(local_world_size, int)
-                                         or local_world_size < 1):
-        raise ValueError(f"local_world_size is {local_world_size!r}, expected a positive integer")
-    check_plan(plan)
-    out = {}
-    for name in plan.get("table_order", sorted(plan["tables"])):
-        t = plan["tables"][name]
-        shards = None
-        if t["shards"] is not None:
-            shards = [
-                {
-                    "shard_offsets": list(s["shard_offsets"]),
-                    "shard_sizes": list(s["shard_sizes"]),
-                    "placement": _placement(s["placement"], device_type, local_world_size),
-                }
-                for s in t["shards"]
-            ]
-        out[name] = {
-            "sharding_type": t["sharding_type"],
-            "compute_kernel": t["compute_kernel"],
-            "ranks": list(t["ranks"]),
-            "shards": shards,
-        }
-    return out
-
-
-def to_parameter_shardings(plan, device_type="cuda", local_world_size=None):
-    """{table name: torchrec ParameterSharding}. Needs TorchRec."""
-    from torch.distributed._shard.sharding_spec import EnumerableShardingSpec, ShardMetadata
-    from torchrec.distributed.types import ParameterSharding
-
-    result = {}
-    for name, d in to_parameter_sharding_dicts(plan, device_type, local_world_size).items():
-        spec = None
-        if d["shards"] is not None:
-            spec = EnumerableShardingSpec([
-                ShardMetadata(shard_offsets=s["shard_offsets"], shard_sizes=s["shard_sizes"],
-                              placement=s["placement"])
-                for s in d["shards"]
-            ])
-        result[name] = ParameterSharding(sharding_type=d["sharding_type"],
-                                         compute_kernel=d["compute_kernel"],
-                                         ranks=d["ranks"], sharding_spec=spec)
-    return result
-
-
-def to_torchrec_plan(plan, module_path="sparse_arch.embedding_bag_collection", device_type="cuda",
-                     local_world_size=None):
-    """A torchrec ShardingPlan with every table under `module_path`. Needs TorchRec."""
-    from torchrec.distributed.types import EmbeddingModuleShardingPlan, ShardingPlan
-
-    shardings = to_parameter_shardings(plan, device_type, local_world_size)
-    return ShardingPlan({module_path: EmbeddingModuleShardingPlan(shardings)})
+from ._torchrec_plan import (  # noqa: F401 (re-exported: the hand-off)
+    check_torchrec_layout, sharding_plan, to_parameter_sharding_dicts, to_parameter_shardings,
+    to_torchrec_plan, torchrec_row_blocks,
+)
 
 
 def predicted_summary(plan):

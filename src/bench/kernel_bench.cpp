@@ -12,9 +12,10 @@
 #include <memory>
 #include <random>
 
+#include "bench/kernel_bench_internal.h"
 #include "embshard/util/error.h"
-#include "embshard/util/reporter.h"
 #include "embshard/util/huge_buffer.h"
+#include "embshard/util/reporter.h"
 
 namespace embshard {
 namespace {
@@ -61,7 +62,7 @@ class CacheFlusher {
   }
 
  private:
-  static constexpr int64_t kBytes = int64_t{96} << 20;  // 3x the 32 MiB L3
+  static constexpr int64_t kBytes = kKernelBenchFlushBytes;
   HugeBuffer buffer_;
 };
 
@@ -83,18 +84,23 @@ int64_t zipf_row(std::mt19937_64& rng, int64_t n, double s, uint64_t scatter) {
   return static_cast<int64_t>((rank * 2654435761ull + scatter) % static_cast<uint64_t>(n));
 }
 
-// Owns the weights of a case's tables and binds them into a FusedBatch.
-struct CaseData {
-  std::vector<std::unique_ptr<HugeBuffer>> weights;
-  std::vector<float> grad_output;
-  std::unique_ptr<HugeBuffer> output;  // 64-byte aligned, as a framework's would be
-  FusedBatch batch;
-};
+void describe_tables(const std::vector<BenchTable>& tables, KernelCaseResult& r) {
+  r.num_tables = static_cast<int>(tables.size());
+  for (const BenchTable& t : tables) {
+    const int64_t nnz = static_cast<int64_t>(t.trace.indices.size());
+    r.lookups += nnz;
+    r.gathered_bytes += static_cast<double>(nnz) * t.dim * sizeof(float);
+    r.weight_bytes += static_cast<double>(t.rows) * t.dim * sizeof(float);
+  }
+}
+
+}  // namespace
 
 CaseData bind_case(const std::vector<BenchTable>& tables, int64_t batch_size, uint64_t seed) {
   CaseData c;
   c.batch.batch_size = batch_size;
   c.weights.resize(tables.size());
+  c.momentum.resize(tables.size());
   for (size_t t = 0; t < tables.size(); ++t) {
     const BenchTable& bt = tables[t];
     ES_CHECK(bt.trace.batch_size() == batch_size,
@@ -103,8 +109,10 @@ CaseData bind_case(const std::vector<BenchTable>& tables, int64_t batch_size, ui
     const int64_t size = bt.rows * bt.dim;
     c.weights[t] = std::make_unique<HugeBuffer>(size * static_cast<int64_t>(sizeof(float)));
     fill_uniform(c.weights[t]->floats(), size, 0.05f, seed + t);
+    c.momentum[t].assign(bt.rows, 0.0f);
     TableBatch tb;
     tb.weights = c.weights[t]->floats();
+    tb.momentum = c.momentum[t].data();
     tb.rows = bt.rows;
     tb.dim = bt.dim;
     tb.offsets = bt.trace.offsets.data();
@@ -118,21 +126,17 @@ CaseData bind_case(const std::vector<BenchTable>& tables, int64_t batch_size, ui
   return c;
 }
 
-void describe_tables(const std::vector<BenchTable>& tables, KernelCaseResult& r) {
-  r.num_tables = static_cast<int>(tables.size());
-  for (const BenchTable& t : tables) {
-    const int64_t nnz = static_cast<int64_t>(t.trace.indices.size());
-    r.lookups += nnz;
-    r.gathered_bytes += static_cast<double>(nnz) * t.dim * sizeof(float);
-    r.weight_bytes += static_cast<double>(t.rows) * t.dim * sizeof(float);
-  }
+void OursKernel::run(KernelOp op) {
+  auto check_ok = [](const Status& s, const char* what) {
+    ES_CHECK(s.ok(), "bench kernel: embshard's {} failed: {}", what, s.message());
+  };
+  check_ok(tbe_forward(c_.batch, c_.output->floats(), threads_), "forward");
+  if (op == KernelOp::kForward) return;
+  const OptimizerConfig& optimizer =
+      op == KernelOp::kTrainSgd ? optimizers_.sgd : optimizers_.rowwise_adagrad;
+  check_ok(tbe_backward_update(c_.batch, c_.grad_output.data(), optimizer, threads_, workspace_),
+           "backward");
 }
-
-void check_ok(const Status& s, const std::string& what) {
-  ES_CHECK(s.ok(), "bench kernel: {} failed: {}", what, s.message());
-}
-
-}  // namespace
 
 std::vector<BenchTable> make_dram_case(const KernelBenchOptions& options, int64_t* batch_size) {
   // Far larger than the 32 MiB L3: nearly every lookup misses to DRAM.
@@ -195,64 +199,132 @@ double measure_memcpy_gb_per_s(int64_t bytes, int runs) {
   return static_cast<double>(bytes) / (median(ms) * 1e6);
 }
 
+namespace {
+
+// One implementation's times on a case, round by round.
+struct Series {
+  KernelPeer* peer = nullptr;  // null: ours
+  ImplResult* result = nullptr;
+  std::vector<double> ms[3], ratio[3];
+  bool has(KernelOp op) const { return peer == nullptr || peer->has(op); }
+};
+
+const char* op_short(KernelOp op) {
+  switch (op) {
+    case KernelOp::kForward: return "fwd";
+    case KernelOp::kTrainSgd: return "SGD step";
+    case KernelOp::kTrainRowWiseAdagrad: return "Adagrad step";
+  }
+  return "?";
+}
+
+double timed_call(Series& s, OursKernel& ours, KernelOp op, CacheFlusher& cache) {
+  cache.flush();
+  double self_ms = -1.0;
+  const double ms = time_ms([&] {
+    if (s.peer != nullptr) {
+      self_ms = s.peer->run(op);
+    } else {
+      ours.run(op);
+    }
+  });
+  return self_ms >= 0.0 ? self_ms : ms;
+}
+
+// Every op of every implementation that has it, once. The order of the
+// implementations rotates with the round, so that none always runs first
+// (or after the same neighbour) and drift in the machine's load hits all
+// alike. Returns the round's figures for the log.
+std::string run_round(std::vector<Series>& series, OursKernel& ours, CacheFlusher& cache,
+                      int round, bool timed) {
+  std::string line;
+  for (KernelOp op : kKernelOps) {
+    const int o = static_cast<int>(op);
+    std::vector<size_t> order;
+    for (size_t i = 0; i < series.size(); ++i) {
+      if (series[i].has(op)) order.push_back(i);
+    }
+    std::rotate(order.begin(), order.begin() + round % order.size(), order.end());
+    std::vector<double> ms(series.size(), -1.0);
+    for (size_t i : order) ms[i] = timed_call(series[i], ours, op, cache);
+    line += fmt::format("; {}", op_short(op));
+    for (size_t i = 0; i < series.size(); ++i) {
+      if (ms[i] < 0.0) continue;
+      line += fmt::format(" {} {:.2f}", series[i].result->name, ms[i]);
+      if (!timed) continue;
+      series[i].ms[o].push_back(ms[i]);
+      if (i > 0) series[i].ratio[o].push_back(ms[i] / ms[0]);
+    }
+  }
+  return line;
+}
+
+void prepare_and_check(const std::string& case_name, CaseData& c, OursKernel& ours,
+                       const std::vector<KernelPeer*>& peers, const KernelBenchOptions& options,
+                       std::vector<ImplResult>& results, Reporter& reporter) {
+  results.resize(peers.size());
+  for (size_t k = 0; k < peers.size(); ++k) {
+    ImplResult& r = results[k];
+    r.name = peers[k]->name();
+    reporter.note(fmt::format("[bench kernel] {}: preparing {}", case_name, r.name));
+    // Each peer takes the weights as they are now and is checked at once,
+    // before the next one's check steps ours.
+    peers[k]->prepare(c.batch, c.grad_output.data(), options.optimizers);
+    check_peer_numerics(case_name, c, ours, *peers[k], r);
+    if (r.forward_max_abs_diff < 0.0) continue;
+    std::string line = fmt::format("[bench kernel] {}: {} agrees with embshard: forward within "
+                                   "{:.2g} (largest |difference|)",
+                                   case_name, r.name, r.forward_max_abs_diff);
+    for (KernelOp op : {KernelOp::kTrainSgd, KernelOp::kTrainRowWiseAdagrad}) {
+      const double d = r.update_max_rel_diff[static_cast<int>(op)];
+      if (d >= 0.0) line += fmt::format(", {} updates within {:.2g} of the largest", op_short(op), d);
+    }
+    reporter.note(line);
+  }
+}
+
+}  // namespace
+
 KernelCaseResult run_kernel_case(const std::string& name, const std::string& description,
                                  std::vector<BenchTable> tables, int64_t batch_size,
-                                 const KernelBenchOptions& options, KernelPeer* peer,
-                                 Reporter& reporter) {
+                                 const KernelBenchOptions& options,
+                                 const std::vector<KernelPeer*>& peers, Reporter& reporter) {
   KernelCaseResult r;
   r.name = name;
   r.description = description;
   r.batch_size = batch_size;
   describe_tables(tables, r);
   CaseData c = bind_case(tables, batch_size, options.seed);
-  const int threads = options.threads;
-  OptimizerConfig sgd;
-  sgd.learning_rate = 1e-4f;  // small: weights stay sane over many timed steps
-  TbeWorkspace workspace;
-  auto ours_fwd = [&] { check_ok(tbe_forward(c.batch, c.output->floats(), threads), "forward"); };
-  auto ours_train = [&] {
-    ours_fwd();
-    check_ok(tbe_backward_update(c.batch, c.grad_output.data(), sgd, threads, workspace),
-             "backward");
-  };
-  if (peer != nullptr) peer->prepare(c.batch);
-  // Rounds interleave the implementations so that drift in the machine's
-  // load hits all of them alike; medians over the timed rounds.
-  CacheFlusher cache;
-  auto timed_cold = [&](auto&& f) {
-    cache.flush();
-    return time_ms(f);
-  };
-  std::vector<double> of, ot, pf, pt;
-  for (int round = 0; round < options.warmup_runs + options.timed_runs; ++round) {
-    const bool timed = round >= options.warmup_runs;
-    const double a = timed_cold(ours_fwd), b = timed_cold(ours_train);
-    double e = -1.0, f = -1.0;
-    if (peer != nullptr) {
-      e = timed_cold([&] { peer->forward(); });
-      f = timed_cold([&] { peer->forward_backward_sgd(c.grad_output.data(), sgd.learning_rate); });
-    }
-    if (timed) {
-      of.push_back(a), ot.push_back(b), pf.push_back(e), pt.push_back(f);
-    }
-    std::string line = fmt::format("[bench kernel] {} round {}/{}{}: ours fwd {:.2f} ms, train "
-                                   "{:.2f} ms",
-                                   name, round + 1, options.warmup_runs + options.timed_runs,
-                                   timed ? "" : " (warm-up)", a, b);
-    if (peer != nullptr) {
-      line += fmt::format("; {} fwd {:.2f} ms, train {:.2f} ms", peer->name(), e, f);
-    }
-    reporter.note(line);
+  OursKernel ours(c, options.threads, options.optimizers);
+  r.ours.name = "embshard";
+  prepare_and_check(name, c, ours, peers, options, r.peers, reporter);
+
+  std::vector<Series> series(peers.size() + 1);
+  series[0].result = &r.ours;
+  for (size_t k = 0; k < peers.size(); ++k) {
+    series[k + 1].peer = peers[k];
+    series[k + 1].result = &r.peers[k];
   }
-  r.ours_fwd_ms = median(of);
-  r.ours_train_ms = median(ot);
-  r.peer_fwd_ms = peer != nullptr ? median(pf) : -1.0;
-  r.peer_train_ms = peer != nullptr ? median(pt) : -1.0;
+  CacheFlusher cache;
+  const int rounds = options.warmup_runs + options.timed_runs;
+  for (int round = 0; round < rounds; ++round) {
+    const bool timed = round >= options.warmup_runs;
+    const std::string line = run_round(series, ours, cache, round, timed);
+    reporter.note(fmt::format("[bench kernel] {} round {}/{}{} (ms){}", name, round + 1, rounds,
+                              timed ? "" : " (warm-up)", line));
+  }
+  for (Series& s : series) {
+    for (int o = 0; o < 3; ++o) {
+      if (s.ms[o].empty()) continue;
+      s.result->ms[o] = median(s.ms[o]);
+      if (!s.ratio[o].empty()) s.result->speedup[o] = median(s.ratio[o]);
+    }
+  }
   return r;
 }
 
-KernelBenchReport run_kernel_bench(const KernelBenchOptions& options, KernelPeer* peer,
-                                   Reporter& reporter) {
+KernelBenchReport run_kernel_bench(const KernelBenchOptions& options,
+                                   const std::vector<KernelPeer*>& peers, Reporter& reporter) {
   ES_CHECK(options.threads >= 1, "bench kernel: --threads must be >= 1, got {}",
            options.threads);
   ES_CHECK(options.timed_runs >= 1, "bench kernel: timed runs must be >= 1, got {}",
@@ -261,7 +333,9 @@ KernelBenchReport run_kernel_bench(const KernelBenchOptions& options, KernelPeer
   KernelBenchReport report;
   report.threads = options.threads;
   report.quick = options.quick;
-  report.peer_name = peer != nullptr ? peer->name() : "";
+  report.warmup_runs = options.warmup_runs;
+  report.timed_runs = options.timed_runs;
+  for (KernelPeer* p : peers) report.peer_names.push_back(p->name());
   report.memcpy_buffer_bytes = options.quick ? 256.0 * (1 << 20) : 512.0 * (1 << 20);
   reporter.note(fmt::format("[bench kernel] memcpy probe, {:.0f} MiB buffers",
                             report.memcpy_buffer_bytes / (1 << 20)));
@@ -277,9 +351,8 @@ KernelBenchReport run_kernel_bench(const KernelBenchOptions& options, KernelPeer
       "(fixed), uniform random indices",
       dram[0].rows, dram[0].dim, dram[0].rows * dram[0].dim * 4.0 / (1 << 20), batch_size,
       dram[0].trace.indices.size() / batch_size);
-  report.cases.push_back(
-      run_kernel_case("dram_uniform", dram_desc, std::move(dram), batch_size, options, peer,
-                      reporter));
+  report.cases.push_back(run_kernel_case("dram_uniform", dram_desc, std::move(dram), batch_size,
+                                         options, peers, reporter));
 
   reporter.note("[bench kernel] building case synth2021_like");
   std::vector<BenchTable> synth = make_synth_like_case(options, &batch_size);
@@ -288,8 +361,9 @@ KernelBenchReport run_kernel_bench(const KernelBenchOptions& options, KernelPeer
       "pooling (mean ~16), Zipf(1.05) indices",
       options.quick ? "500K" : "2M", batch_size);
   report.cases.push_back(run_kernel_case("synth2021_like", synth_desc, std::move(synth),
-                                         batch_size, options, peer, reporter));
+                                         batch_size, options, peers, reporter));
   for (KernelCaseResult& r : report.cases) r.memcpy_gb_per_s = report.memcpy_gb_per_s;
+  for (KernelPeer* p : peers) report.peer_about.push_back(p->about());
   return report;
 }
 

@@ -1,6 +1,9 @@
 // `bench kernel` output: a readable table and a JSON object.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+
 #include <nlohmann/json.hpp>
 
 #include "embshard/bench/kernel_bench.h"
@@ -8,49 +11,116 @@
 namespace embshard {
 namespace {
 
-bool has_peer(const KernelCaseResult& r) { return r.peer_fwd_ms > 0.0 && r.peer_train_ms > 0.0; }
-
-std::string row(const std::string& impl, double ms, const KernelCaseResult& r) {
-  return fmt::format("  {:<34} {:>10.3f} {:>14.2f}\n", impl, ms, r.gb_per_s(ms));
+std::string op_title(KernelOp op, const std::string& impl) {
+  const bool ours = impl == "embshard";
+  switch (op) {
+    case KernelOp::kForward: return impl + " forward";
+    case KernelOp::kTrainSgd:
+      return impl + (impl == "libtorch" ? " fwd+sparse bwd+SGD step"
+                                        : ours ? " fwd+bwd+SGD update" : " fwd+bwd+fused SGD");
+    case KernelOp::kTrainRowWiseAdagrad:
+      return impl + (ours ? " fwd+bwd+row-wise Adagrad" : " fwd+bwd+fused row-wise Adagrad");
+  }
+  return impl;
 }
 
-std::string format_case(const KernelCaseResult& r, const std::string& peer) {
+std::string row(const std::string& title, double ms, double speedup, const KernelCaseResult& r) {
+  const std::string ratio = speedup > 0.0 ? fmt::format("{:.2f}x", speedup) : "";
+  return fmt::format("  {:<42} {:>10.3f} {:>14.2f} {:>12}\n", title, ms, r.gb_per_s(ms), ratio);
+}
+
+std::string numerics_line(const ImplResult& p) {
+  std::string s = fmt::format("  {} checked against embshard first: forward within {:.2g}",
+                              p.name, p.forward_max_abs_diff);
+  const double sgd = p.update_max_rel_diff[static_cast<int>(KernelOp::kTrainSgd)];
+  const double ada = p.update_max_rel_diff[static_cast<int>(KernelOp::kTrainRowWiseAdagrad)];
+  if (sgd >= 0.0) s += fmt::format(", SGD updates within {:.2g}", sgd);
+  if (ada >= 0.0) s += fmt::format(", Adagrad updates within {:.2g}", ada);
+  return s + (sgd >= 0.0 || ada >= 0.0 ? " of the largest update\n" : "\n");
+}
+
+std::string format_case(const KernelCaseResult& r) {
   std::string s = fmt::format("case {}: {}\n", r.name, r.description);
   s += fmt::format("  {} lookups, {:.1f} MiB of rows gathered per batch, {:.1f} MiB of weights\n",
                    r.lookups, r.gathered_bytes / (1 << 20), r.weight_bytes / (1 << 20));
-  s += fmt::format("  {:<34} {:>10} {:>14}\n", "implementation", "median ms", "GB/s gathered");
-  s += row("embshard forward", r.ours_fwd_ms, r);
-  if (has_peer(r)) s += row(peer + " forward", r.peer_fwd_ms, r);
-  s += row("embshard fwd+bwd+SGD update", r.ours_train_ms, r);
-  if (has_peer(r)) s += row(peer + " fwd+sparse bwd+SGD step", r.peer_train_ms, r);
-  if (has_peer(r)) {
-    s += fmt::format("  forward speedup vs {}: {:.2f}x   fwd+bwd+update speedup: {:.2f}x\n", peer,
-                     r.fwd_speedup(), r.train_speedup());
+  s += fmt::format("  {:<42} {:>10} {:>14} {:>12}\n", "implementation", "median ms",
+                   "GB/s gathered", "speedup");
+  for (KernelOp op : kKernelOps) {
+    if (!r.ours.ran(op)) continue;
+    s += row(op_title(op, "embshard"), r.ours.ms_of(op), -1.0, r);
+    for (const ImplResult& p : r.peers) {
+      if (p.ran(op)) s += row(op_title(op, p.name), p.ms_of(op), p.speedup_of(op), r);
+    }
+  }
+  for (const ImplResult& p : r.peers) {
+    if (p.forward_max_abs_diff >= 0.0) s += numerics_line(p);
   }
   s += fmt::format("  embshard forward at {:.0f}% of memcpy bandwidth\n",
                    100.0 * r.fwd_fraction_of_memcpy());
   return s;
 }
 
+// JSON keys of a peer's figures: "torch" for libtorch (the keys this
+// command has always had), else the peer's name in lower case.
+std::string peer_key(const std::string& name) {
+  if (name == "libtorch") return "torch";
+  std::string key = name;
+  for (char& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return key;
+}
+
+nlohmann::json or_null(double v) { return v >= 0.0 ? nlohmann::json(v) : nlohmann::json(); }
+
+void add_peer_json(nlohmann::json& c, const std::string& key, const ImplResult* p) {
+  const ImplResult none;
+  const ImplResult& q = p != nullptr ? *p : none;
+  const int fwd = static_cast<int>(KernelOp::kForward);
+  const int sgd = static_cast<int>(KernelOp::kTrainSgd);
+  const int ada = static_cast<int>(KernelOp::kTrainRowWiseAdagrad);
+  c[key + "_fwd_ms"] = or_null(q.ms[fwd]);
+  c[key + "_train_ms"] = or_null(q.ms[sgd]);
+  c["fwd_speedup_vs_" + key] = or_null(q.speedup[fwd]);
+  c["train_speedup_vs_" + key] = or_null(q.speedup[sgd]);
+  c[key + "_fwd_max_abs_diff"] = or_null(q.forward_max_abs_diff);
+  if (key == "torch") return;  // libtorch: SGD only, its update unchecked
+  c[key + "_train_adagrad_ms"] = or_null(q.ms[ada]);
+  c["train_adagrad_speedup_vs_" + key] = or_null(q.speedup[ada]);
+  c[key + "_sgd_update_max_rel_diff"] = or_null(q.update_max_rel_diff[sgd]);
+  c[key + "_adagrad_update_max_rel_diff"] = or_null(q.update_max_rel_diff[ada]);
+}
+
 }  // namespace
 
 std::string format_kernel_report(const KernelBenchReport& report) {
   std::string s = fmt::format(
-      "bench kernel: {} thread(s){}, medians of interleaved timed runs after warm-up\n",
-      report.threads, report.quick ? ", quick" : "");
-  s += fmt::format("memcpy: {:.2f} GB/s (one direction, {:.0f} MiB buffer, bytes copied once)\n\n",
+      "bench kernel: {} thread(s){}; per case, {} rounds after {} warm-up, each running every "
+      "implementation once in a rotating order after a cache flush;\nmedians over the rounds; "
+      "speedup = median over rounds of (peer ms / embshard ms) in the same round, > 1 where "
+      "embshard is faster\n",
+      report.threads, report.quick ? ", quick" : "", report.timed_runs, report.warmup_runs);
+  s += fmt::format("memcpy: {:.2f} GB/s (one direction, {:.0f} MiB buffer, bytes copied once)\n",
                    report.memcpy_gb_per_s, report.memcpy_buffer_bytes / (1 << 20));
-  for (const KernelCaseResult& r : report.cases) {
-    s += format_case(r, report.peer_name.empty() ? "peer" : report.peer_name) + "\n";
+  for (size_t k = 0; k < report.peer_names.size(); ++k) {
+    const std::string about = k < report.peer_about.size() ? report.peer_about[k] : "";
+    s += fmt::format("peer {}{}{}\n", report.peer_names[k], about.empty() ? "" : ": ", about);
   }
-  if (report.peer_name.empty()) s += "(no peer: built without libtorch)\n";
+  s += "\n";
+  for (const KernelCaseResult& r : report.cases) s += format_case(r) + "\n";
+  for (const std::string& line : report.missing_peers) s += "(" + line + ")\n";
   return s;
 }
 
 nlohmann::json kernel_report_to_json(const KernelBenchReport& report) {
+  // Every known peer's keys appear in every case, null where it did not run.
+  std::vector<std::string> keys = {"torch", "fbgemm"};
+  for (const std::string& name : report.peer_names) {
+    if (std::find(keys.begin(), keys.end(), peer_key(name)) == keys.end()) {
+      keys.push_back(peer_key(name));
+    }
+  }
   nlohmann::json cases = nlohmann::json::object();
   for (const KernelCaseResult& r : report.cases) {
-    const bool peer = has_peer(r);
+    const int fwd = static_cast<int>(KernelOp::kForward);
     nlohmann::json c = {
         {"description", r.description},
         {"batch_size", r.batch_size},
@@ -58,20 +128,28 @@ nlohmann::json kernel_report_to_json(const KernelBenchReport& report) {
         {"lookups", r.lookups},
         {"gathered_bytes", r.gathered_bytes},
         {"weight_bytes", r.weight_bytes},
-        {"ours_fwd_ms", r.ours_fwd_ms},
-        {"ours_train_ms", r.ours_train_ms},
-        {"ours_fwd_gb_per_s", r.gb_per_s(r.ours_fwd_ms)},
-        {"torch_fwd_ms", peer ? nlohmann::json(r.peer_fwd_ms) : nlohmann::json()},
-        {"torch_train_ms", peer ? nlohmann::json(r.peer_train_ms) : nlohmann::json()},
-        {"fwd_speedup_vs_torch", peer ? nlohmann::json(r.fwd_speedup()) : nlohmann::json()},
-        {"train_speedup_vs_torch", peer ? nlohmann::json(r.train_speedup()) : nlohmann::json()},
+        {"ours_fwd_ms", r.ours.ms[fwd]},
+        {"ours_train_ms", r.ours.ms[static_cast<int>(KernelOp::kTrainSgd)]},
+        {"ours_train_adagrad_ms", r.ours.ms[static_cast<int>(KernelOp::kTrainRowWiseAdagrad)]},
+        {"ours_fwd_gb_per_s", r.gb_per_s(r.ours.ms[fwd])},
         {"fwd_fraction_of_memcpy", r.fwd_fraction_of_memcpy()},
     };
+    for (const std::string& key : keys) {
+      const ImplResult* found = nullptr;
+      for (const ImplResult& p : r.peers) {
+        if (peer_key(p.name) == key) found = &p;
+      }
+      add_peer_json(c, key, found);
+    }
     cases[r.name] = std::move(c);
   }
   return {{"threads", report.threads},
           {"quick", report.quick},
-          {"peer", report.peer_name.empty() ? nlohmann::json() : nlohmann::json(report.peer_name)},
+          {"warmup_runs", report.warmup_runs},
+          {"timed_runs", report.timed_runs},
+          {"peers", report.peer_names},
+          {"peer_about", report.peer_about},
+          {"missing_peers", report.missing_peers},
           {"memcpy_gb_per_s", report.memcpy_gb_per_s},
           {"memcpy_buffer_bytes", report.memcpy_buffer_bytes},
           {"cases", std::move(cases)}};

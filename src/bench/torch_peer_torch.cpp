@@ -13,9 +13,16 @@ class TorchKernelPeer : public KernelPeer {
   explicit TorchKernelPeer(int num_threads) : num_threads_(num_threads) {}
 
   std::string name() const override { return "libtorch"; }
+  std::string about() const override {
+    return "ATen's embedding_bag, one call per table, sparse gradients, SGD step by add_; in "
+           "this process, timed by its clock";
+  }
 
-  void prepare(const FusedBatch& batch) override {
+  void prepare(const FusedBatch& batch, const float* grad_output,
+               const KernelBenchOptimizers& optimizers) override {
     torch::set_num_threads(num_threads_);
+    grad_output_ = grad_output;
+    sgd_learning_rate_ = optimizers.sgd.learning_rate;
     batch_size_ = batch.batch_size;
     total_dim_ = batch.total_dim();
     mode_ = batch.pooling == PoolingMode::kMean ? 1 : 0;
@@ -38,28 +45,44 @@ class TorchKernelPeer : public KernelPeer {
     }
   }
 
-  void forward() override {
-    torch::NoGradGuard no_grad;
-    torch::Tensor out = pooled();
-    sink_ += out.size(0);
+  // Forward and SGD only (has()'s default): the harness times the calls.
+  double run(KernelOp op) override {
+    if (op == KernelOp::kForward) {
+      forward();
+    } else {
+      forward_backward_sgd();
+    }
+    return -1.0;
   }
 
-  void forward_backward_sgd(const float* grad_output, float learning_rate) override {
-    torch::Tensor out = pooled();
-    torch::Tensor grad = torch::from_blob(const_cast<float*>(grad_output),
-                                          {batch_size_, total_dim_}, torch::kFloat32);
-    out.backward(grad);
+  std::vector<float> forward_output() override {
     torch::NoGradGuard no_grad;
-    for (Table& t : tables_) {
-      t.weight.add_(t.weight.grad(), -learning_rate);
-      t.weight.mutable_grad() = torch::Tensor();
-    }
+    torch::Tensor out = pooled().contiguous();
+    return {out.data_ptr<float>(), out.data_ptr<float>() + out.numel()};
   }
 
  private:
   struct Table {
     torch::Tensor weight, indices, offsets, per_sample_weights;
   };
+
+  void forward() {
+    torch::NoGradGuard no_grad;
+    torch::Tensor out = pooled();
+    sink_ += out.size(0);
+  }
+
+  void forward_backward_sgd() {
+    torch::Tensor out = pooled();
+    torch::Tensor grad = torch::from_blob(const_cast<float*>(grad_output_),
+                                          {batch_size_, total_dim_}, torch::kFloat32);
+    out.backward(grad);
+    torch::NoGradGuard no_grad;
+    for (Table& t : tables_) {
+      t.weight.add_(t.weight.grad(), -sgd_learning_rate_);
+      t.weight.mutable_grad() = torch::Tensor();
+    }
+  }
 
   torch::Tensor pooled() {
     std::vector<torch::Tensor> parts;
@@ -73,6 +96,8 @@ class TorchKernelPeer : public KernelPeer {
   }
 
   int num_threads_;
+  const float* grad_output_ = nullptr;
+  float sgd_learning_rate_ = 0.0f;
   int64_t batch_size_ = 0, total_dim_ = 0;
   int64_t mode_ = 0;
   std::vector<Table> tables_;

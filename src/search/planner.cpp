@@ -24,6 +24,11 @@ const std::vector<std::string>& planner_names() {
   return names;
 }
 
+const std::vector<std::string>& peer_planner_names() {
+  static const std::vector<std::string> names = {"torchrec_planner"};
+  return names;
+}
+
 std::unique_ptr<Planner> create_planner(const std::string& name, const PlannerOptions& options) {
   if (name == "random") return make_random_planner(options);
   if (name == "size_greedy" || name == "dim_greedy" || name == "lookup_greedy" ||
@@ -31,10 +36,12 @@ std::unique_ptr<Planner> create_planner(const std::string& name, const PlannerOp
     return make_score_greedy_planner(name);
   }
   if (name == "torchrec") return make_torchrec_planner(options);
+  if (name == "torchrec_planner") return make_torchrec_peer_planner();
   if (name == "neuroshard") return make_neuroshard_planner(options);
   if (name == "dreamshard") return make_policy_planner(PolicyKind::kDreamShard, options);
   if (name == "autoshard") return make_policy_planner(PolicyKind::kAutoShard, options);
-  ES_THROW("unknown planner '{}'; valid planners: {}", name, fmt::join(planner_names(), ", "));
+  ES_THROW("unknown planner '{}'; valid planners: {}, {}", name, fmt::join(planner_names(), ", "),
+           fmt::join(peer_planner_names(), ", "));
 }
 
 void check_policy_use(const std::string& name, const PlannerOptions& options) {

@@ -1,8 +1,11 @@
 // Policy directories: manifest.json + one checksummed weight file per
 // network, in the neural cost models' weight format (model_file.h), so that
 // one reader checks every weight file embshard writes.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+
+#include <fmt/ranges.h>
 
 #include "embshard/cost/cost_model.h"
 #include "embshard/cost/neural/model_file.h"
@@ -77,8 +80,12 @@ PolicyNets load_policy(const std::string& dir) {
   const auto strings = [&](const char* pointer) {
     return json_field(m, pointer, JsonKind::kStrings, path).get<std::vector<std::string>>();
   };
-  nets.kind =
-      parse_policy_kind(json_field(m, "/policy", JsonKind::kString, path).get<std::string>());
+  const std::string kind = json_field(m, "/policy", JsonKind::kString, path).get<std::string>();
+  const std::vector<std::string>& kinds = policy_kind_names();
+  ES_CHECK(std::find(kinds.begin(), kinds.end(), kind) != kinds.end(),
+           "{}: field 'policy' is '{}', expected one of {}", path, kind,
+           fmt::join(kinds, ", "));
+  nets.kind = parse_policy_kind(kind);
   const auto names = strings("/features");
   ES_CHECK(names == policy_feature_names(),
            "{}: the policy was trained on {} table features, this embshard computes {} "

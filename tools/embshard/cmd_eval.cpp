@@ -76,7 +76,7 @@ void add_eval_command(CLI::App& app) {
       "eval", "Plan every task with every algorithm and measure the plans on the executor");
   eval->add_option("--tasks", o.tasks_path, "Task file (embshard tasks)")->required();
   add_list_option(eval, "--algos", o.algos,
-                  "Algorithms: " + one_of(planner_names()) + ", each also as NAME" +
+                  "Algorithms: " + planner_choices() + ", each also as NAME" +
                       kVerifySuffix + " (its best plans measured, the fastest kept), "
                       "NAME:uncertainty=U (its own --uncertainty), NAME+verify:verify-tables, "
                       ":candidates=N, :rounds=N, :leaders=N (its own --verify-tables, "

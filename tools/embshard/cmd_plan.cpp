@@ -133,7 +133,7 @@ void add_plan_command(CLI::App& app) {
       add_bytes_option(cmd, "--mem-per-device", r.mem_per_device_bytes, "Memory of each device");
   per_device->excludes(
       add_bytes_list_option(cmd, "--mem", r.mem_bytes, "Memory of every device (a list)"));
-  cmd->add_option("--algo", r.algo, "Planner: " + one_of(planner_names()))->capture_default_str();
+  cmd->add_option("--algo", r.algo, "Planner: " + planner_choices())->capture_default_str();
   cmd->add_option("--cost-model", r.cost_model, "Cost model: " + one_of(cost_model_names()))
       ->capture_default_str();
   cmd->add_option("--model", r.model.model_dir,

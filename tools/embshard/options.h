@@ -22,6 +22,18 @@ inline std::string one_of(const std::vector<std::string>& names) {
   return fmt::format("{}", fmt::join(names, " | "));
 }
 
+// The planners --algo/--algos accept: embshard's (torchrec being embshard's
+// reading of TorchRec's heuristics), then TorchRec's own planner, run through
+// TorchRec's code.
+inline std::string planner_choices() {
+  std::vector<std::string> names = planner_names();
+  for (std::string& name : names) {
+    if (name == "torchrec") name += " (embshard's reading of TorchRec's heuristics)";
+  }
+  return one_of(names) + " | torchrec_planner (TorchRec's own planner, through the Python " +
+         "scripts/install_torchrec.sh makes)";
+}
+
 // --executor: one of this build's executors, refused before any work runs.
 inline CLI::Option* add_executor_option(CLI::App* cmd, std::string& executor,
                                         const std::string& help) {

@@ -91,17 +91,24 @@ class Planner {
 };
 
 // Valid names: random, size_greedy, dim_greedy, lookup_greedy,
-// size_lookup_greedy, torchrec, neuroshard, dreamshard, autoshard. Error lists them when `name` is
-// unknown.
+// size_lookup_greedy, torchrec (embshard's reading of TorchRec's heuristics), neuroshard,
+// dreamshard, autoshard, torchrec_planner (TorchRec's own planner, through the Python that
+// imports it). Error lists them when `name` is unknown.
 std::unique_ptr<Planner> create_planner(const std::string& name, const PlannerOptions& options);
 // A --policy given to an algorithm that has none is an error, not ignored.
 void check_policy_use(const std::string& name, const PlannerOptions& options);
+// embshard's planners (what eval runs by default).
 const std::vector<std::string>& planner_names();
+// Other projects' planners run through their own code (torchrec_planner):
+// create_planner makes them; they run where that code is installed.
+const std::vector<std::string>& peer_planner_names();
 
 // The implementations (src/search/*.cpp), reached through the registry.
 std::unique_ptr<Planner> make_random_planner(const PlannerOptions& options);
 std::unique_ptr<Planner> make_score_greedy_planner(const std::string& score);
 std::unique_ptr<Planner> make_torchrec_planner(const PlannerOptions& options);
+// TorchRec's own planner, run through Python (util/python_peer.h).
+std::unique_ptr<Planner> make_torchrec_peer_planner();
 std::unique_ptr<Planner> make_neuroshard_planner(const PlannerOptions& options);
 enum class PolicyKind;
 std::unique_ptr<Planner> make_policy_planner(PolicyKind kind, const PlannerOptions& options);
