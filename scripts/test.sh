@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# README's second command: install, build and run every test; then build the
+# README's second command: install (TorchRec from PyPI among it), build and run every test; then build the
 # readers and their tests under AddressSanitizer + UndefinedBehaviorSanitizer
 # and run those too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
+# TorchRec from PyPI (about a minute and 3 GB on a fresh machine): the tests
+# that run embshard's plans in TorchRec, TorchRec's planner and FBGEMM's kernels.
+./scripts/install_torchrec.sh
 (cd build && ctest --output-on-failure -j2)
 # `pip install --no-build-isolation .` from this tree into a temporary folder,
 # then a plan from the installed package alone (Debian's python3, the
@@ -30,3 +33,4 @@ for t in "${present[@]}"; do
     --gtest_filter=-*.Cli
 done
 echo "sanitized reader tests: ${#present[@]} binaries passed"
+

@@ -43,7 +43,10 @@ std::string scatter_svg(const Comparison& c) {
     }
   }
   if (hi <= 0) lo = 0.1, hi = 1;
-  const auto [d0, d1] = decade_range(lo, hi);
+  // Plain variables, not a structured binding: clang 14 (the fuzz build) cannot
+  // capture a binding in a lambda.
+  const auto decades = decade_range(lo, hi);
+  const double d0 = decades.first, d1 = decades.second;
   const auto px = [&](double v) { return L + (std::log10(v) - d0) / (d1 - d0) * (W - L - R); };
   const auto py = [&](double v) { return H - B - (std::log10(v) - d0) / (d1 - d0) * (H - T - B); };
   std::string s = fmt::format(

@@ -44,14 +44,18 @@ Lines read_lines(const std::string& path) {
     const std::string body = text.substr(begin, end - begin);
     begin = end + 1;
     if (body.empty() && complete) continue;
-    json value = json::parse(body, nullptr, false);
+    // A line nested past any record's depth is not a record (json_field.h).
+    const bool too_deep = json_nests_deeper_than(body, kMaxJsonDepth);
+    json value = too_deep ? json(json::value_t::discarded) : json::parse(body, nullptr, false);
     const bool ok = complete && !value.is_discarded() && value.is_object();
     if (line == 1) {
       if (!ok && complete) check_not_a_json_document(path, text, "measurements");
       ES_CHECK(ok, "{}: line 1 (the header) is not a complete JSON object", path);
       out.header = std::move(value);
     } else if (!ok) {
-      out.problems.push_back({line, complete ? "not a JSON object" : "torn (no newline at end)"});
+      out.problems.push_back({line, !complete ? "torn (no newline at end)"
+                                    : too_deep ? "nested deeper than any record"
+                                               : "not a JSON object"});
     } else {
       out.records.emplace_back(line, std::move(value));
     }

@@ -105,6 +105,12 @@ std::vector<EvalTask> load_tasks(const std::string& path, std::string* pool_dir)
            field("pool"));
   const std::string pool = j["pool"].get<std::string>();
   if (pool_dir != nullptr) *pool_dir = pool;
+  // Named here, with the file that names it: the pool's own reader would
+  // name only the directory.
+  ES_CHECK(file_exists((std::filesystem::path(pool) / kTablesFile).string()),
+           "{}: field 'pool' is '{}', which holds no {} (the task file's table ids index the "
+           "tables of that workload directory)",
+           path, pool, kTablesFile);
   const Workload w = load_workload(pool);
   std::vector<EvalTask> tasks;
   ES_CHECK(j.contains("tasks") && j["tasks"].is_array(), "{}: missing array 'tasks'", path);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cerrno>
@@ -218,6 +219,11 @@ std::string read_file_gunzip(const std::string& path) {
   // Far past any record file; a bound so that a corrupted or hostile stream
   // ends in an error, not in all of memory.
   constexpr uint64_t kMaxBytes = uint64_t{4} << 30;
+  // And a bound by the file's size: the JSON embshard writes gzips 4 to 10
+  // times smaller, a crafted stream 1000 times (a few kilobytes that hold
+  // gigabytes once parsed).
+  constexpr uint64_t kMaxRatio = 256, kAnyBytes = uint64_t{1} << 20;
+  const uint64_t max_bytes = std::min(kMaxBytes, packed.size() * kMaxRatio + kAnyBytes);
   z_stream z{};
   // 15 + 16: a gzip wrapper, the largest window.
   ES_CHECK(inflateInit2(&z, 15 + 16) == Z_OK, "'{}': cannot start gunzip", path);
@@ -239,13 +245,15 @@ std::string read_file_gunzip(const std::string& path) {
       if (inflateReset(&z) != Z_OK) break;
       continue;
     }
-    if (rc != Z_OK || out.size() > kMaxBytes) break;
+    if (rc != Z_OK || out.size() > max_bytes) break;
     if (z.avail_in == 0 && z.avail_out != 0) break;  // input ends inside a member
   }
   const std::string why = z.msg != nullptr ? z.msg : "";
   inflateEnd(&z);
-  ES_CHECK(out.size() <= kMaxBytes, "'{}': gzip content past {} GiB: not a record file", path,
-           kMaxBytes >> 30);
+  ES_CHECK(out.size() <= max_bytes,
+           "'{}': the gzip content runs past {} bytes, more than a {}-byte gzip file embshard "
+           "reads holds: corrupted or crafted",
+           path, max_bytes, packed.size());
   ES_CHECK(rc == Z_STREAM_END, "'{}': {} gzip stream after {} uncompressed bytes{}", path,
            rc == Z_OK || rc == Z_BUF_ERROR ? "truncated" : "corrupted", out.size(),
            why.empty() ? "" : ": " + why);

@@ -129,7 +129,34 @@ const json& json_field(const json& root, std::string_view pointer, JsonKind kind
   return *v;
 }
 
+bool json_nests_deeper_than(std::string_view text, int depth) {
+  int open = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++open > depth) return true;
+    } else if (c == ']' || c == '}') {
+      --open;
+    }
+  }
+  return false;
+}
+
 json parse_json_document(const std::string& text, std::string_view where) {
+  ES_CHECK(!json_nests_deeper_than(text, kMaxJsonDepth),
+           "{}: objects and arrays nested deeper than {} levels (no file embshard reads nests "
+           "more than a few)",
+           where, kMaxJsonDepth);
   // The objects and arrays open at the parser's position: an object's keys
   // so far and its last one.
   struct Level {

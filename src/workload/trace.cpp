@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
@@ -186,6 +187,14 @@ void TraceWriter::finish() {
 TraceReader::TraceReader(std::string path) : path_(std::move(path)) {
   fd_ = ::open(path_.c_str(), O_RDONLY);
   ES_CHECK(fd_ >= 0, "cannot open trace file '{}': {}", path_, std::strerror(errno));
+  // A refused file is closed again: no destructor runs for a constructor that throws.
+  struct CloseUnlessKept {
+    int& fd;
+    bool keep = false;
+    ~CloseUnlessKept() {
+      if (!keep) ::close(std::exchange(fd, -1));
+    }
+  } guard{fd_};
   const uint64_t file_bytes = file_size_bytes(path_);
   ES_CHECK(file_bytes >= kHeaderBytes,
            "trace file '{}': truncated: {} bytes, the header alone is {}", path_, file_bytes,
@@ -220,6 +229,12 @@ TraceReader::TraceReader(std::string path) : path_(std::move(path)) {
            "trace file '{}': truncated or corrupted: {} bytes on disk, directory of {} tables "
            "expected at byte {}",
            path_, file_bytes, info_.num_tables, directory_offset);
+  // Each table's section starts with batch_size + 1 offsets of 8 bytes: a
+  // batch the file cannot hold is refused before anything is sized by it.
+  ES_CHECK(info_.num_tables == 0 || info_.batch_size < file_bytes / 8,
+           "trace file '{}': field 'batch_size' is {}, but a table's batch_size + 1 offsets of "
+           "8 bytes do not fit in the file's {} bytes: truncated or corrupted",
+           path_, info_.batch_size, file_bytes);
 
   std::vector<unsigned char> dir(info_.num_tables * kEntryBytes);
   pread_all(fd_, dir.data(), dir.size(), directory_offset, path_, "directory");
@@ -249,6 +264,7 @@ TraceReader::TraceReader(std::string path) : path_(std::move(path)) {
   ES_CHECK(expected_offset == directory_offset && total_indices == info_.num_indices,
            "trace file '{}': sections end at byte {} but the directory starts at {}", path_,
            expected_offset, directory_offset);
+  guard.keep = true;
 }
 
 TraceReader::~TraceReader() {

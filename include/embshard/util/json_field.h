@@ -48,9 +48,20 @@ const nlohmann::json& json_field(const nlohmann::json& root, std::string_view po
 const nlohmann::json* json_optional(const nlohmann::json& root, std::string_view pointer,
                                     JsonKind kind, std::string_view where = {});
 
+// Objects and arrays nested deeper than this are refused before parsing: the
+// files embshard reads nest a few levels, and printing or copying a JSON value
+// recurses once per level, so a file nested a hundred thousand deep would end
+// the process on a stack overflow instead of an error.
+constexpr int kMaxJsonDepth = 128;
+
+// Whether `text` (JSON or not; strings skipped) opens more than `depth`
+// objects and arrays at once.
+bool json_nests_deeper_than(std::string_view text, int depth);
+
 // A file a person may edit, parsed: Error "<where>: not valid JSON: ..." on
 // a syntax error, and "<where>: key 'tables[].rows' appears twice in one
-// object" where a key repeats (nlohmann would keep the last one silently).
+// object" where a key repeats (nlohmann would keep the last one silently),
+// and "... nested deeper than 128 levels" past kMaxJsonDepth.
 nlohmann::json parse_json_document(const std::string& text, std::string_view where);
 
 }  // namespace embshard

@@ -103,8 +103,9 @@ Mlp decode_mlp(const std::string& path, const std::vector<int>& expected_sizes) 
   ES_CHECK(version == kWeightVersion, "{}: weight file version {}, this embshard reads {}", path,
            version, kWeightVersion);
   const auto layers = r.get<uint32_t>("layer count");
-  ES_CHECK(layers + 1 == expected_sizes.size(), "{}: {} layers, the manifest says {}", path, layers,
-           expected_sizes.size() - 1);
+  // In size_t: a count of 2^32 - 1 must not wrap to the size of an empty list.
+  ES_CHECK(size_t{layers} + 1 == expected_sizes.size(), "{}: {} layers, the manifest says {}",
+           path, layers, expected_sizes.size() - 1);
   Mlp mlp;
   for (uint32_t l = 0; l < layers; ++l) {
     DenseLayer layer;
@@ -114,8 +115,9 @@ Mlp decode_mlp(const std::string& path, const std::vector<int>& expected_sizes) 
     ES_CHECK(layer.in == expected_sizes[l] && layer.out == expected_sizes[l + 1],
              "{}: layer {} is {}x{}, the manifest says {}x{}", path, l, layer.in, layer.out,
              expected_sizes[l], expected_sizes[l + 1]);
-    ES_CHECK(layer.out <= Mlp::kMaxWidth && layer.in <= Mlp::kMaxWidth,
-             "{}: layer {} is {}x{}, wider than {}", path, l, layer.in, layer.out, Mlp::kMaxWidth);
+    ES_CHECK(layer.in >= 1 && layer.out >= 1 && layer.out <= Mlp::kMaxWidth &&
+                 layer.in <= Mlp::kMaxWidth,
+             "{}: layer {} is {}x{}, outside 1..{}", path, l, layer.in, layer.out, Mlp::kMaxWidth);
     layer.weight.resize(static_cast<size_t>(layer.in) * layer.out);
     layer.bias.resize(layer.out);
     r.take(layer.weight.data(), layer.weight.size() * sizeof(float), "weights");
@@ -178,8 +180,18 @@ Mlp mlp_from(const std::string& dir, const json& manifest, const std::string& po
   const std::string path =
       (std::filesystem::path(dir) / field("file", JsonKind::kString).get<std::string>()).string();
   ES_CHECK(file_exists(path), "{}: weight file missing (named by {})", path, manifest_path);
+  // Checked as counts, before they narrow to int: a network has an input and
+  // an output, each 1..kMaxWidth wide.
+  const json& sizes_field = field("sizes", JsonKind::kCounts);
+  ES_CHECK(sizes_field.size() >= 2 &&
+               std::all_of(sizes_field.begin(), sizes_field.end(),
+                           [](const json& n) {
+                             return n.get<int64_t>() >= 1 && n.get<int64_t>() <= Mlp::kMaxWidth;
+                           }),
+           "{}: field '{}/sizes' is {}, expected two or more sizes in 1..{}", manifest_path,
+           pointer, json_shown(sizes_field), Mlp::kMaxWidth);
   // decode_mlp checks the trailer.
-  Mlp mlp = decode_mlp(path, field("sizes", JsonKind::kCounts).get<std::vector<int>>());
+  Mlp mlp = decode_mlp(path, sizes_field.get<std::vector<int>>());
   const std::string bytes = read_file(path);
   // Older manifests hold the whole file's CRC, the residue every intact file
   // has: they still load, but cannot tell a replaced file.
