@@ -64,7 +64,8 @@ for t in "${targets[@]}"; do
     [ "$rc" -eq 70 ] || break
     slow=0
     for input in $(find "$findings" -name 'timeout-*' -newer "$part.start"); do
-      if "$build/fuzz_$t" -runs=3 -timeout=1 -rss_limit_mb=1024 "$input" >>"$log" 2>&1; then
+      if "$build/fuzz_$t" -runs=3 -timeout=1 -rss_limit_mb=1024 \
+        -artifact_prefix="$build/fuzz-logs/rerun-" "$input" >>"$log" 2>&1; then
         mv "$input" "$build/fuzz-logs/unreproduced-$t-$(basename "$input")"
         echo "fuzz.sh: $input ran in time alone: a busy machine's timeout" >>"$log"
         busy=$((busy + 1))

@@ -60,7 +60,8 @@ Lines read_lines(const std::string& path) {
       out.records.emplace_back(line, std::move(value));
     }
   }
-  ES_CHECK(line >= 1, "{}: empty file (no header line)", path);
+  // An empty first line is skipped above: the header is then missing, not line 2.
+  ES_CHECK(out.header.is_object(), "{}: no header line (an empty file, or line 1 is empty)", path);
   return out;
 }
 

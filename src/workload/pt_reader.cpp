@@ -305,8 +305,10 @@ void PtArchive::read_directory() {
            cd_offset = le<uint32_t>(t + end + 16);
   if (end >= 20 && le<uint32_t>(t + end - 20) == kZip64LocatorSig) {
     const uint64_t record_at = le<uint64_t>(t + end - 20 + 8);
-    ES_CHECK(record_at >= tail_at && record_at + 56 <= tail_at + end - 20 &&
-                 le<uint32_t>(t + record_at - tail_at) == kZip64EndSig,
+    // Subtracted, not added: a locator near 2^64 must not wrap into the tail.
+    ES_CHECK(record_at >= tail_at && end >= 20 + 56 &&
+                 record_at - tail_at <= static_cast<uint64_t>(end) - 20 - 56 &&
+                 le<uint32_t>(t + (record_at - tail_at)) == kZip64EndSig,
              "'{}': ZIP64 end of central directory locator points to byte {}, where there is "
              "no ZIP64 end record", path_, record_at);
     const unsigned char* r = t + (record_at - tail_at);

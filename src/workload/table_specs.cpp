@@ -76,8 +76,9 @@ Workload parse_table_specs(const std::string& text, const std::string& path,
              "{}: no field 'batch_size' (the global batch the tables are looked up with, e.g. "
              "\"batch_size\": 4096)", path);
     const json& b = j["batch_size"];
-    ES_CHECK(b.is_number_integer() && b.get<int64_t>() > 0,
-             "{}: field 'batch_size' is {}, must be a positive integer", path, b.dump());
+    ES_CHECK(b.is_number_integer() && b.get<int64_t>() > 0 && b.get<int64_t>() <= kMaxBatch,
+             "{}: field 'batch_size' is {}, must be an integer in 1..{}", path, b.dump(),
+             kMaxBatch);
     out.batch_size = b.get<int64_t>();
   }
   const json name = j.contains("profile") ? j["profile"] : json(profile);

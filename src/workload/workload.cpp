@@ -82,6 +82,9 @@ TableSpec table_from_json(const json& j, const std::string& context) {
   t.name = name.get<std::string>();
   const std::string where = fmt::format("{} ('{}')", context, t.name);
   t.rows = positive_int(j, "rows", where);
+  // Past kMaxRows a table is a typo, and its byte counts overflow int64.
+  ES_CHECK(t.rows <= kMaxRows, "{}: field 'rows' is {}, must be in 1..{}", where, t.rows,
+           kMaxRows);
   const int64_t dim = positive_int(j, "dim", where);
   ES_CHECK(dim <= 1024, "{}: field 'dim' is {}, must be in 1..1024", where, dim);
   t.dim = static_cast<int>(dim);
@@ -130,6 +133,8 @@ Workload load_workload(const std::string& dir) {
   ES_CHECK(version == 1, "{}: field 'version' is {}, this build reads version 1", path,
            version.dump());
   w.batch_size = positive_int(j, "batch_size", path);
+  ES_CHECK(w.batch_size <= kMaxBatch, "{}: field 'batch_size' is {}, must be in 1..{}", path,
+           w.batch_size, kMaxBatch);
   if (auto it = j.find("source"); it != j.end() && it->is_string()) w.source = it->get<std::string>();
   const json& tables = field(j, "tables", path);
   ES_CHECK(tables.is_array(), "{}: field 'tables' must be an array", path);

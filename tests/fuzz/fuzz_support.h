@@ -58,6 +58,10 @@ void set_finding_handler(void (*handler)(const std::string& message));
 // other exception (a library's own, std::out_of_range, a json type error)
 // or an Error that names no file is a finding, named by `what`.
 void expect_clean(const char* what, const std::function<void()>& body);
+// The same for a use of what a reader accepted (a model asked for a cost):
+// any embshard::Error is clean there, as the use's inputs may be at fault
+// (a network whose weights overflow a float on them) rather than a file.
+void expect_clean_use(const char* what, const std::function<void()>& body);
 
 // The input as text.
 inline std::string_view text_of(const uint8_t* data, size_t size) {

@@ -1,8 +1,9 @@
 // Writes the fuzz targets' seed corpora (tests/fuzz/corpus/<target>/): small
 // files made by embshard's own writers, and the first lines of the shipped
-// data and examples. Deterministic: rerunning it rewrites the same files.
+// data and examples. Rerunning it rewrites the same files, but for the plans'
+// search times (and last digits, from another compiler).
 //   embshard_fuzz_make_seeds [CORPUS_DIR]   (default: tests/fuzz/corpus)
-// Built by the fuzz build (cmake/fuzz.cmake, target embshard_fuzz_make_seeds).
+// Built on demand in any build (cmake/fuzz.cmake, target embshard_fuzz_make_seeds).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>

@@ -5,6 +5,7 @@
 // the same functions.
 #pragma once
 
+#include <array>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -12,11 +13,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embshard/cost/cost_model.h"
 #include "embshard/cost/neural/features.h"
 #include "embshard/cost/neural/model_file.h"
 #include "embshard/eval/train_policy.h"
 #include "embshard/search/policy.h"
 #include "embshard/util/file.h"
+#include "../cost/cost_test_util.h"
 
 namespace embshard::fuzz {
 
@@ -25,20 +28,7 @@ namespace embshard::fuzz {
 // the fuzzer changed is still read past the manifest's check.
 constexpr uint32_t kAnyWeightsCrc = 0x2144df1c;
 
-inline Mlp small_mlp(const std::vector<int>& sizes, bool relu_last, std::mt19937_64& rng) {
-  std::normal_distribution<float> n(0, 0.3f);
-  Mlp mlp;
-  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
-    DenseLayer l;
-    l.in = sizes[i];
-    l.out = sizes[i + 1];
-    l.relu = i + 2 < sizes.size() || relu_last;
-    for (int k = 0; k < l.in * l.out; ++k) l.weight.push_back(n(rng));
-    for (int k = 0; k < l.out; ++k) l.bias.push_back(n(rng));
-    mlp.layers.push_back(l);
-  }
-  return mlp;
-}
+using testing::random_mlp;
 
 inline NeuralModel small_neural_model() {
   std::mt19937_64 rng(7);
@@ -50,8 +40,8 @@ inline NeuralModel small_neural_model() {
   m.compute.features.mean.assign(nf, 0.5f);
   m.compute.features.scale.assign(nf, 0.7f);
   m.compute.features.clamp = 6;
-  m.compute.table = small_mlp({nf, 3, 2}, true, rng);
-  m.compute.head = small_mlp({2, 2, 1}, false, rng);
+  m.compute.table = random_mlp({nf, 3, 2}, true, rng);
+  m.compute.head = random_mlp({2, 2, 1}, false, rng);
   m.compute.target_mean = -1;
   m.compute.target_std = 0.8;
   m.has_comm = true;
@@ -60,7 +50,7 @@ inline NeuralModel small_neural_model() {
                                                       : comm_bwd_feature_names().size());
     net->features.mean.assign(n, 0.1f);
     net->features.scale.assign(n, 0.5f);
-    net->mlp = small_mlp({n, 2, 1}, false, rng);
+    net->mlp = random_mlp({n, 2, 1}, false, rng);
   }
   m.comm_max_delay_ms = 2;
   return m;
@@ -97,6 +87,19 @@ inline std::vector<std::string> policy_weight_files(PolicyKind kind) {
   }
   return {"policy_table.bin", "policy_logit.bin", "cost_table.bin", "cost_compute.bin",
           "cost_fwd_comm.bin", "cost_bwd_comm.bin", "cost_overall.bin"};
+}
+
+// What planning asks of a cost model: a table's compute and an all-to-all.
+inline void cost_a_shard(const CostModel& model) {
+  TableFeatures t;
+  t.rows = 100000;
+  t.dim = 64;
+  t.pooling_factor = 12;
+  t.row_reuse[1] = t.lookup_reuse[1] = 1;
+  model.compute->compute_ms(std::array<int, 1>{model.compute->add_table(t)});
+  const std::array<double, 3> dims = {128, 64, 0}, delays = {0, 0.5, 1};
+  std::array<double, 3> fwd{}, bwd{};
+  model.comm->comm_ms(dims, delays, fwd, bwd);
 }
 
 }  // namespace embshard::fuzz

@@ -4,6 +4,9 @@
 // written (a real task file names an absolute path).
 // fuzz-max-len: 8192
 #include <string>
+#include <string_view>
+
+#include <fmt/format.h>
 
 #include "embshard/eval/eval.h"
 #include "embshard/workload/workload.h"
@@ -20,7 +23,7 @@ const std::string& pool_dir() {
     w.source = "fuzz pool";
     for (int t = 0; t < 6; ++t) {
       embshard::TableSpec s;
-      s.name = "p" + std::to_string(t);
+      s.name = fmt::format("p{}", t);
       s.rows = 1000 * (t + 1);
       s.dim = 16;
       s.pooling_factor = 2 + t;
@@ -33,20 +36,23 @@ const std::string& pool_dir() {
   return dir;
 }
 
-std::string with_pool(std::string text) {
-  const std::string marker = "@POOL@";
-  for (size_t at = text.find(marker); at != std::string::npos;
-       at = text.find(marker, at + pool_dir().size())) {
-    text.replace(at, marker.size(), pool_dir());
+std::string with_pool(std::string_view text) {
+  constexpr std::string_view kMarker = "@POOL@";
+  std::string out;
+  for (size_t at = 0;;) {
+    const size_t found = text.find(kMarker, at);
+    out.append(text.substr(at, found == std::string_view::npos ? found : found - at));
+    if (found == std::string_view::npos) return out;
+    out += pool_dir();
+    at = found + kMarker.size();
   }
-  return text;
 }
 
 }  // namespace
 
 EMBSHARD_FUZZ_TARGET(tasks, nullptr) {
   const std::string path =
-      fuzz::write_scratch("tasks.json", with_pool(std::string(fuzz::text_of(data, size))));
+      fuzz::write_scratch("tasks.json", with_pool(fuzz::text_of(data, size)));
   fuzz::expect_clean("load_tasks", [&] {
     std::string pool;
     embshard::load_tasks(path, &pool);
