@@ -18,7 +18,7 @@ endif()
 add_test(NAME docs_cli_reference
          COMMAND ${EMBSHARD_DOCS_PYTHON3} ${PROJECT_SOURCE_DIR}/tests/docs/check_cli_reference.py
                  --cli $<TARGET_FILE:embshard_cli> --doc ${PROJECT_SOURCE_DIR}/docs/cli.md)
-set_tests_properties(docs_cli_reference PROPERTIES TIMEOUT 120)
+set_tests_properties(docs_cli_reference PROPERTIES TIMEOUT 120 LABELS cli)
 
 # docs/guide.md's sh and python blocks, with the build's binaries and Python
 # package (about a minute on 2 cores: it measures plans and fits a model).
@@ -27,7 +27,7 @@ if(EMBSHARD_PYTHON AND Python3_EXECUTABLE)
            COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/docs/run_guide.py
                    --bin-dir $<TARGET_FILE_DIR:embshard_cli> --python-dir ${PROJECT_BINARY_DIR}/python
                    --repo ${PROJECT_SOURCE_DIR})
-  set_tests_properties(docs_guide PROPERTIES TIMEOUT 600)
+  set_tests_properties(docs_guide PROPERTIES TIMEOUT 600 LABELS slow)
 else()
   message(STATUS "Python extension not built (EMBSHARD_PYTHON=OFF): docs_guide is skipped")
 endif()

@@ -30,7 +30,7 @@ if(EMBSHARD_FUZZ_PYTHON3)
   add_test(NAME python_plan_file_mutations
            COMMAND ${EMBSHARD_FUZZ_PYTHON3} ${EMBSHARD_FUZZ_DIR}/plan_file_mutations.py
                    --repo ${PROJECT_SOURCE_DIR} --iterations 3000 --seed 1)
-  set_tests_properties(python_plan_file_mutations PROPERTIES TIMEOUT 300)
+  set_tests_properties(python_plan_file_mutations PROPERTIES TIMEOUT 300 LABELS cli)
 endif()
 
 # The seed writer (tests/fuzz/make_seeds.cpp), built on demand in any build:
@@ -55,7 +55,9 @@ endif()
 # ASan and UBSan, a UB report ending the run as a crash does.
 set(EMBSHARD_FUZZ_COMPILE_FLAGS -fsanitize=fuzzer-no-link,address,undefined
     -fno-sanitize-recover=undefined -fno-omit-frame-pointer -gline-tables-only)
-target_compile_options(embshard PRIVATE ${EMBSHARD_FUZZ_COMPILE_FLAGS})
+foreach(layer ${EMBSHARD_LAYER_TARGETS})
+  target_compile_options(${layer} PRIVATE ${EMBSHARD_FUZZ_COMPILE_FLAGS})
+endforeach()
 target_link_options(embshard INTERFACE -fsanitize=address,undefined)
 
 add_library(embshard_fuzz_support OBJECT ${EMBSHARD_FUZZ_DIR}/fuzz_support.cpp)

@@ -24,7 +24,7 @@ set_target_properties(embshard PROPERTIES EXPORT_NAME core)
 set_target_properties(embshard_mpi PROPERTIES EXPORT_NAME mpi)
 add_library(embshard::embshard ALIAS embshard_package)  # the same name under add_subdirectory
 
-install(TARGETS embshard embshard_mpi embshard_package EXPORT embshardTargets
+install(TARGETS embshard ${EMBSHARD_LAYER_TARGETS} embshard_mpi embshard_package EXPORT embshardTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/embshard DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
@@ -71,5 +71,5 @@ if(EMBSHARD_BASH AND NOT EMBSHARD_SANITIZE)
                    ${CMAKE_COMMAND} ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}
                    "${CMAKE_GENERATOR}" "${CMAKE_MAKE_PROGRAM}" ${CMAKE_CXX_COMPILER}
                    "${CMAKE_BUILD_TYPE}")
-  set_tests_properties(install_consumer PROPERTIES TIMEOUT 600)
+  set_tests_properties(install_consumer PROPERTIES TIMEOUT 600 LABELS cli)
 endif()

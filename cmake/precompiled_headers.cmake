@@ -5,7 +5,9 @@ option(EMBSHARD_PCH "Precompile the common headers of the library and the CLI" O
 if(EMBSHARD_PCH)
   set(embshard_pch_headers <algorithm> <cmath> <cstdint> <filesystem> <map> <memory>
       <string> <vector> <fmt/format.h> <fmt/ranges.h> <nlohmann/json.hpp>)
-  foreach(target embshard embshard_mpi embshard_cli_common)
+  # The layers' libraries share one (compiled with embshard_util's flags,
+  # which the layers above add nothing to that the headers read).
+  foreach(target embshard_util embshard_mpi embshard_cli_common)
     set(headers ${embshard_pch_headers})
     if(target STREQUAL "embshard_cli_common")
       list(APPEND headers <CLI/CLI.hpp>)
@@ -14,5 +16,10 @@ if(EMBSHARD_PCH)
       # C++ only: nvcc compiles the CUDA sources of the same target.
       target_precompile_headers(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${header}>")
     endforeach()
+  endforeach()
+  foreach(target ${EMBSHARD_LAYER_TARGETS})
+    if(NOT target STREQUAL "embshard_util")
+      target_precompile_headers(${target} REUSE_FROM embshard_util)
+    endif()
   endforeach()
 endif()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # README's second command: install (TorchRec from PyPI among it), build and run every test; then build the
 # readers and their tests under AddressSanitizer + UndefinedBehaviorSanitizer
-# and run those too.
+# and run those too; then fuzz every reader for 20 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
@@ -34,3 +34,5 @@ for t in "${present[@]}"; do
 done
 echo "sanitized reader tests: ${#present[@]} binaries passed"
 
+# Every reader fuzzed for 20 s (clang, ASan+UBSan; build-fuzz/): exit 1 on a finding.
+./scripts/fuzz.sh 20

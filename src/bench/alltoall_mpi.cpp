@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "embshard/bench/interleaved.h"
+#include "embshard/measure/interleaved.h"
 #include "embshard/util/error.h"
 #include "embshard/util/random.h"
 #include "embshard/util/reporter.h"
@@ -196,8 +196,9 @@ double reference_run(const Watchdog& dog, Exchange& reference) {
   return reference.forward("reference all-to-all");
 }
 
-}  // namespace
-
+// The reference exchange's quiet time on every rank: `runs` collective runs,
+// each rank's 15th percentile (measure/interleaved.h explains why a low
+// quantile). Every rank gets its own; rank 0 gets all in `all`.
 double estimate_exchange_reference(const Watchdog& dog, const AllToAllTiming& o, int n, int runs,
                                    std::vector<double>* all) {
   ES_CHECK(runs >= 1, "reference exchange: runs {} must be >= 1", runs);
@@ -211,6 +212,8 @@ double estimate_exchange_reference(const Watchdog& dog, const AllToAllTiming& o,
   if (all != nullptr && dog.rank() == 0) *all = gathered;
   return mine;
 }
+
+}  // namespace
 
 double shared_exchange_reference(const Watchdog& dog, const AllToAllTiming& o, int n, int runs,
                                  std::vector<double>& all) {
@@ -295,8 +298,12 @@ void allreduce(const Watchdog& dog, std::vector<float>& gradients) {
   dog.wait(request, "all-reduce");
 }
 
-}  // namespace
-
+// This rank's forward all-to-all of pooled embeddings (from the end of its
+// delay until its all-to-all completes, so waiting for stragglers counts) and
+// backward all-to-all of their gradients (after a barrier), interleaved with
+// the reference exchange (AllToAllTiming) and normalized by `reference_ms`,
+// this rank's quiet time of it; `max_delay_ms` is the largest delay of any
+// rank. `index` seeds the order (alike on every rank).
 RankTiming time_alltoalls(const Watchdog& dog, const AllToAllTiming& o,
                           const std::vector<int>& dim_sums, double delay_ms, double max_delay_ms,
                           double reference_ms, int64_t index) {
@@ -333,6 +340,8 @@ RankTiming time_alltoalls(const Watchdog& dog, const AllToAllTiming& o,
   t.ratio_mad = r.dispersion;
   return t;
 }
+
+}  // namespace
 
 RankTiming time_collectives(const Watchdog& dog, const AllToAllTiming& o,
                             const CollectiveLoad& load, double reference_ms, int64_t index) {

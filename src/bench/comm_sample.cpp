@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embshard/bench/comm.h"
-#include "embshard/bench/alltoall.h"
+#include "embshard/measure/alltoall.h"
 #include "embshard/cost/cost_data.h"
 #include "embshard/cost/cost_model.h"
 #include "embshard/util/error.h"
@@ -83,7 +83,7 @@ CollectiveLoad draw_collective_load(const CommBenchOptions& o, int num_devices, 
   // Each device's row shards look up the global batch; its own slice stays home.
   std::vector<double> global(num_devices);
   for (int d = 0; d < num_devices; ++d) {
-    global[d] = s.num_tables[d] * static_cast<double>(o.batch) * pooling * 8;
+    global[d] = index_exchange_bytes(pooling, o.batch, s.num_tables[d]);
   }
   const double total = std::accumulate(global.begin(), global.end(), 0.0);
   CollectiveLoad load;

@@ -15,6 +15,7 @@
 #include "bench/kernel_bench_internal.h"
 #include "embshard/util/error.h"
 #include "embshard/util/huge_buffer.h"
+#include "embshard/util/random.h"
 #include "embshard/util/reporter.h"
 
 namespace embshard {
@@ -22,23 +23,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// SplitMix64: a fast seeded stream to fill GiBs of weights quickly.
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  float uniform(float scale) {  // in [-scale, scale)
-    return scale * (static_cast<float>(next() >> 40) * (2.0f / 16777216.0f) - 1.0f);
-  }
-};
+// In [-scale, scale), from a fast stream: GiBs of weights are filled quickly.
+float uniform(SplitMix64& rng, float scale) {
+  return scale * (static_cast<float>(rng.next() >> 40) * (2.0f / 16777216.0f) - 1.0f);
+}
 
 void fill_uniform(float* v, int64_t n, float scale, uint64_t seed) {
   SplitMix64 rng{seed};
-  for (int64_t i = 0; i < n; ++i) v[i] = rng.uniform(scale);
+  for (int64_t i = 0; i < n; ++i) v[i] = uniform(rng, scale);
 }
 
 void fill_uniform(std::vector<float>& v, float scale, uint64_t seed) {
@@ -138,6 +130,9 @@ void OursKernel::run(KernelOp op) {
            "backward");
 }
 
+namespace {
+
+// Case (a): one DRAM-resident table with uniform random indices.
 std::vector<BenchTable> make_dram_case(const KernelBenchOptions& options, int64_t* batch_size) {
   // Far larger than the 32 MiB L3: nearly every lookup misses to DRAM.
   const int64_t rows = options.quick ? (int64_t{1} << 19) : (int64_t{1} << 21);
@@ -156,6 +151,8 @@ std::vector<BenchTable> make_dram_case(const KernelBenchOptions& options, int64_
   return {std::move(t)};
 }
 
+// Case (b): 20 tables shaped like Meta's 2021 synthetic set (heavy-tailed
+// rows and pooling, Zipf-skewed indices), seeded.
 std::vector<BenchTable> make_synth_like_case(const KernelBenchOptions& options,
                                              int64_t* batch_size) {
   constexpr int kTables = 20;
@@ -187,6 +184,8 @@ std::vector<BenchTable> make_synth_like_case(const KernelBenchOptions& options,
   return tables;
 }
 
+// Median one-direction memcpy bandwidth (bytes copied once / time) of a
+// buffer of `bytes`, which should be far larger than the last-level cache.
 double measure_memcpy_gb_per_s(int64_t bytes, int runs) {
   HugeBuffer src(bytes), dst(bytes);
   std::memset(src.data(), 1, bytes);  // fault pages in before timing
@@ -198,8 +197,6 @@ double measure_memcpy_gb_per_s(int64_t bytes, int runs) {
   }
   return static_cast<double>(bytes) / (median(ms) * 1e6);
 }
-
-namespace {
 
 // One implementation's times on a case, round by round.
 struct Series {

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "embshard/bench/alltoall.h"
-#include "embshard/bench/shard_timer.h"
+#include "embshard/measure/alltoall.h"
+#include "embshard/measure/shard_timer.h"
 #include "embshard/cost/cost_model.h"
 #include "embshard/cost/measured_model.h"
 #include "embshard/util/error.h"

@@ -77,6 +77,15 @@ bool CollectiveLoad::empty() const {
   return true;
 }
 
+void CollectiveLoad::add_row_shard(int device, double cols, double index_bytes) {
+  const size_t n = rw_dim_sums.size();
+  rw_dim_sums[device] += cols;
+  index_recv_bytes[device] += index_bytes * (n - 1) / n;
+  for (size_t e = 0; e < n; ++e) {
+    if (e != static_cast<size_t>(device)) index_send_bytes[e] += index_bytes / n;
+  }
+}
+
 void CollectiveLoad::reset(size_t devices) {
   rw_dim_sums.assign(devices, 0.0);
   index_recv_bytes.assign(devices, 0.0);

@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "embshard/bench/shard_timer.h"
+#include "embshard/measure/shard_timer.h"
 #include "embshard/cost/cost_model.h"
 #include "embshard/cost/measured_model.h"
 #include "embshard/cost/neural/model_file.h"

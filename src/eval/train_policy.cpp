@@ -6,6 +6,7 @@
 #include <random>
 
 #include "embshard/util/error.h"
+#include "embshard/util/random.h"
 #include "embshard/util/json_field.h"
 #include "embshard/util/units.h"
 #include "eval/train_policy_internal.h"
@@ -31,7 +32,7 @@ std::vector<EvalTask> draw_specs(const Workload& pool, const PolicyTrainOptions&
   g.count = count;
   g.seed = seed;
   std::vector<EvalTask> specs = generate_tasks(pool, g);
-  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+  std::mt19937_64 rng(seed ^ kSplitmixGamma);
   std::uniform_real_distribution<double> headroom(o.min_headroom, o.max_headroom);
   const MemoryModel memory;
   for (EvalTask& s : specs) {

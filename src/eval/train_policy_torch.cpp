@@ -12,7 +12,7 @@
 #include <numeric>
 #include <random>
 
-#include "cost/neural/torch_common.h"
+#include "embshard/cost/neural/torch_common.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
 #include "embshard/util/json_field.h"

@@ -138,14 +138,6 @@ const std::vector<std::string>& sharding_type_names() {
   return names;
 }
 
-std::string sharding_type_name(ShardingType t) {
-  const uint32_t bit = static_cast<uint32_t>(t);
-  for (size_t i = 0; i < sharding_type_names().size(); ++i) {
-    if (bit == (1u << i)) return sharding_type_names()[i];
-  }
-  ES_THROW("sharding type bit {:#x} has no name", bit);
-}
-
 ShardingTypes ShardingTypes::parse(const std::string& list, const std::string& option) {
   ShardingTypes out;
   out.mask = 0;

@@ -6,9 +6,38 @@
 #include <limits>
 
 #include "embshard/util/error.h"
+#include "embshard/util/random.h"
 #include "embshard/workload/trace_shard.h"
 
 namespace embshard {
+
+namespace {
+
+// Whether a shard is a row piece (fewer rows than its table, not a replica).
+bool is_row_piece(const PlanTask& task, const Shard& s) {
+  return !s.replica && s.rows < task.tables[s.table].rows;
+}
+
+// What a shard adds to the collectives beyond the pooled all-to-all: a row
+// piece its columns (reduce-scatter / all-gather) and its lookups' indices
+// (index all-to-all), a replica its table's gradient (all-reduce, counted once,
+// by the copy on device 0). `load` must be reset to the task's devices.
+void add_collective_load(const PlanTask& task, const Shard& s, CollectiveLoad& load) {
+  const TableSpec& spec = task.tables[s.table];
+  if (s.replica) {
+    if (s.device == 0) {
+      load.allreduce_bytes += static_cast<double>(spec.rows) * spec.dim * task.memory.bytes_per_weight;
+    }
+    return;
+  }
+  if (s.rows >= spec.rows) return;
+  load.add_row_shard(s.device, s.cols,
+                     index_exchange_bytes(spec.pooling_factor, task.batch_size,
+                                          task.lookup_share(s.table, s.row_offset, s.rows)));
+}
+
+}  // namespace
+
 
 TableFeatures piece_features(const TableSpec& table, int cols, int64_t rows,
                              double lookup_share) {
@@ -53,11 +82,10 @@ TableFeatures shard_features(const PlanTask& task, const Shard& s) {
 }
 
 size_t ShardCosts::KeyHash::operator()(const Key& k) const {
-  uint64_t h = static_cast<uint64_t>(k.table) * 0x9E3779B97F4A7C15ull;
+  uint64_t h = splitmix64(static_cast<uint64_t>(k.table));
   for (uint64_t v : {static_cast<uint64_t>(k.cols), static_cast<uint64_t>(k.replica),
                      static_cast<uint64_t>(k.row_offset), static_cast<uint64_t>(k.rows)}) {
-    h = (h ^ v) * 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 31;
+    h = splitmix64(h ^ v);
   }
   return static_cast<size_t>(h);
 }
@@ -78,54 +106,66 @@ int ShardCosts::shard_id(const Shard& s) {
   return id;
 }
 
-void add_collective_load(const PlanTask& task, const Shard& s, CollectiveLoad& load) {
-  const TableSpec& spec = task.tables[s.table];
-  if (s.replica) {
-    if (s.device == 0) {
-      load.allreduce_bytes += static_cast<double>(spec.rows) * spec.dim * task.memory.bytes_per_weight;
-    }
-    return;
-  }
-  if (s.rows >= spec.rows) return;
-  const int n = task.num_devices();
-  load.rw_dim_sums[s.device] += s.cols;
-  // The global batch's lookups in the shard's rows, 8-byte indices; 1/N of
-  // them come from the device's own samples.
-  const double bytes = spec.pooling_factor * static_cast<double>(task.batch_size) *
-                       task.lookup_share(s.table, s.row_offset, s.rows) * 8.0;
-  load.index_recv_bytes[s.device] += bytes * (n - 1) / n;
-  for (int e = 0; e < n; ++e) {
-    if (e != s.device) load.index_send_bytes[e] += bytes / n;
-  }
-}
 
 double ShardCosts::single_ms(int id) {
   if (single_ms_[id] < 0) single_ms_[id] = compute().compute_ms(std::span<const int>(&id, 1));
   return single_ms_[id];
 }
 
+IterationCost::IterationCost(const CommModel& comm, size_t devices)
+    : comm_(comm),
+      zero_(devices, 0.0),
+      delays_(devices),
+      fwd_(devices),
+      bwd_(devices),
+      extra_fwd_(devices),
+      extra_bwd_(devices) {}
+
+double IterationCost::operator()(std::span<const double> compute_ms,
+                                 std::span<const double> a2a_dims,
+                                 const CollectiveLoad* collectives, double prune_at) {
+  const size_t n = zero_.size();
+  ES_CHECK(compute_ms.size() == n && a2a_dims.size() == n,
+           "iteration cost of {} devices given {} compute and {} all-to-all figures", n,
+           compute_ms.size(), a2a_dims.size());
+  const bool extra = collectives != nullptr && collectives->rw_dim_sums.size() == n &&
+                     !collectives->empty();
+  std::fill(extra_fwd_.begin(), extra_fwd_.end(), 0.0);
+  std::fill(extra_bwd_.begin(), extra_bwd_.end(), 0.0);
+  if (extra) comm_.collective_ms(*collectives, extra_fwd_, extra_bwd_);
+  comm_.comm_ms(a2a_dims, zero_, {}, bwd_);
+  double fastest = std::numeric_limits<double>::infinity(), slowest = 0;
+  for (size_t d = 0; d < n; ++d) {
+    if (extra) bwd_[d] += extra_bwd_[d];
+    fastest = std::min(fastest, compute_ms[d] + bwd_[d]);
+    slowest = std::max(slowest, compute_ms[d] + bwd_[d]);
+  }
+  if (slowest >= prune_at) return slowest;
+  for (size_t d = 0; d < n; ++d) delays_[d] = compute_ms[d] + bwd_[d] - fastest;
+  comm_.comm_ms(a2a_dims, delays_, fwd_, {});
+  double worst = 0;
+  for (size_t d = 0; d < n; ++d) {
+    if (extra) fwd_[d] += extra_fwd_[d];
+    worst = std::max(worst, compute_ms[d] + fwd_[d] + bwd_[d]);
+  }
+  return worst;
+}
+
 void finish_prediction(const CommModel& comm, PlanPrediction& p) {
   const size_t n = p.devices.size();
-  std::vector<double> dims(n), delays(n, 0.0), fwd(n), bwd(n);
-  for (size_t d = 0; d < n; ++d) dims[d] = p.devices[d].dim_sum;
-  comm.comm_ms(dims, delays, {}, bwd);
-  const bool collectives = p.collectives.rw_dim_sums.size() == n && !p.collectives.empty();
-  std::vector<double> extra_fwd(n, 0.0), extra_bwd(n, 0.0);
-  if (collectives) {
-    comm.collective_ms(p.collectives, extra_fwd, extra_bwd);
-    for (size_t d = 0; d < n; ++d) bwd[d] += extra_bwd[d];
+  std::vector<double> compute(n), dims(n);
+  for (size_t d = 0; d < n; ++d) {
+    compute[d] = p.devices[d].compute_ms;
+    dims[d] = p.devices[d].dim_sum;
   }
-  double fastest = std::numeric_limits<double>::infinity();
-  for (size_t d = 0; d < n; ++d) fastest = std::min(fastest, p.devices[d].compute_ms + bwd[d]);
-  for (size_t d = 0; d < n; ++d) delays[d] = p.devices[d].compute_ms + bwd[d] - fastest;
-  comm.comm_ms(dims, delays, fwd, {});
-  for (size_t d = 0; d < n; ++d) fwd[d] += extra_fwd[d];
+  IterationCost cost(comm, n);
+  cost(compute, dims, &p.collectives);
   p.cost_ms = 0;
   double sum = 0;
   for (size_t d = 0; d < n; ++d) {
     DeviceCosts& c = p.devices[d];
-    c.fwd_comm_ms = fwd[d];
-    c.bwd_comm_ms = bwd[d];
+    c.fwd_comm_ms = cost.fwd_ms()[d];
+    c.bwd_comm_ms = cost.bwd_ms()[d];
     sum += c.total_ms();
     if (d == 0 || c.total_ms() > p.cost_ms) {
       p.cost_ms = c.total_ms();
@@ -151,7 +191,7 @@ PlanPrediction predict_plan(const PlanTask& task, const Plan& plan, ShardCosts& 
     const TableSpec& spec = task.tables[s.table];
     const double share = s.replica ? 1.0 / task.num_devices()
                                    : task.lookup_share(s.table, s.row_offset, s.rows);
-    c.input_bytes += spec.pooling_factor * share * static_cast<double>(task.batch_size) * 8.0;
+    c.input_bytes += index_exchange_bytes(spec.pooling_factor, task.batch_size, share);
     if (!s.replica) c.output_bytes += static_cast<double>(task.batch_size) * s.cols * 4.0;
     ids[s.device].push_back(costs.shard_id(s));
   }

@@ -43,6 +43,61 @@ nlohmann::json table_json(const PlanTask& task, const Plan& plan, int t,
   return j;
 }
 
+nlohmann::json imbalance_json(const Imbalance& m) {
+  return {{"max_over_mean", m.max_over_mean},
+          {"max_over_min", std::isfinite(m.max_over_min) ? nlohmann::json(m.max_over_min) : nlohmann::json(nullptr)},
+          {"total_variation", m.total_variation},
+          {"kl_divergence", m.kl_divergence}};
+}
+
+std::vector<double> totals(const PlanPrediction& p) {
+  std::vector<double> v;
+  for (const DeviceCosts& c : p.devices) v.push_back(c.total_ms());
+  return v;
+}
+
+std::vector<double> memories(const PlanPrediction& p) {
+  std::vector<double> v;
+  for (const DeviceCosts& c : p.devices) v.push_back(static_cast<double>(c.memory_bytes));
+  return v;
+}
+
+std::string imbalance_lines(const PlanPrediction& p) {
+  const Imbalance t = imbalance_of(totals(p)), m = imbalance_of(memories(p));
+  const auto line = [](const char* what, const Imbalance& x) {
+    return fmt::format("{} imbalance: max/mean {:.3f}, max/min {:.3f}, total variation {:.4f}, "
+                       "KL divergence {:.4f}\n",
+                       what, x.max_over_mean, x.max_over_min, x.total_variation, x.kl_divergence);
+  };
+  return line("time", t) + line("memory", m);
+}
+
+// A prediction's figures: its cost, the critical device, the imbalance and
+// every device's costs.
+nlohmann::json prediction_json(const PlanTask& task, const PlanPrediction& p) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (int d = 0; d < task.num_devices(); ++d) {
+    const DeviceCosts& c = p.devices[d];
+    devices.push_back({{"memory_bytes", c.memory_bytes},
+                       {"memory_fraction",
+                        static_cast<double>(c.memory_bytes) / task.device_mem_bytes[d]},
+                       {"compute_ms", c.compute_ms},
+                       {"fwd_comm_ms", c.fwd_comm_ms},
+                       {"bwd_comm_ms", c.bwd_comm_ms},
+                       {"total_ms", c.total_ms()},
+                       {"num_shards", c.num_shards},
+                       {"dim_sum", c.dim_sum},
+                       {"input_bytes", c.input_bytes},
+                       {"output_bytes", c.output_bytes}});
+  }
+  return {{"cost_ms", p.cost_ms},
+          {"critical_device", p.critical_device},
+          {"imbalance", p.imbalance},
+          {"imbalance_ms", imbalance_json(imbalance_of(totals(p)))},
+          {"imbalance_memory", imbalance_json(imbalance_of(memories(p)))},
+          {"devices", devices}};
+}
+
 }  // namespace
 
 nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
@@ -143,63 +198,6 @@ Imbalance imbalance_of(const std::vector<double>& values) {
     if (share > 0) m.kl_divergence += share * std::log(share * n);
   }
   return m;
-}
-
-namespace {
-
-nlohmann::json imbalance_json(const Imbalance& m) {
-  return {{"max_over_mean", m.max_over_mean},
-          {"max_over_min", std::isfinite(m.max_over_min) ? nlohmann::json(m.max_over_min) : nlohmann::json(nullptr)},
-          {"total_variation", m.total_variation},
-          {"kl_divergence", m.kl_divergence}};
-}
-
-std::vector<double> totals(const PlanPrediction& p) {
-  std::vector<double> v;
-  for (const DeviceCosts& c : p.devices) v.push_back(c.total_ms());
-  return v;
-}
-
-std::vector<double> memories(const PlanPrediction& p) {
-  std::vector<double> v;
-  for (const DeviceCosts& c : p.devices) v.push_back(static_cast<double>(c.memory_bytes));
-  return v;
-}
-
-std::string imbalance_lines(const PlanPrediction& p) {
-  const Imbalance t = imbalance_of(totals(p)), m = imbalance_of(memories(p));
-  const auto line = [](const char* what, const Imbalance& x) {
-    return fmt::format("{} imbalance: max/mean {:.3f}, max/min {:.3f}, total variation {:.4f}, "
-                       "KL divergence {:.4f}\n",
-                       what, x.max_over_mean, x.max_over_min, x.total_variation, x.kl_divergence);
-  };
-  return line("time", t) + line("memory", m);
-}
-
-}  // namespace
-
-nlohmann::json prediction_json(const PlanTask& task, const PlanPrediction& p) {
-  nlohmann::json devices = nlohmann::json::array();
-  for (int d = 0; d < task.num_devices(); ++d) {
-    const DeviceCosts& c = p.devices[d];
-    devices.push_back({{"memory_bytes", c.memory_bytes},
-                       {"memory_fraction",
-                        static_cast<double>(c.memory_bytes) / task.device_mem_bytes[d]},
-                       {"compute_ms", c.compute_ms},
-                       {"fwd_comm_ms", c.fwd_comm_ms},
-                       {"bwd_comm_ms", c.bwd_comm_ms},
-                       {"total_ms", c.total_ms()},
-                       {"num_shards", c.num_shards},
-                       {"dim_sum", c.dim_sum},
-                       {"input_bytes", c.input_bytes},
-                       {"output_bytes", c.output_bytes}});
-  }
-  return {{"cost_ms", p.cost_ms},
-          {"critical_device", p.critical_device},
-          {"imbalance", p.imbalance},
-          {"imbalance_ms", imbalance_json(imbalance_of(totals(p)))},
-          {"imbalance_memory", imbalance_json(imbalance_of(memories(p)))},
-          {"devices", devices}};
 }
 
 std::optional<RunnerUp> runner_up(const Verification& v) {

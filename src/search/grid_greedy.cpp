@@ -26,8 +26,8 @@ void Layout::reset(int devices, size_t pieces, size_t state_size, size_t groups)
   key.assign(devices, 0);
   mem_bytes.assign(devices, 0);
   dim_sum.assign(devices, 0.0);
-  rw_dim.assign(devices, 0.0);
-  index_bytes.assign(devices, 0.0);
+  a2a_dim.assign(devices, 0.0);
+  collectives.reset(devices);
   group_on.assign(groups * devices, 0);
   compute_ms.assign(devices, 0.0);
   sum_sq_ms.assign(devices, 0.0);
@@ -43,8 +43,11 @@ void Layout::copy_from(const Layout& other) {
   key = other.key;
   mem_bytes = other.mem_bytes;
   dim_sum = other.dim_sum;
-  rw_dim = other.rw_dim;
-  index_bytes = other.index_bytes;
+  a2a_dim = other.a2a_dim;
+  collectives.rw_dim_sums = other.collectives.rw_dim_sums;
+  collectives.index_recv_bytes = other.collectives.index_recv_bytes;
+  collectives.index_send_bytes = other.collectives.index_send_bytes;
+  collectives.allreduce_bytes = other.collectives.allreduce_bytes;
   group_on = other.group_on;
   compute_ms = other.compute_ms;
   sum_sq_ms = other.sum_sq_ms;
@@ -62,9 +65,9 @@ void Layout::place(size_t index, int d, const Piece& p, double fused_ms,
   key[d] += piece_key(p.id);
   mem_bytes[d] += p.mem_bytes;
   if (!p.replica) dim_sum[d] += p.cols;
+  if (!p.replica && p.group < 0) a2a_dim[d] += p.cols;
   if (p.group >= 0) {
-    rw_dim[d] += p.cols;
-    index_bytes[d] += p.index_bytes;
+    collectives.add_row_shard(d, p.cols, p.index_bytes);
     group_on[static_cast<size_t>(p.group) * ids.size() + d] = 1;
   }
   compute_ms[d] = fused_ms;
@@ -92,17 +95,11 @@ GridGreedy::GridGreedy(const PlanTask& task, const CostModel& model,
       patience_(options.scan_patience),
       uncertainty_(options.uncertainty),
       state_size_(model.compute->state_size()),
-      scratch_state_(state_size_) {
+      scratch_state_(state_size_),
+      iteration_(*model.comm, task.num_devices()) {
   set_grid(grid_steps_, cap_low_, cap_high_);
   const size_t n = task.num_devices();
   cand_ms_.resize(n);
-  zero_.assign(n, 0.0);
-  delays_.resize(n);
-  fwd_.resize(n);
-  bwd_.resize(n);
-  a2a_dims_.resize(n);
-  extra_fwd_.resize(n);
-  extra_bwd_.resize(n);
 }
 
 void GridGreedy::set_grid(int steps, double low, double high) {
@@ -116,8 +113,9 @@ void GridGreedy::set_grid(int steps, double low, double high) {
 Layout& GridGreedy::acquire() {
   while (pool_.size() <= depth_) pool_.push_back(std::make_unique<Layout>());
   Layout& l = *pool_[depth_];
-  if (l.device_of.size() != pieces_->size() || l.ids.size() != zero_.size() ||
-      l.group_on.size() != groups_ * zero_.size()) {
+  const size_t n = task_.num_devices();
+  if (l.device_of.size() != pieces_->size() || l.ids.size() != n ||
+      l.group_on.size() != groups_ * n) {
     l.reset(task_.num_devices(), pieces_->size(), state_size_, groups_);
   }
   return l;
@@ -155,44 +153,12 @@ double GridGreedy::model_ms(Layout& layout, int d, const Piece& p) {
   return ms;
 }
 
-// Same formula as finish_prediction, on scratch buffers.
+// The iteration's cost (IterationCost, as a plan's prediction). The forward
+// all-to-all only adds: a layout already no better than the best found needs
+// no forward costing (it cannot win either way).
 double GridGreedy::total_ms(const Layout& layout) {
-  const size_t n = zero_.size();
-  std::span<const double> dims = layout.dim_sum;
-  if (collectives_) {
-    // Row pieces go through the reduce-scatter, the rest through the all-to-all.
-    double index_total = 0;
-    for (size_t d = 0; d < n; ++d) index_total += layout.index_bytes[d];
-    for (size_t d = 0; d < n; ++d) {
-      a2a_dims_[d] = layout.dim_sum[d] - layout.rw_dim[d];
-      load_.rw_dim_sums[d] = layout.rw_dim[d];
-      load_.index_recv_bytes[d] = layout.index_bytes[d] * (n - 1) / n;
-      load_.index_send_bytes[d] = (index_total - layout.index_bytes[d]) / n;
-      extra_fwd_[d] = extra_bwd_[d] = 0;
-    }
-    comm_.collective_ms(load_, extra_fwd_, extra_bwd_);
-    dims = a2a_dims_;
-  }
-  comm_.comm_ms(dims, zero_, {}, bwd_);
-  if (collectives_) {
-    for (size_t d = 0; d < n; ++d) bwd_[d] += extra_bwd_[d];
-  }
-  double fastest = std::numeric_limits<double>::infinity(), slowest = 0;
-  for (size_t d = 0; d < n; ++d) {
-    fastest = std::min(fastest, layout.compute_ms[d] + bwd_[d]);
-    slowest = std::max(slowest, layout.compute_ms[d] + bwd_[d]);
-  }
-  // The forward all-to-all only adds: a layout already no better than the
-  // best found needs no forward costing (it cannot win either way).
-  if (prune_ && slowest >= best_ms_) return slowest;
-  for (size_t d = 0; d < n; ++d) delays_[d] = layout.compute_ms[d] + bwd_[d] - fastest;
-  comm_.comm_ms(dims, delays_, fwd_, {});
-  double worst = 0;
-  for (size_t d = 0; d < n; ++d) {
-    const double fwd = fwd_[d] + (collectives_ ? extra_fwd_[d] : 0.0);
-    worst = std::max(worst, layout.compute_ms[d] + fwd + bwd_[d]);
-  }
-  return worst;
+  return iteration_(layout.compute_ms, layout.a2a_dim, &layout.collectives,
+                    prune_ ? best_ms_ : std::numeric_limits<double>::infinity());
 }
 
 // Fills choice[k] (device, or -1 if none has memory) for each cap of the
@@ -320,16 +286,14 @@ double GridGreedy::run(const std::vector<Piece>& pieces, std::vector<int>& devic
   found_ = over_cutoff_ = false;
   double total_cols = 0, alltoall_cols = 0;
   groups_ = 0;
-  collectives_ = false;
-  load_.reset(task_.num_devices());
+  allreduce_bytes_ = 0;
   for (const Piece& p : pieces) {
     if (!p.replica) total_cols += p.cols;
     if (!p.replica && p.group < 0) alltoall_cols += p.cols;
     if (p.replica) {
-      load_.allreduce_bytes += static_cast<double>(p.rows) * p.cols * task_.memory.bytes_per_weight;
+      allreduce_bytes_ += static_cast<double>(p.rows) * p.cols * task_.memory.bytes_per_weight;
     }
     groups_ = std::max(groups_, static_cast<size_t>(p.group + 1));
-    collectives_ = collectives_ || p.replica || p.group >= 0;
   }
   comm_floor_ms_ = comm_.floor_ms(alltoall_cols, task_.num_devices());
   const double mean = total_cols / task_.num_devices();
@@ -341,6 +305,7 @@ double GridGreedy::run(const std::vector<Piece>& pieces, std::vector<int>& devic
   depth_ = 0;
   Layout& root = acquire();
   root.reset(task_.num_devices(), pieces.size(), state_size_, groups_);
+  root.collectives.allreduce_bytes = allreduce_bytes_;
   // Replicas: on every device before the greedy starts.
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (!pieces[i].replica) continue;

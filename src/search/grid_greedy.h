@@ -28,21 +28,14 @@
 #include <vector>
 
 #include "embshard/search/planner.h"
+#include "embshard/util/random.h"
 #include "pieces.h"
 
 namespace embshard::search {
 
-// A 64-bit mix (splitmix64's finaliser).
-inline uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // A piece id's mix: a device's key is the sum (a multiset hash: two halves of
 // one table have the same id) of its pieces' mixes.
-inline uint64_t piece_key(int id) { return mix64(static_cast<uint64_t>(id)); }
+inline uint64_t piece_key(int id) { return splitmix64(static_cast<uint64_t>(id)); }
 
 // Direct-mapped cache of fused compute costs. A 64-bit key collision would
 // return another device's cost; at 2^-64 per pair it is not guarded against.
@@ -76,8 +69,8 @@ struct Layout {
   std::vector<uint64_t> key;          // per device: multiset hash of ids
   std::vector<int64_t> mem_bytes;
   std::vector<double> dim_sum;        // every piece's columns but replicas' (the caps')
-  std::vector<double> rw_dim;         // of which row pieces' (reduce-scatter, not all-to-all)
-  std::vector<double> index_bytes;    // row pieces' indices received
+  std::vector<double> a2a_dim;        // of which the pooled all-to-all's (not row pieces')
+  CollectiveLoad collectives;         // row pieces' and replicas'
   std::vector<uint8_t> group_on;      // [group x device]: a piece of the row group is there
   std::vector<double> compute_ms;     // with the uncertainty's penalty
   std::vector<double> sum_sq_ms;      // per device: its pieces' squared costs alone, summed
@@ -145,10 +138,8 @@ class GridGreedy {
   std::vector<double> cand_ms_;               // per device, this step
   size_t state_size_;                         // the model's incremental state, 0: none
   std::vector<double> scratch_state_;
-  std::vector<double> zero_, delays_, fwd_, bwd_;  // comm scratch
-  std::vector<double> a2a_dims_, extra_fwd_, extra_bwd_;
-  CollectiveLoad load_;             // this run's collectives (row pieces, replicas)
-  bool collectives_ = false;        // whether the run has row pieces or replicas
+  IterationCost iteration_;
+  double allreduce_bytes_ = 0;       // this run's replicas' gradients
   size_t groups_ = 0;
   double comm_floor_ms_ = 0;         // CommModel::floor_ms of this run's all-to-all
   double best_ms_ = 0;

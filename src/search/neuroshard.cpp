@@ -350,7 +350,7 @@ void rate_children(const PlanTask& task, std::vector<BeamState>& children, size_
   auto key = [&](const BeamState& child) {
     return parents == nullptr
                ? child.signature
-               : child.signature ^ search::mix64(std::bit_cast<uint64_t>((*parents)[child.parent].cap));
+               : child.signature ^ splitmix64(std::bit_cast<uint64_t>((*parents)[child.parent].cap));
   };
   std::mutex mutex;
   std::vector<double> rated;

@@ -33,8 +33,8 @@ Piece make_row_piece(const PlanTask& task, ShardCosts& costs, int table, int col
   p.id = costs.shard_id(Shard{table, 0, cols, p.row_offset, p.rows, 0, false});
   p.mem_bytes = task.memory.shard_bytes(p.rows, cols);
   p.single_ms = costs.single_ms(p.id);
-  p.index_bytes = spec.pooling_factor * static_cast<double>(task.batch_size) *
-                  task.lookup_share(table, p.row_offset, p.rows) * 8.0;
+  p.index_bytes = index_exchange_bytes(spec.pooling_factor, task.batch_size,
+                                       task.lookup_share(table, p.row_offset, p.rows));
   if (k == task.num_devices() && cols == spec.dim) p.block_device = block;
   return p;
 }

@@ -24,10 +24,16 @@ const std::vector<std::string>& planner_names() {
   return names;
 }
 
+namespace {
+
+// Other projects' planners run through their own code (torchrec_planner):
+// create_planner makes them; they run where that code is installed.
 const std::vector<std::string>& peer_planner_names() {
   static const std::vector<std::string> names = {"torchrec_planner"};
   return names;
 }
+
+}  // namespace
 
 std::unique_ptr<Planner> create_planner(const std::string& name, const PlannerOptions& options) {
   if (name == "random") return make_random_planner(options);
@@ -118,10 +124,6 @@ LowerBound lower_bound(const PlanTask& task, ShardCosts& costs) {
   return b;
 }
 
-PlanResult make_plan(Planner& planner, const PlanTask& task, const CostModel& model) {
-  return make_verified_plan(planner, task, model, model, {});
-}
-
 namespace {
 
 // One candidate's devices as measured sets: each piece's source table and
@@ -180,7 +182,45 @@ std::string far_tables(const PlanTask& task, const ComputeModel& compute) {
                      far.size() > named ? fmt::format(" and {} more", far.size() - named) : "");
 }
 
+// What every plan reports of its making: the planner, the model, and how the
+// task leaves what the model was measured on.
+PlanResult result_header(const Planner& planner, const PlanTask& task, const CostModel& model) {
+  PlanResult r;
+  r.algorithm = planner.name();
+  r.cost_model = model.name;
+  r.model_source = model.source;
+  r.extrapolated = extrapolations(model.source, task.batch_size, task.num_devices());
+  if (std::string far = far_tables(task, *model.compute); !far.empty()) {
+    r.extrapolated.push_back(std::move(far));
+  }
+  return r;
+}
+
+void validate_found(const PlanTask& task, const std::vector<Plan>& found, const std::string& by) {
+  for (const Plan& plan : found) {
+    try {
+      validate_plan(task, plan);
+    } catch (const Error& e) {
+      ES_THROW("planner {} produced an invalid plan: {}", by, e.what());
+    }
+  }
+}
+
 }  // namespace
+
+PlanResult make_plan(Planner& planner, const PlanTask& task, const CostModel& model) {
+  PlanResult r = result_header(planner, task, model);
+  ShardCosts costs(task, model);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Plan> plans = {planner.plan(task, costs)};
+  r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.search_summary = planner.search_summary();
+  validate_found(task, plans, planner.name());
+  r.plan = std::move(plans.front());
+  r.predicted = predict_plan(task, r.plan, costs);
+  r.bound = lower_bound(task, costs);
+  return r;
+}
 
 void check_verify_rivals(const std::vector<std::string>& rivals, const std::string& what) {
   const std::vector<std::string>& known = planner_names();
@@ -209,28 +249,21 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
   ES_CHECK(o.leaders >= 0 && o.fresh_passes >= 0,
            "verification: {} leaders measured {} times more, need at least 0 of each",
            o.leaders, o.fresh_passes);
-  PlanResult r;
-  r.algorithm = planner.name();
-  r.cost_model = model.name;
-  r.model_source = model.source;
-  r.extrapolated = extrapolations(model.source, task.batch_size, task.num_devices());
-  if (std::string far = far_tables(task, *model.compute); !far.empty()) {
-    r.extrapolated.push_back(std::move(far));
-  }
-  ShardCosts costs(task, model);
   ES_CHECK(!o.measure_tables || candidates > 0,
            "verification: measuring the tables alone needs at least 1 candidate");
+  if (candidates == 0) return make_plan(planner, task, model);
+  PlanResult r = result_header(planner, task, model);
+  ShardCosts costs(task, model);
   Verification v;
   v.truth = truth.name;
-  std::optional<ShardCosts> measured;  // verification's
-  if (candidates > 0) measured.emplace(task, truth);
+  ShardCosts measured(task, truth);  // verification's
   std::vector<MeasuredSet> sets;  // by source table: the task's own where it names none
   if (o.measure_tables) {
     const auto tables_start = std::chrono::steady_clock::now();
     for (int t = 0; t < task.num_tables(); ++t) {
       const Shard whole{t, 0, task.tables[t].dim, 0, task.tables[t].rows, 0, false};
       const double predicted = costs.single_ms(costs.shard_id(whole));
-      const double measured_ms = measured->single_ms(measured->shard_id(whole));
+      const double measured_ms = measured.single_ms(measured.shard_id(whole));
       sets.push_back({{task.source_table.empty() ? t : task.source_table[t]},
                       {predicted},
                       measured_ms,
@@ -243,10 +276,7 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
   // The search's best plans, against the model corrected by every set
   // measured so far (none: the model as it is).
   const auto search = [&]() {
-    if (sets.empty()) {
-      return candidates > 0 ? planner.plan_candidates(task, costs, candidates)
-                            : std::vector<Plan>{planner.plan(task, costs)};
-    }
+    if (sets.empty()) return planner.plan_candidates(task, costs, candidates);
     const CostModel corrected{
         std::make_shared<CorrectedComputeModel>(model.compute,
                                                 fit_compute_correction(sets, kCorrectionRidge)),
@@ -263,29 +293,14 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
   std::vector<Plan> plans = search();
   r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.search_summary = planner.search_summary();
-  const auto validate = [&](const std::vector<Plan>& found, const std::string& by) {
-    for (const Plan& plan : found) {
-      try {
-        validate_plan(task, plan);
-      } catch (const Error& e) {
-        ES_THROW("planner {} produced an invalid plan: {}", by, e.what());
-      }
-    }
-  };
-  validate(plans, planner.name());
-  if (candidates == 0) {
-    r.plan = std::move(plans.front());
-    r.predicted = predict_plan(task, r.plan, costs);
-    r.bound = lower_bound(task, costs);
-    return r;
-  }
+  validate_found(task, plans, planner.name());
   r.bound = lower_bound(task, costs);
   const auto verify_start = std::chrono::steady_clock::now();
   std::set<PlanKey> seen;
   for (int round = 0; round < o.rounds; ++round) {
     if (round > 0) {
       plans = search();
-      validate(plans, planner.name());
+      validate_found(task, plans, planner.name());
     }
     const size_t before = v.candidates.size();
     const auto measure = [&](Plan& plan, const std::string& source) {
@@ -294,7 +309,7 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
       c.round = round;
       c.source = source;
       c.predicted = predict_plan(task, plan, costs);
-      c.measured = predict_plan(task, plan, *measured);
+      c.measured = predict_plan(task, plan, measured);
       c.passes_ms = {c.measured.cost_ms};
       c.plan = std::move(plan);
       add_measured_sets(task, c, costs, sets);
@@ -309,7 +324,7 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
         v.rivals_failed.push_back(fmt::format("{}: {}", name, e.what()));
         continue;
       }
-      validate({plan}, name);
+      validate_found(task, {plan}, name);
       measure(plan, name);
     }
     v.rounds = round + 1;
@@ -323,7 +338,7 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
   for (int pass = 1; pass < o.comm_passes; ++pass) {
     std::this_thread::sleep_for(std::chrono::duration<double>(o.pass_pause_s));
     for (VerifiedCandidate& c : v.candidates) {
-      PlanPrediction again = predict_plan(task, c.plan, *measured);
+      PlanPrediction again = predict_plan(task, c.plan, measured);
       c.passes_ms.push_back(again.cost_ms);
       if (again.cost_ms < c.measured.cost_ms) c.measured = std::move(again);
     }
@@ -342,12 +357,12 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
     v.leaders = static_cast<int>(order.size());
     for (int pass = 1; pass <= o.fresh_passes; ++pass) {
       std::this_thread::sleep_for(std::chrono::duration<double>(o.pass_pause_s));
-      measured->compute().set_fresh_pass(true);
+      measured.compute().set_fresh_pass(true);
       for (size_t k = 0; k < order.size(); ++k) {
         VerifiedCandidate& c = v.candidates[order[pass % 2 == 1 ? k : order.size() - 1 - k]];
-        c.fresh_ms.push_back(predict_plan(task, c.plan, *measured).cost_ms);
+        c.fresh_ms.push_back(predict_plan(task, c.plan, measured).cost_ms);
       }
-      measured->compute().set_fresh_pass(false);
+      measured.compute().set_fresh_pass(false);
     }
     for (size_t i : order) {
       VerifiedCandidate& c = v.candidates[i];

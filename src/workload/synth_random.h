@@ -9,16 +9,16 @@
 #include <random>
 #include <vector>
 
+#include "embshard/util/random.h"
+
 namespace embshard::synth_detail {
 
 using Rng = std::mt19937_64;
 
-// splitmix64: decorrelated seeds for per-table generators.
+// Decorrelated seeds for per-table generators: draw `stream` of the
+// splitmix64 stream seeded `seed`.
 inline uint64_t mix_seed(uint64_t seed, uint64_t stream) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (stream + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return splitmix64(seed + kSplitmixGamma * stream);
 }
 
 // Uniform in [0, 1).

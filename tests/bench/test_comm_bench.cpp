@@ -118,7 +118,7 @@ TEST(CommBench, HeaderHoldsTheIdentity) {
 }
 
 // Its references are read back; another command's file is named as such.
-TEST(CommBench, ReferencesComeFromCommFilesOnly) {
+TEST(CommBench, MpiReferencesComeFromCommFilesOnly) {
   CommBenchOptions o;
   o.batch = 512;
   json h = comm_bench_header(o, 2, {"a", "a"}, {0.1, 0.2});
@@ -223,7 +223,7 @@ TEST(CommBench, TableOfAnEditedFileNamesTheRecord) {
             std::string::npos);
 }
 
-TEST(CommBench, FourRanksMeasureResumeAndDropATornLine) {
+TEST(CommBench, MpiFourRanksMeasureResumeAndDropATornLine) {
   if (!testing::have_mpirun()) GTEST_SKIP() << "mpirun not found";
   ScratchDir dir("comm_resume");
   const std::string out = dir.file("comm.jsonl");
@@ -265,7 +265,7 @@ TEST(CommBench, FourRanksMeasureResumeAndDropATornLine) {
 // --collectives: every rank times the row-wise and data-parallel collectives
 // of a drawn load; the file has its own format, so it never mixes with
 // all-to-all records, and the report sets the analytic formula beside it.
-TEST(CommBench, CollectivesMeasureDrawnLoadsOnTwoRanks) {
+TEST(CommBench, MpiCollectivesMeasureDrawnLoadsOnTwoRanks) {
   CommBenchOptions o;
   o.seed = 5;
   for (int n : {1, 2, 4}) {
@@ -334,7 +334,7 @@ TEST(CommBench, CollectivesMeasureDrawnLoadsOnTwoRanks) {
 // --passes: every sample measured in several passes, in blocks (here of a
 // sample or two); a rank's figure is the mean of its fastest half of the
 // passes (of four: the fastest two), each pass kept.
-TEST(CommBench, PassesKeepTheMeanOfEachRanksFastestHalf) {
+TEST(CommBench, MpiPassesKeepTheMeanOfEachRanksFastestHalf) {
   if (!testing::have_mpirun()) GTEST_SKIP() << "mpirun not found";
   ScratchDir dir("comm_passes");
   const std::string out = dir.file("comm.jsonl");
@@ -372,7 +372,7 @@ TEST(CommBench, PassesKeepTheMeanOfEachRanksFastestHalf) {
   EXPECT_EQ(slurp(out), before);
 }
 
-TEST(CommBench, RunsAsOneRankWithoutMpirun) {
+TEST(CommBench, CliRunsAsOneRankAlone) {
   ScratchDir dir("comm_single");
   const std::string out = dir.file("comm.jsonl");
   const CommandResult run = testing::run_shell(std::string("timeout -k 5 60 ") +
@@ -404,9 +404,9 @@ void expect_bounded_failure(const std::string& mode, const std::string& name) {
   expect_clean_records(RecordFile::read_all(out, nullptr, nullptr), 3, 4);
 }
 
-TEST(CommBench, DeadRankEndsTheRunInBoundedTime) { expect_bounded_failure("exit", "comm_dead"); }
+TEST(CommBench, MpiDeadRankEndsTheRunInBoundedTime) { expect_bounded_failure("exit", "comm_dead"); }
 
-TEST(CommBench, HungRankEndsTheRunInBoundedTime) { expect_bounded_failure("hang", "comm_hang"); }
+TEST(CommBench, MpiHungRankEndsTheRunInBoundedTime) { expect_bounded_failure("hang", "comm_hang"); }
 
 }  // namespace
 }  // namespace embshard

@@ -192,7 +192,7 @@ TEST(ComputeBench, KeptRoundsReproduceTheRecord) {
 
 // bench repeat: the same draws measured twice; the agreement figures are
 // those of the shards' two figures, and the kept rounds reproduce each pass.
-TEST(ComputeBench, RepeatMeasuresTheSameShardsTwice) {
+TEST(ComputeBench, CliRepeatMeasuresTheSameShardsTwice) {
   ScratchDir dir("compute_repeat");
   ComputeBenchOptions o = small_options(make_workload(dir, 4), "");
   o.samples = 3;
@@ -313,7 +313,7 @@ TEST(ComputeBench, ForeignFilesAndMissingDirectoriesFailFirst) {
 
 // kill -9 in the middle of a run loses at most the shard being measured; the
 // same command then completes the run with every sample exactly once.
-TEST(ComputeBench, SurvivesKillNine) {
+TEST(ComputeBench, CliSurvivesKillNine) {
   ScratchDir dir("compute_kill");
   const std::string workload = make_workload(dir, 6);
   const std::string out = dir.file("costs.jsonl");
@@ -340,7 +340,7 @@ TEST(ComputeBench, SurvivesKillNine) {
   for (size_t i = 0; i < records.size(); ++i) EXPECT_EQ(records[i]["sample"], static_cast<int>(i));
 }
 
-TEST(ComputeBench, BadFlagsFailCleanly) {
+TEST(ComputeBench, CliBadFlagsFailCleanly) {
   ScratchDir dir("compute_flags");
   const std::string workload = make_workload(dir, 2);
   const std::string out = dir.file("c.jsonl");

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "embshard/bench/interleaved.h"
+#include "embshard/measure/interleaved.h"
 #include "embshard/util/error.h"
 #include "embshard/util/random.h"
 #include "embshard/util/statistics.h"

@@ -255,7 +255,7 @@ TEST(Calibrate, CliWritesALoadableFile) {
             std::string::npos);
 }
 
-TEST(Calibrate, AnUnwritableCheckCsvFailsBeforeAnythingIsWritten) {
+TEST(Calibrate, CliAnUnwritableCheckCsvFailsBeforeAnythingIsWritten) {
   ScratchDir dir("calib_csv");
   testing::spit(dir.file("check.jsonl"), "");  // never read: the csv path fails first
   const auto r = testing::run_cli("calibrate --quick --out " + dir.file("c.json") +

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "cost/cost_test_util.h"
+#include "embshard/bench/fit_data.h"
 #include "embshard/cost/neural/fit.h"
 #include "embshard/cost/neural/model.h"
 #include "embshard/util/error.h"
@@ -331,7 +332,7 @@ TEST(Fit, RawRecordsNeedRaw) {
 }
 
 // Options refused before anything is measured leave no output directory.
-TEST(Fit, RefusedOptionsLeaveNoDirectory) {
+TEST(Fit, CliRefusedOptionsLeaveNoDirectory) {
   testing::ScratchDir dir("fit_refused");
   const auto r = testing::run_cli("fit --model " + shipped_models_dir() +
                                   "/neural --samples 3 --fine-tune off -o " + dir.file("out"));
@@ -356,7 +357,7 @@ TEST(Fit, RefusedOptionsLeaveNoDirectory) {
 
 // -o naming the model fitted from (however spelled) is refused, and the
 // model is left as it was; so is an executor this build does not have.
-TEST(Fit, RefusesToOverwriteItsOwnModel) {
+TEST(Fit, CliRefusesToOverwriteItsOwnModel) {
   testing::ScratchDir dir("fit_onto_itself");
   const std::string model = dir.file("model");
   std::filesystem::copy(shipped_models_dir() + "/neural", model);
@@ -377,7 +378,7 @@ TEST(Fit, RefusesToOverwriteItsOwnModel) {
 
 // The command says so when the fitted model judges worse than the one given:
 // here the judging pool runs at the shipped model's own costs.
-TEST(Fit, CommandSaysWhenTheFitReadsWorse) {
+TEST(Fit, CliSaysWhenTheFitReadsWorse) {
   testing::ScratchDir dir("fit_worse");
   const std::string model = shipped_models_dir() + "/neural";
   const NeuralModel shipped = load_neural_model(model);

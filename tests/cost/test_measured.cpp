@@ -6,7 +6,7 @@
 #include <set>
 #include <span>
 
-#include "embshard/bench/shard_timer.h"
+#include "embshard/measure/shard_timer.h"
 #include "embshard/cost/analytic/model.h"
 #include "embshard/cost/measured_model.h"
 #include "embshard/util/error.h"

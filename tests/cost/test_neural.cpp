@@ -504,7 +504,7 @@ TEST(NeuralValidate, RawRecordsAreRefusedForANormalizedModel) {
   EXPECT_NO_THROW(validate_on_file(m, "model", data, silent_reporter(), true));
 }
 
-TEST(NeuralValidate, JudgesOnTheModelsGroundTruthAndNamesAnotherMachine) {
+TEST(NeuralValidate, CliJudgesOnTheModelsGroundTruthAndNamesAnotherMachine) {
   ScratchDir dir("validate_raw");
   NeuralModel m = random_model(8);
   m.info["data"] = {{"ground_truth", ground_truth_label(false)},

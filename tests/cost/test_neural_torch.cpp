@@ -216,7 +216,7 @@ TEST_F(NeuralTrain, WeightAverageLearnsIsDeterministicAndIsRecorded) {
   EXPECT_EQ(a.model.compute.reuse_tail_bin, kDefaultReuseTailBin);
 }
 
-TEST_F(NeuralTrain, TrainAndValidateCommands) {
+TEST_F(NeuralTrain, CliTrainAndValidate) {
   ScratchDir out("neural_cli");
   const std::string model = out.file("model");
   // A second never-seen file with pieces: its figures broken down by sharding type.

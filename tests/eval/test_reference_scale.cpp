@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "embshard/bench/shard_timer.h"
+#include "embshard/measure/shard_timer.h"
 #include "embshard/cost/cost_model.h"
 #include "embshard/cost/measured_model.h"
 #include "embshard/eval/eval.h"

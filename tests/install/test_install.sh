@@ -34,7 +34,9 @@ for f in bin/embshard include/embshard/search/planning.h include/embshard/util/d
          share/embshard/data/published/dlrm_datasets_2021_locality_stats.txt; do
   [ -e "$prefix/$f" ] || fail "the install has no $f"
 done
-[ -n "$(find "$prefix" -name libembshard.a)" ] || fail "the install has no libembshard.a"
+for layer in util workload kernel measure cost plan search bench eval; do
+  [ -n "$(find "$prefix" -name "libembshard_$layer.a")" ] || fail "the install has no libembshard_$layer.a"
+done
 [ -n "$(find "$prefix" -name embshardConfig.cmake)" ] || fail "the install has no embshardConfig.cmake"
 stray=$(find "$prefix/share/embshard/models" -name '*.jsonl.gz' -o -name '*.svg' -o -name data)
 [ -z "$stray" ] || fail "measurement files installed with the models: $stray"

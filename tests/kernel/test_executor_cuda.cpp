@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "embshard/bench/shard_timer.h"
+#include "embshard/measure/shard_timer.h"
 #include "embshard/kernel/executor.h"
 #include "embshard/kernel/tbe_cuda.h"
 #include "embshard/util/error.h"

@@ -330,7 +330,7 @@ TEST(PlanSvg, TextStaysInsideThePictureAndIsEscaped) {
   EXPECT_EQ(std::count(svg.begin(), svg.end(), '<'), std::count(svg.begin(), svg.end(), '>'));
 }
 
-TEST(Imbalance, MeasuresOfAnUnevenSpread) {
+TEST(Imbalance, CliMeasuresOfAnUnevenSpread) {
   const Imbalance even = imbalance_of({2, 2, 2, 2});
   EXPECT_DOUBLE_EQ(even.max_over_mean, 1.0);
   EXPECT_DOUBLE_EQ(even.max_over_min, 1.0);

@@ -342,7 +342,7 @@ TEST(PlanDiff, GatheredPiecesCountEachRowsStateOnce) {
   EXPECT_EQ(d.devices[1].received_bytes, 50 * (16 * 4 + 4));
 }
 
-TEST(PlanDiff, TableOrderMayDifferButNotTheTables) {
+TEST(PlanDiff, CliTableOrderMayDifferButNotTheTables) {
   json j = json::parse(kSmallPlan);
   j["table_order"] = {"d", "c", "b", "a"};
   EXPECT_TRUE(diff_plans(small_plan(), parse_plan_file(j.dump(), "r.json")).changed.empty());

@@ -134,7 +134,7 @@ TEST(TrainPolicy, ResumesToTheSameWeights) {
   }
 }
 
-TEST(TrainPolicy, CommandTrainsAPolicyThatPlanUses) {
+TEST(TrainPolicy, CliTrainsAPolicyThatPlanUses) {
   ScratchDir dir("policy_cli");
   const std::string pool = testing::write_policy_pool(dir, 30, 1);
   const std::string out = dir.file("pol");

@@ -470,6 +470,32 @@ TEST(GridGreedy, UncertaintyAddsTheRootOfThePiecesSquaredCosts) {
   }
 }
 
+// The search costs a layout by the formula a plan's prediction uses
+// (IterationCost): row pieces (index exchange, reduce-scatter), a replica
+// (all-reduce) and the pooled all-to-all, under the analytic model's
+// collectives, read the same both ways.
+TEST(GridGreedy, CostsALayoutAsThePlansPredictionDoes) {
+  const CostModel model = create_cost_model("analytic", {});
+  for (uint64_t seed : {1, 2, 3}) {
+    const PlanTask task = huge_hot_task(seed);
+    ShardCosts costs(task, model);
+    std::vector<search::Piece> pieces = search::torchrec_row_wise_proposal(task, costs);
+    std::erase_if(pieces, [](const search::Piece& piece) { return piece.table == 5; });
+    pieces.push_back(search::make_replica(task, costs, 5));
+    std::vector<int> device_of;
+    PlannerOptions o;
+    o.prune_monotone = false;
+    search::GridGreedy grid(task, model, o);
+    const double searched = grid.run(pieces, device_of);
+    SCOPED_TRACE(fmt::format("seed {}", seed));
+    ASSERT_TRUE(std::isfinite(searched));
+    const PlanPrediction p =
+        predict_plan(task, search::plan_from_pieces(task, pieces, device_of), costs);
+    ASSERT_FALSE(p.collectives.empty());
+    EXPECT_NEAR(p.cost_ms, searched, 1e-9 * searched);
+  }
+}
+
 // On several devices the penalty is a device's and moves pieces (a device
 // of one big piece is rated dearer than one of many small pieces of the
 // same summed cost); the plans keep the memory caps and are reported at the

@@ -13,16 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "embshard/util/random.h"
 #include "support/pt_writer.h"
 
 namespace {
 
-uint64_t mix(uint64_t x) {  // splitmix64: random access to a deterministic stream
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+// Random access to a deterministic stream.
+uint64_t mix(uint64_t x) { return embshard::splitmix64(x); }
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include "embshard/bench/compute.h"
 #include "embshard/cost/cost_data.h"
 #include "embshard/cost/cost_model.h"
+#include "embshard/bench/fit_data.h"
 #include "embshard/cost/neural/fit.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "embshard/bench/alltoall.h"
+#include "embshard/measure/alltoall.h"
 #include "embshard/cost/comm_model.h"
 
 namespace embshard {
@@ -111,26 +111,12 @@ struct RankTiming {
 constexpr int kRankTimingFields = 6;  // gathered as doubles, in the order above
 
 // The reference exchange's quiet time on every rank: `runs` collective runs,
-// each rank's 15th percentile (bench/interleaved.h explains why a low
-// quantile). Every rank gets its own; rank 0 gets all in `all`.
-double estimate_exchange_reference(const Watchdog& dog, const AllToAllTiming& o, int n, int runs,
-                                   std::vector<double>* all);
-
-// The same, or the times an earlier run recorded: rank 0 passes them in `all`
-// (one per rank; empty: measure now, and `all` gets them) and every rank
-// returns its own. Collective.
+// each rank's 15th percentile (measure/interleaved.h explains why a low
+// quantile), or the times an earlier run recorded: rank 0 passes them in
+// `all` (one per rank; empty: measure now, and `all` gets them) and every
+// rank returns its own. Collective.
 double shared_exchange_reference(const Watchdog& dog, const AllToAllTiming& o, int n, int runs,
                                  std::vector<double>& all);
-
-// This rank's forward all-to-all of pooled embeddings (from the end of its
-// delay until its all-to-all completes, so waiting for stragglers counts) and
-// backward all-to-all of their gradients (after a barrier), interleaved with
-// the reference exchange (AllToAllTiming) and normalized by `reference_ms`,
-// this rank's quiet time of it; `max_delay_ms` is the largest delay of any
-// rank. `index` seeds the order (alike on every rank).
-RankTiming time_alltoalls(const Watchdog& dog, const AllToAllTiming& o,
-                          const std::vector<int>& dim_sums, double delay_ms, double max_delay_ms,
-                          double reference_ms, int64_t index);
 
 // Rank 0: broadcasts one placement (kMeasure, `index`, dim sums, delays), times
 // its own all-to-alls with every other rank (serve_alltoalls), and gathers
@@ -144,15 +130,15 @@ std::vector<RankTiming> measure_alltoalls(const Watchdog& dog, const AllToAllTim
                                           const std::function<void(int64_t)>& before_timing = {});
 
 // This rank's row-wise and data-parallel collectives of `load` (comm_model.h),
-// timed like time_alltoalls: forward, the index all-to-all (every rank sends
-// device d index_recv_bytes[d] / (N - 1) bytes) and the reduce-scatter of
-// row shards' partial sums; backward, the all-gather of their gradients and
-// the all-reduce (MPI_Iallreduce) of replicated tables' gradients. The
-// reduce-scatter moves what the analytic model counts (each rank sends batch
-// / N rows of its row-shard columns to every peer and receives its own rows
-// of theirs: an all-to-all of partial sums, summed on arrival), so that
-// unequal row groups need no communicator of their own; the all-gather is
-// the same exchange reversed. A collective without load is skipped.
+// timed like the pooled all-to-all: forward, the index all-to-all (every rank
+// sends device d index_recv_bytes[d] / (N - 1) bytes) and the reduce-scatter of
+// row shards' partial sums; backward, the all-gather of their gradients and the
+// all-reduce (MPI_Iallreduce) of replicated tables' gradients. The
+// reduce-scatter moves what the analytic model counts (each rank sends
+// batch / N rows of its row-shard columns to every peer and receives its own
+// rows of theirs: an all-to-all of partial sums, summed on arrival), so that
+// unequal row groups need no communicator of their own; the all-gather is the
+// same exchange reversed. A collective without load is skipped.
 RankTiming time_collectives(const Watchdog& dog, const AllToAllTiming& o,
                             const CollectiveLoad& load, double reference_ms, int64_t index);
 

@@ -8,7 +8,7 @@
 // for stragglers counts) and the backward all-to-all of their gradients (after
 // a barrier, no delay): `repeats` runs after `warmup` runs, interleaved with as
 // many runs of a fixed reference exchange, and normalized by each rank's quiet
-// time of it (bench/alltoall.h); records keep raw and normalized figures.
+// time of it (measure/alltoall.h); records keep raw and normalized figures.
 //
 // The sample drawing, option checks and header are pure and live in the core
 // library; run_comm_bench (the MPI part) lives in the embshard_mpi library.
@@ -20,7 +20,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "embshard/bench/alltoall.h"
+#include "embshard/measure/alltoall.h"
 #include "embshard/cost/comm_model.h"
 
 namespace embshard {

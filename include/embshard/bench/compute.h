@@ -4,7 +4,7 @@
 // drawn from the workload's pool, each at a random dim from `dims`, whose
 // weights fit `mem_cap_bytes`. The shard's forward + backward + update is
 // measured by the shard timer against the reference probe (normalized, see
-// bench/shard_timer.h) after `warmup` untimed steps, and one record per shard
+// measure/shard_timer.h) after `warmup` untimed steps, and one record per shard
 // is appended to the output as it is measured (see RecordFile): a rerun of
 // the same command resumes after the last complete record, on the file's own
 // probe reference.
@@ -17,7 +17,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "embshard/bench/shard_timer.h"
+#include "embshard/measure/shard_timer.h"
 #include "embshard/kernel/tbe.h"
 #include "embshard/workload/workload.h"
 
@@ -37,7 +37,7 @@ struct ComputeBenchOptions {
   bool thread_cpu_time = false;  // cpu: ExecutorOptions::thread_cpu_time
   uint64_t seed = 0;
   int warmup = 5;
-  int min_rounds = 12, max_rounds = 60;    // interleaved rounds per shard (bench/interleaved.h)
+  int min_rounds = 12, max_rounds = 60;    // interleaved rounds per shard (measure/interleaved.h)
   double target_relative_half_width = 0.02;  // of the ratio's 95% confidence interval
   double reference_window_s = 20;          // the probe's reference: runs over this long
   // Take the probe reference from this earlier file (same machine, executor and

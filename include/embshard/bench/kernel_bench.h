@@ -159,17 +159,6 @@ struct KernelBenchReport {
   std::vector<KernelCaseResult> cases;
 };
 
-// Case (a): one DRAM-resident table with uniform random indices.
-std::vector<BenchTable> make_dram_case(const KernelBenchOptions& options, int64_t* batch_size);
-// Case (b): 20 tables shaped like Meta's 2021 synthetic set (heavy-tailed
-// rows and pooling, Zipf-skewed indices), seeded.
-std::vector<BenchTable> make_synth_like_case(const KernelBenchOptions& options,
-                                             int64_t* batch_size);
-
-// Median one-direction memcpy bandwidth (bytes copied once / time) of a
-// buffer of `bytes`, which should be far larger than the last-level cache.
-double measure_memcpy_gb_per_s(int64_t bytes, int runs);
-
 // Times ours and the peers (none: ours only) on one set of tables. The
 // tables may come from any source (e.g. a real workload's traces). Before
 // timing, each peer that offers a numerics check is compared with ours

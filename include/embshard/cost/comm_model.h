@@ -6,6 +6,7 @@
 // waits for the last device to finish its compute (the straggler effect).
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,7 +30,18 @@ struct CollectiveLoad {
   double allreduce_bytes = 0;            // all replicated tables' gradients
   bool empty() const;
   void reset(size_t devices);
+  // A row shard of `cols` columns on `device` whose rows receive
+  // `index_bytes` of lookup indices (index_exchange_bytes): 1/N of them come
+  // from the device's own samples, each other device sends 1/N.
+  void add_row_shard(int device, double cols, double index_bytes);
 };
+
+// The bytes of the lookup indices (8 each) that a row shard receives: the
+// global batch's lookups of its table (pooling factor x batch) that fall in
+// its rows (lookup_share of them).
+inline double index_exchange_bytes(double pooling_factor, int64_t batch, double lookup_share) {
+  return pooling_factor * static_cast<double>(batch) * lookup_share * 8.0;
+}
 
 class CommModel {
  public:

@@ -5,7 +5,7 @@
 // `bench compute` / `bench comm` and read by everything else.
 //
 // Version 2 records hold ground truth normalized against a reference probe
-// timed in the same window (bench/interleaved.h): "ms" (and "fwd_ms",
+// timed in the same window (measure/interleaved.h): "ms" (and "fwd_ms",
 // "bwd_ms") are the quiet-machine figures, "raw_ms" the plain median of the
 // sample's own runs, with the probe's figures and the ratio's dispersion
 // beside them. Version 1 records (before normalization) are read as raw-only

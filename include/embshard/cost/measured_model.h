@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "embshard/bench/shard_timer.h"
+#include "embshard/measure/shard_timer.h"
 #include "embshard/cost/cost_model.h"
 
 namespace embshard {

@@ -74,7 +74,6 @@ struct ShardingTypes {
   std::string str() const;
 };
 const std::vector<std::string>& sharding_type_names();
-std::string sharding_type_name(ShardingType t);
 
 // What the planners are given. Build it with make_task(), which resolves the
 // constraints by table name and checks them.

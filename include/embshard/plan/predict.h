@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -64,16 +65,6 @@ TableFeatures piece_features(const TableSpec& table, int cols, int64_t rows,
 // workload for the measured model).
 TableFeatures shard_features(const PlanTask& task, const Shard& s);
 
-// Whether a shard is a row piece (fewer rows than its table, not a replica).
-inline bool is_row_piece(const PlanTask& task, const Shard& s) {
-  return !s.replica && s.rows < task.tables[s.table].rows;
-}
-// What a shard adds to the collectives beyond the pooled all-to-all: a row
-// piece its columns (reduce-scatter / all-gather) and its lookups' indices
-// (index all-to-all), a replica its table's gradient (all-reduce, counted once,
-// by the copy on device 0). `load` must be reset to the task's devices.
-void add_collective_load(const PlanTask& task, const Shard& s, CollectiveLoad& load);
-
 struct DeviceCosts {
   int64_t memory_bytes = 0;
   double compute_ms = 0;
@@ -96,9 +87,35 @@ struct PlanPrediction {
   CollectiveLoad collectives;  // row-wise and data-parallel traffic (empty: none)
 };
 
-// Communication and totals from per-device compute and dim sums (filled in
-// `devices`) and the collectives; the collectives' backward ms count in the
-// delays (they precede the next forward), their forward ms in the forward.
+// An iteration's cost from each device's compute: the one formula of a plan's
+// prediction (finish_prediction) and the search's costing of a layout. The
+// backward all-to-all needs no delays; the forward one starts on each device
+// as late as its compute and backward exceed the fastest device's. The
+// collectives' backward ms count in the delays (they precede the next
+// forward), their forward ms in the forward. Keeps its buffers between calls.
+class IterationCost {
+ public:
+  IterationCost(const CommModel& comm, size_t devices);
+  // Per device: `compute_ms`, and `a2a_dims` the columns of its pooled
+  // all-to-all; `collectives` null or empty for none. Returns the slowest
+  // device's compute + forward + backward ms. Once the slowest device's
+  // compute and backward alone reach `prune_at`, returns that without costing
+  // the forward (the forward only adds), fwd_ms() then unset.
+  double operator()(std::span<const double> compute_ms, std::span<const double> a2a_dims,
+                    const CollectiveLoad* collectives,
+                    double prune_at = std::numeric_limits<double>::infinity());
+  // Per device, of the last call: forward and backward communication ms,
+  // the collectives' included.
+  std::span<const double> fwd_ms() const { return fwd_; }
+  std::span<const double> bwd_ms() const { return bwd_; }
+
+ private:
+  const CommModel& comm_;
+  std::vector<double> zero_, delays_, fwd_, bwd_, extra_fwd_, extra_bwd_;
+};
+
+// Communication and totals (IterationCost) from per-device compute and dim
+// sums (filled in `devices`) and the collectives.
 void finish_prediction(const CommModel& comm, PlanPrediction& p);
 
 PlanPrediction predict_plan(const PlanTask& task, const Plan& plan, ShardCosts& costs);

@@ -32,7 +32,6 @@ constexpr int kPlanVersion = 1;
 // shaped like "predicted") and "verification" (every candidate's predicted
 // and measured cost, the chosen one, what measured them).
 nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& result);
-nlohmann::json prediction_json(const PlanTask& task, const PlanPrediction& prediction);
 std::string verification_report(const Verification& verification);
 
 // The next best plan a verification's choice was made among (the leaders

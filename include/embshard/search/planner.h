@@ -99,9 +99,6 @@ std::unique_ptr<Planner> create_planner(const std::string& name, const PlannerOp
 void check_policy_use(const std::string& name, const PlannerOptions& options);
 // embshard's planners (what eval runs by default).
 const std::vector<std::string>& planner_names();
-// Other projects' planners run through their own code (torchrec_planner):
-// create_planner makes them; they run where that code is installed.
-const std::vector<std::string>& peer_planner_names();
 
 // The implementations (src/search/*.cpp), reached through the registry.
 std::unique_ptr<Planner> make_random_planner(const PlannerOptions& options);

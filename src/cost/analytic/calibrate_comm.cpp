@@ -11,7 +11,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "embshard/bench/alltoall.h"
+#include "embshard/measure/alltoall.h"
 #include "embshard/cost/cost_data.h"
 #include "embshard/cost/analytic/calibrate.h"
 #include "embshard/util/nnls.h"

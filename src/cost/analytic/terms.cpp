@@ -6,7 +6,7 @@
 
 #include "embshard/cost/analytic/terms.h"
 
-#include "embshard/bench/alltoall.h"
+#include "embshard/measure/alltoall.h"
 #include "embshard/util/error.h"
 
 namespace embshard {
@@ -96,8 +96,8 @@ double dot(const double* terms, const std::array<double, N>& coef) {
   for (size_t i = 0; i < coef.size(); ++i) sum += terms[i] * coef[i];
   return sum;
 }
-}  // namespace
 
+// Coefficients (ms per unit of each term) of a calibration, in term order.
 std::array<double, kFwdTerms> fwd_coefficients_ms(const Calibration& c) {
   return {c.fwd_call_us * 1e-3, c.fwd_per_table_us * 1e-3, c.fwd_per_lookup_ns * 1e-6,
           ms_per_byte(c.dram_gather_gbps), ms_per_byte(c.cache_gather_gbps),
@@ -110,6 +110,7 @@ std::array<double, kBwdTerms> bwd_coefficients_ms(const Calibration& c) {
           ms_per_byte(c.grad_read_gbps),  ms_per_byte(c.dram_update_gbps),
           ms_per_byte(c.cache_update_gbps), c.bwd_page_walk_ns * 1e-6};
 }
+}  // namespace
 
 double analytic_fwd_ms(const AnalyticTerms& terms, const Calibration& c) {
   return dot(terms.fwd, fwd_coefficients_ms(c)) + terms.output_bytes * ms_per_byte(c.seq_gbps);

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "embshard/bench/alltoall.h"
+#include "embshard/measure/alltoall.h"
 #include "embshard/util/error.h"
 
 namespace embshard {

@@ -7,7 +7,7 @@
 #include "embshard/cost/neural/features.h"
 #include "embshard/cost/neural/model.h"
 #include "embshard/util/error.h"
-#include "cost/neural/torch_common.h"
+#include "embshard/cost/neural/torch_common.h"
 
 namespace embshard {
 namespace torch_impl {

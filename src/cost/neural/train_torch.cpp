@@ -22,7 +22,7 @@
 #include "embshard/util/reporter.h"
 #include "embshard/util/error.h"
 #include "embshard/util/machine.h"
-#include "cost/neural/torch_common.h"
+#include "embshard/cost/neural/torch_common.h"
 
 namespace embshard {
 namespace {

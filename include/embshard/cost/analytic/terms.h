@@ -72,9 +72,6 @@ static_assert(std::is_trivially_copyable_v<AnalyticSums> && kAnalyticSums == 10)
 AnalyticTerms analytic_terms(const AnalyticSums& sums, int64_t cache_bytes);
 AnalyticTerms analytic_terms(std::span<const AnalyticTable> shard, int64_t batch_size,
                              int64_t cache_bytes);
-// Coefficients (ms per unit of each term) of a calibration, in term order.
-std::array<double, kFwdTerms> fwd_coefficients_ms(const Calibration& c);
-std::array<double, kBwdTerms> bwd_coefficients_ms(const Calibration& c);
 double analytic_fwd_ms(const AnalyticTerms& terms, const Calibration& c);
 double analytic_bwd_ms(const AnalyticTerms& terms, const Calibration& c);
 

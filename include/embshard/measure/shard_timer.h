@@ -4,7 +4,7 @@
 //
 // time() is a plain timer: the medians of a shard's own steps. measure() is
 // the ground truth: the shard's steps interleaved with a fixed reference
-// probe (bench/interleaved.h), so that a slow phase of a shared machine
+// probe (measure/interleaved.h), so that a slow phase of a shared machine
 // slows both and cancels in their ratio; the shard's cost is the median ratio
 // times the probe's reference (its quiet time, estimated once per run).
 #pragma once
@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "embshard/bench/interleaved.h"
+#include "embshard/measure/interleaved.h"
 #include "embshard/kernel/executor.h"
 #include "embshard/workload/trace.h"
 #include "embshard/workload/workload.h"

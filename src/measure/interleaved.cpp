@@ -1,5 +1,5 @@
 // Interleaved timing against reference probes: see the header for the protocol.
-#include "embshard/bench/interleaved.h"
+#include "embshard/measure/interleaved.h"
 
 #include <chrono>
 #include <cmath>

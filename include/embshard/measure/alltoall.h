@@ -19,7 +19,7 @@ constexpr int kReferenceExchangeDim = 64;
 // order every rank draws alike from `seed`) with `repeats` rounds of a fixed
 // reference exchange (`probe_dim` columns on every rank); `batch`
 // rows in all (batch / N per rank). Each rank normalizes its own figures by
-// the ratio to the reference exchange and its quiet time (bench/interleaved.h).
+// the ratio to the reference exchange and its quiet time (measure/interleaved.h).
 struct AllToAllTiming {
   int64_t batch = 4096;
   int warmup = 3;

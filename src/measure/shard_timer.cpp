@@ -1,5 +1,5 @@
 // The one shard timer.
-#include "embshard/bench/shard_timer.h"
+#include "embshard/measure/shard_timer.h"
 
 #include <algorithm>
 #include <random>
