@@ -237,10 +237,11 @@ std::vector<std::string> parse_verify_rivals(const std::string& text, const std:
   return rivals;
 }
 
-PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const CostModel& model,
-                              const CostModel& truth, const VerifyOptions& o) {
-  const int candidates = o.candidates;
-  ES_CHECK(candidates >= 0, "verification: {} candidates, need at least 0", candidates);
+namespace {
+
+// Error naming the option for verification settings out of range.
+void check_verify_options(const VerifyOptions& o) {
+  ES_CHECK(o.candidates >= 0, "verification: {} candidates, need at least 0", o.candidates);
   ES_CHECK(o.rounds >= 1, "verification: {} rounds, need at least 1", o.rounds);
   check_verify_rivals(o.rivals, "verification: rivals");
   ES_CHECK(o.comm_passes >= 1 && o.pass_pause_s >= 0,
@@ -249,8 +250,86 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
   ES_CHECK(o.leaders >= 0 && o.fresh_passes >= 0,
            "verification: {} leaders measured {} times more, need at least 0 of each",
            o.leaders, o.fresh_passes);
-  ES_CHECK(!o.measure_tables || candidates > 0,
+  ES_CHECK(!o.measure_tables || o.candidates > 0,
            "verification: measuring the tables alone needs at least 1 candidate");
+}
+
+// Each table measured alone and whole on `measured` before the first search:
+// a set each for the correction, and a line each in the report.
+void measure_tables_alone(const PlanTask& task, ShardCosts& costs, ShardCosts& measured,
+                          std::vector<MeasuredSet>& sets, Verification& v) {
+  const auto tables_start = std::chrono::steady_clock::now();
+  for (int t = 0; t < task.num_tables(); ++t) {
+    const Shard whole{t, 0, task.tables[t].dim, 0, task.tables[t].rows, 0, false};
+    const double predicted = costs.single_ms(costs.shard_id(whole));
+    const double measured_ms = measured.single_ms(measured.shard_id(whole));
+    sets.push_back({{task.source_table.empty() ? t : task.source_table[t]},
+                    {predicted},
+                    measured_ms,
+                    predicted});
+    v.tables.push_back({task.tables[t].name, predicted, measured_ms});
+  }
+  v.tables_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - tables_start)
+                   .count();
+}
+
+// Further passes over every candidate, seconds apart (compute is cached:
+// each pass measures the communication again). A slow stretch of the
+// machine's then falls on one pass of a plan rather than on its figure.
+void measure_again(const PlanTask& task, ShardCosts& measured, const VerifyOptions& o,
+                   Verification& v) {
+  v.comm_passes = o.comm_passes;
+  for (int pass = 1; pass < o.comm_passes; ++pass) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.pass_pause_s));
+    for (VerifiedCandidate& c : v.candidates) {
+      PlanPrediction again = predict_plan(task, c.plan, measured);
+      c.passes_ms.push_back(again.cost_ms);
+      if (again.cost_ms < c.measured.cost_ms) c.measured = std::move(again);
+    }
+  }
+  for (VerifiedCandidate& c : v.candidates) c.measured_ms = fastest_half_mean(c.passes_ms);
+}
+
+// The candidate chosen: the lowest figure, or with leaders, the lowest median
+// of the leaders' figures and their measurements afresh.
+int choose_candidate(const PlanTask& task, ShardCosts& measured, const VerifyOptions& o,
+                     Verification& v) {
+  const auto lower = [&](size_t a, size_t b) {
+    return v.candidates[a].measured_ms < v.candidates[b].measured_ms;
+  };
+  std::vector<size_t> order(v.candidates.size());  // by figure, lowest first
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), lower);
+  // The leaders, measured again with their compute afresh, in alternating
+  // order (a slow stretch falls on each in turn); the choice is among them.
+  if (o.leaders > 0 && o.fresh_passes > 0) {
+    order.resize(std::min(order.size(), static_cast<size_t>(o.leaders)));
+    v.leaders = static_cast<int>(order.size());
+    for (int pass = 1; pass <= o.fresh_passes; ++pass) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(o.pass_pause_s));
+      measured.compute().set_fresh_pass(true);
+      for (size_t k = 0; k < order.size(); ++k) {
+        VerifiedCandidate& c = v.candidates[order[pass % 2 == 1 ? k : order.size() - 1 - k]];
+        c.fresh_ms.push_back(predict_plan(task, c.plan, measured).cost_ms);
+      }
+      measured.compute().set_fresh_pass(false);
+    }
+    for (size_t i : order) {
+      VerifiedCandidate& c = v.candidates[i];
+      std::vector<double> all = c.fresh_ms;
+      all.push_back(c.measured_ms);
+      c.measured_ms = median(all);
+    }
+  }
+  return static_cast<int>(*std::min_element(order.begin(), order.end(), lower));
+}
+
+}  // namespace
+
+PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const CostModel& model,
+                              const CostModel& truth, const VerifyOptions& o) {
+  check_verify_options(o);
+  const int candidates = o.candidates;
   if (candidates == 0) return make_plan(planner, task, model);
   PlanResult r = result_header(planner, task, model);
   ShardCosts costs(task, model);
@@ -258,21 +337,7 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
   v.truth = truth.name;
   ShardCosts measured(task, truth);  // verification's
   std::vector<MeasuredSet> sets;  // by source table: the task's own where it names none
-  if (o.measure_tables) {
-    const auto tables_start = std::chrono::steady_clock::now();
-    for (int t = 0; t < task.num_tables(); ++t) {
-      const Shard whole{t, 0, task.tables[t].dim, 0, task.tables[t].rows, 0, false};
-      const double predicted = costs.single_ms(costs.shard_id(whole));
-      const double measured_ms = measured.single_ms(measured.shard_id(whole));
-      sets.push_back({{task.source_table.empty() ? t : task.source_table[t]},
-                      {predicted},
-                      measured_ms,
-                      predicted});
-      v.tables.push_back({task.tables[t].name, predicted, measured_ms});
-    }
-    v.tables_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - tables_start)
-                     .count();
-  }
+  if (o.measure_tables) measure_tables_alone(task, costs, measured, sets, v);
   // The search's best plans, against the model corrected by every set
   // measured so far (none: the model as it is).
   const auto search = [&]() {
@@ -331,47 +396,8 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
     // Nothing new measured: the next correction, and its plans, would be the same.
     if (round > 0 && v.candidates.size() == before) break;
   }
-  // Further passes over every candidate, seconds apart (compute is cached:
-  // each pass measures the communication again). A slow stretch of the
-  // machine's then falls on one pass of a plan rather than on its figure.
-  v.comm_passes = o.comm_passes;
-  for (int pass = 1; pass < o.comm_passes; ++pass) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(o.pass_pause_s));
-    for (VerifiedCandidate& c : v.candidates) {
-      PlanPrediction again = predict_plan(task, c.plan, measured);
-      c.passes_ms.push_back(again.cost_ms);
-      if (again.cost_ms < c.measured.cost_ms) c.measured = std::move(again);
-    }
-  }
-  for (VerifiedCandidate& c : v.candidates) c.measured_ms = fastest_half_mean(c.passes_ms);
-  const auto lower = [&](size_t a, size_t b) {
-    return v.candidates[a].measured_ms < v.candidates[b].measured_ms;
-  };
-  std::vector<size_t> order(v.candidates.size());  // by figure, lowest first
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), lower);
-  // The leaders, measured again with their compute afresh, in alternating
-  // order (a slow stretch falls on each in turn); the choice is among them.
-  if (o.leaders > 0 && o.fresh_passes > 0) {
-    order.resize(std::min(order.size(), static_cast<size_t>(o.leaders)));
-    v.leaders = static_cast<int>(order.size());
-    for (int pass = 1; pass <= o.fresh_passes; ++pass) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(o.pass_pause_s));
-      measured.compute().set_fresh_pass(true);
-      for (size_t k = 0; k < order.size(); ++k) {
-        VerifiedCandidate& c = v.candidates[order[pass % 2 == 1 ? k : order.size() - 1 - k]];
-        c.fresh_ms.push_back(predict_plan(task, c.plan, measured).cost_ms);
-      }
-      measured.compute().set_fresh_pass(false);
-    }
-    for (size_t i : order) {
-      VerifiedCandidate& c = v.candidates[i];
-      std::vector<double> all = c.fresh_ms;
-      all.push_back(c.measured_ms);
-      c.measured_ms = median(all);
-    }
-  }
-  v.chosen = static_cast<int>(*std::min_element(order.begin(), order.end(), lower));
+  measure_again(task, measured, o, v);
+  v.chosen = choose_candidate(task, measured, o, v);
   v.verify_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - verify_start).count() +
       v.tables_s;
