@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <span>
 #include <thread>
@@ -157,6 +158,49 @@ class NeuroShardPlanner : public Planner {
                               std::vector<std::unique_ptr<search::GridGreedy>>& grids,
                               Ratings& rated, std::unordered_set<uint64_t>& seen,
                               bool with_row_wise, size_t& work, std::string& which) const;
+  // The beams of one search (plan_candidates), in order.
+  // NeuroShard's beam over halvings alone, then (where the task allows other
+  // types) a beam with every move: a wider space must not crowd the
+  // halvings' lineage out of a beam of width 3, so the search keeps the best
+  // of all and is never rated worse than the table- and column-wise search.
+  // Then a beam that halves nothing: in the every-move beam the halvings'
+  // children, often cheaper one step ahead, crowd out the lineages that
+  // replicate or split rows table after table, which end cheaper
+  // (docs/sharding_types.md). It starts from the tables that fit no device
+  // split by rows, not halved, where those differ: halves it cannot join
+  // again. Last, when the cheaper of TorchRec's greedy
+  // and row-wise proposals (torchrec_proposal) beats every plan found so
+  // far, a fourth beam with every move starts from it (a beam of its own:
+  // beside the start its children crowded out the start's lineage). The
+  // beam without halvings gets the work the halvings' beam took (pieces
+  // placed by the children they rated), the every-move beam half of it
+  // (mostly one step: it finds the plans that mix halvings and row splits
+  // from the start), and the last that work times its start's pieces over
+  // the start's (its children place that many more pieces each: the
+  // row-wise proposal's are one per table and device), counted, not timed,
+  // so that plans do not depend on the machine: every type costs at most
+  // about 2.5 times the search time where the last beam does not run.
+  enum Phase { kHalvings, kEveryMove, kNoHalvings, kFromProposal };
+  // One search's state across its beams.
+  struct SearchState {
+    std::vector<std::unique_ptr<search::GridGreedy>> grids;  // one per thread
+    Ratings screened, rated;
+    std::vector<BeamState> best;  // the `count` cheapest distinct states, cheapest first
+    size_t halvings_work = 0;     // pieces placed by the halvings' beam
+  };
+  // A beam's steps from `beam` (`seen`: the piece sets already made), until
+  // max_steps, no new candidates, the step patience, or `work_limit` pieces
+  // placed; returns the steps taken and sets `stop` to why it ended early.
+  // The last beam's start: the cheaper of TorchRec's greedy and row-wise
+  // proposals where it beats every plan found so far (remembered among them;
+  // `scale`: its pieces over the start's), none otherwise; the summary says which.
+  std::optional<BeamState> proposal_start(const PlanTask& task, ShardCosts& costs, int count,
+                                          SearchState& st, const BeamState& start,
+                                          std::unordered_set<uint64_t>& seen, size_t& work,
+                                          double& scale);
+  int run_beam(const PlanTask& task, ShardCosts& costs, int count, Phase phase, SearchState& st,
+               std::vector<BeamState> beam, std::unordered_set<uint64_t>& seen, size_t& work,
+               double work_share, std::string& stop) const;
 
   PlannerOptions options_;
   std::string summary_;  // the last search's steps
@@ -477,25 +521,140 @@ BeamState NeuroShardPlanner::torchrec_proposal(
   return std::move(proposals.front());
 }
 
+int NeuroShardPlanner::run_beam(const PlanTask& task, ShardCosts& costs, int count, Phase phase,
+                                SearchState& st, std::vector<BeamState> beam,
+                                std::unordered_set<uint64_t>& seen, size_t& work,
+                                double work_share, std::string& stop) const {
+  const bool extended = phase != kHalvings;
+  std::vector<BeamState> children, more;
+  double phase_best = beam.front().cost_ms;
+  int stale_steps = 0;  // steps in a row that found nothing cheaper than phase_best
+  int steps = 0;
+  for (; steps < options_.max_steps; ++steps) {
+    // (Where the halvings' beam had nothing to halve, as with column-wise
+    // not allowed, the wider beams are bounded by the steps alone.)
+    if (extended && st.halvings_work > 0 && work >= work_share * st.halvings_work) {
+      stop = phase == kEveryMove      ? "half the halvings' work spent"
+             : phase == kFromProposal ? fmt::format("{:.3g} x the halvings' work spent", work_share)
+                                      : "the halvings' work spent";
+      break;
+    }
+    children.clear();
+    for (size_t b = 0; b < beam.size(); ++b) {
+      const BeamState& s = beam[b];
+      for (size_t i : phase != kNoHalvings ? candidates(task, s) : std::vector<size_t>{}) {
+        BeamState child = split(task, costs, s, i);
+        if (!search::types_allowed(task, child.pieces)) continue;
+        child.parent = b;
+        if (seen.insert(child.signature).second) children.push_back(std::move(child));
+      }
+      if (!extended) continue;
+      more.clear();
+      more_moves(task, costs, s, more);
+      if (phase == kFromProposal) joins(task, costs, s, more);
+      for (BeamState& child : more) {
+        child.parent = b;
+        if (seen.insert(child.signature).second) children.push_back(std::move(child));
+      }
+    }
+    if (children.empty()) {
+      stop = "no new candidates";
+      break;
+    }
+    for (const BeamState& c : children) work += c.pieces.size();
+    if (!extended) st.halvings_work = work;
+    const size_t keep = static_cast<size_t>(options_.screen_keep) * options_.beam_width;
+    if (keep > 0 && children.size() > keep) {
+      // The screen: each child rated on its parent's best cap alone; the
+      // keep best go on to the whole grid.
+      rate_children(task, children, keep, st.grids, st.screened, options_, &beam);
+      by_cost(children);
+      children.resize(keep);
+    }
+    // The beam's children and the `count` cheapest rated exactly, so that
+    // the candidates, like the beam, do not depend on the threads.
+    rate_children(task, children, std::max<size_t>(options_.beam_width, count), st.grids,
+                  st.rated, options_, nullptr);
+    by_cost(children);
+    for (const BeamState& c : children) remember(st.best, c, count);
+    if (children.size() > static_cast<size_t>(options_.beam_width)) {
+      children.resize(options_.beam_width);
+    }
+    beam.swap(children);
+    if (beam.front().cost_ms < phase_best) {
+      phase_best = beam.front().cost_ms;
+      stale_steps = 0;
+    } else if (options_.step_patience > 0 && ++stale_steps >= options_.step_patience) {
+      ++steps;
+      stop = fmt::format("the last {} without a cheaper plan", options_.step_patience);
+      break;
+    }
+  }
+  return steps;
+}
+
+// Error for a search whose every greedy run ran out of memory somewhere:
+// names the biggest piece of the start.
+[[noreturn]] void throw_no_placement(const PlanTask& task, const std::vector<Piece>& pieces,
+                                     const PlannerOptions& o) {
+  const auto big = std::max_element(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
+    return a.mem_bytes < b.mem_bytes;
+  });
+  int64_t total = 0, have = 0;
+  for (const Piece& p : pieces) total += p.mem_bytes;
+  for (int64_t c : task.device_mem_bytes) have += c;
+  // Without beam steps or candidates the search splits nothing beyond its start.
+  const std::string why = o.max_steps == 0    ? "; --max-steps 0 splits nothing beyond the start"
+                          : o.candidates == 0 ? "; --candidates 0 splits nothing beyond the start"
+                                              : "";
+  ES_THROW("neuroshard found no placement within the memory caps: the tables need {} bytes "
+           "of {} bytes on {} devices; the biggest piece is table '{}' ({} bytes){}",
+           total, have, task.num_devices(), task.tables[big->table].name, big->mem_bytes, why);
+}
+
+std::optional<BeamState> NeuroShardPlanner::proposal_start(const PlanTask& task, ShardCosts& costs,
+                                                           int count, SearchState& st,
+                                                           const BeamState& start,
+                                                           std::unordered_set<uint64_t>& seen,
+                                                           size_t& work, double& scale) {
+  std::string which;
+  // The row-wise proposal where a table fits no device whole.
+  const int64_t room =
+      *std::max_element(task.device_mem_bytes.begin(), task.device_mem_bytes.end());
+  bool huge = false;
+  for (int t = 0; t < task.num_tables(); ++t) huge = huge || task.table_bytes(t) > room;
+  BeamState p = torchrec_proposal(task, costs, st.grids, st.rated, seen, huge, work, which);
+  const bool cheaper = !st.best.empty() ? p.cost_ms < st.best.front().cost_ms : std::isfinite(p.cost_ms);
+  summary_ +=
+      p.pieces.empty() ? "; TorchRec's proposals split no rows"
+      : !std::isfinite(p.cost_ms)
+          ? "; TorchRec's proposals: their pieces, placed by this search's grid, do not fit "
+            "the devices' memory (the torchrec planner places them its own way)"
+          : fmt::format("; TorchRec's {} proposal {:.3f} ms{}", which, p.cost_ms,
+                        cheaper ? "" : " (not cheaper: no beam from it)");
+  if (!cheaper) return std::nullopt;
+  remember(st.best, p, count);
+  scale = std::max(1.0, static_cast<double>(p.pieces.size()) / start.pieces.size());
+  return p;
+}
+
 std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, ShardCosts& costs,
                                                      int count) {
   ES_CHECK(count >= 1, "neuroshard: asked for {} candidate plans, need at least 1", count);
   // One grid search (and cost cache) per thread; the model is only read.
   const unsigned threads =
       options_.threads > 0 ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::unique_ptr<search::GridGreedy>> grids;
+  SearchState st;
   for (unsigned t = 0; t < threads; ++t) {
-    grids.push_back(std::make_unique<search::GridGreedy>(task, costs.model(), options_));
+    st.grids.push_back(std::make_unique<search::GridGreedy>(task, costs.model(), options_));
   }
   BeamState start;
-  std::vector<BeamState> best;
   summary_.clear();
-  Ratings screened, rated;
   // Tables that fit no device come with their columns halved first
   // (NeuroShard's way); where no plan comes of that start (each half adds
   // optimizer state), the search runs again from their rows split first.
   for (const search::Fit fit : {search::Fit::kColumnsFirst, search::Fit::kRowsFirst}) {
-    if (fit == search::Fit::kRowsFirst && !best.empty()) break;
+    if (fit == search::Fit::kRowsFirst && !st.best.empty()) break;
     std::vector<Piece> pieces = search::initial_pieces(task, costs, fit);
     if (fit == search::Fit::kRowsFirst) {
       if (signature(pieces) == start.signature) break;
@@ -509,68 +668,32 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
       for (const bool big_first : {false, true}) {
         s.big_first = big_first;
         std::sort(s.pieces.begin(), s.pieces.end(), PieceOrder(task, big_first));
-        s.cost_ms = grids[0]->run(s.pieces, s.device_of);
-        s.cap = grids[0]->best_cap();
+        s.cost_ms = st.grids[0]->run(s.pieces, s.device_of);
+        s.cap = st.grids[0]->best_cap();
         if (std::isfinite(s.cost_ms)) break;
       }
       s.signature = signature(s.pieces);
-      remember(best, s, count);
+      remember(st.best, s, count);
       return s;
     };
     start = placed(std::move(pieces));
-    // NeuroShard's beam over halvings alone, then (where the task allows other
-    // types) a beam with every move: a wider space must not crowd the
-    // halvings' lineage out of a beam of width 3, so the search keeps the best
-    // of all and is never rated worse than the table- and column-wise search.
-    // Then a beam that halves nothing: in the every-move beam the halvings'
-    // children, often cheaper one step ahead, crowd out the lineages that
-    // replicate or split rows table after table, which end cheaper
-    // (docs/sharding_types.md). It starts from the tables that fit no device
-    // split by rows, not halved, where those differ: halves it cannot join
-    // again. Last, when the cheaper of TorchRec's greedy
-    // and row-wise proposals (torchrec_proposal) beats every plan found so
-    // far, a fourth beam with every move starts from it (a beam of its own:
-    // beside the start its children crowded out the start's lineage). The
-    // beam without halvings gets the work the halvings' beam took (pieces
-    // placed by the children they rated), the every-move beam half of it
-    // (mostly one step: it finds the plans that mix halvings and row splits
-    // from the start), and the last that work times its start's pieces over
-    // the start's (its children place that many more pieces each: the
-    // row-wise proposal's are one per table and device), counted, not timed,
-    // so that plans do not depend on the machine: every type costs at most
-    // about 2.5 times the search time where the last beam does not run.
+    // The beams in order (Phase).
     const bool wider = task.types.any_row_split() || task.types.allows(ShardingType::kDataParallel);
-    size_t halvings_work = 0;
+    st.halvings_work = 0;
     double proposal_scale = 1;  // the last beam's work: the halvings' x this
-    enum Phase { kHalvings, kEveryMove, kNoHalvings, kFromProposal };
     for (const Phase phase : {kHalvings, kEveryMove, kNoHalvings, kFromProposal}) {
       const bool extended = phase != kHalvings;
       if (extended && !wider) break;
       // Where nothing was halved, the every-move beam was this one already.
-      if (phase == kNoHalvings && halvings_work == 0) continue;
-      std::vector<BeamState> beam{start}, children, more;
+      if (phase == kNoHalvings && st.halvings_work == 0) continue;
+      std::vector<BeamState> beam{start};
       std::unordered_set<uint64_t> seen{start.signature};
       size_t work = 0;
       if (phase == kFromProposal) {
-        std::string which;
-        // The row-wise proposal where a table fits no device whole.
-        const int64_t room =
-            *std::max_element(task.device_mem_bytes.begin(), task.device_mem_bytes.end());
-        bool huge = false;
-        for (int t = 0; t < task.num_tables(); ++t) huge = huge || task.table_bytes(t) > room;
-        BeamState p = torchrec_proposal(task, costs, grids, rated, seen, huge, work, which);
-        const bool cheaper = !best.empty() ? p.cost_ms < best.front().cost_ms : std::isfinite(p.cost_ms);
-        summary_ +=
-            p.pieces.empty() ? "; TorchRec's proposals split no rows"
-            : !std::isfinite(p.cost_ms)
-                ? "; TorchRec's proposals: their pieces, placed by this search's grid, do not fit "
-                  "the devices' memory (the torchrec planner places them its own way)"
-                : fmt::format("; TorchRec's {} proposal {:.3f} ms{}", which, p.cost_ms,
-                              cheaper ? "" : " (not cheaper: no beam from it)");
-        if (!cheaper) break;
-        remember(best, p, count);
-        proposal_scale = std::max(1.0, static_cast<double>(p.pieces.size()) / start.pieces.size());
-        beam = {std::move(p)};
+        std::optional<BeamState> p =
+            proposal_start(task, costs, count, st, start, seen, work, proposal_scale);
+        if (!p) break;
+        beam = {std::move(*p)};
       }
       if (phase == kNoHalvings && fit == search::Fit::kColumnsFirst && task.types.any_row_split()) {
         std::vector<Piece> rows = search::initial_pieces(task, costs, search::Fit::kRowsFirst);
@@ -579,73 +702,12 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
           seen.insert(beam.front().signature);
         }
       }
-      double phase_best = beam.front().cost_ms;
-      int stale_steps = 0;  // steps in a row that found nothing cheaper than phase_best
-      int steps = 0;
+      const double share = phase == kEveryMove      ? 0.5
+                           : phase == kFromProposal ? proposal_scale
+                                                    : 1.0;
       std::string stop;  // why the beam ended before max_steps
-      for (; steps < options_.max_steps; ++steps) {
-        // (Where the halvings' beam had nothing to halve, as with column-wise
-        // not allowed, the wider beams are bounded by the steps alone.)
-        const double share = phase == kEveryMove      ? 0.5
-                             : phase == kFromProposal ? proposal_scale
-                                                      : 1.0;
-        if (extended && halvings_work > 0 && work >= share * halvings_work) {
-          stop = phase == kEveryMove      ? "half the halvings' work spent"
-                 : phase == kFromProposal ? fmt::format("{:.3g} x the halvings' work spent", share)
-                                          : "the halvings' work spent";
-          break;
-        }
-        children.clear();
-        for (size_t b = 0; b < beam.size(); ++b) {
-          const BeamState& s = beam[b];
-          for (size_t i : phase != kNoHalvings ? candidates(task, s) : std::vector<size_t>{}) {
-            BeamState child = split(task, costs, s, i);
-            if (!search::types_allowed(task, child.pieces)) continue;
-            child.parent = b;
-            if (seen.insert(child.signature).second) children.push_back(std::move(child));
-          }
-          if (!extended) continue;
-          more.clear();
-          more_moves(task, costs, s, more);
-          if (phase == kFromProposal) joins(task, costs, s, more);
-          for (BeamState& child : more) {
-            child.parent = b;
-            if (seen.insert(child.signature).second) children.push_back(std::move(child));
-          }
-        }
-        if (children.empty()) {
-          stop = "no new candidates";
-          break;
-        }
-        for (const BeamState& c : children) work += c.pieces.size();
-        if (!extended) halvings_work = work;
-        const size_t keep = static_cast<size_t>(options_.screen_keep) * options_.beam_width;
-        if (keep > 0 && children.size() > keep) {
-          // The screen: each child rated on its parent's best cap alone; the
-          // keep best go on to the whole grid.
-          rate_children(task, children, keep, grids, screened, options_, &beam);
-          by_cost(children);
-          children.resize(keep);
-        }
-        // The beam's children and the `count` cheapest rated exactly, so that
-        // the candidates, like the beam, do not depend on the threads.
-        rate_children(task, children, std::max<size_t>(options_.beam_width, count), grids, rated,
-                      options_, nullptr);
-        by_cost(children);
-        for (const BeamState& c : children) remember(best, c, count);
-        if (children.size() > static_cast<size_t>(options_.beam_width)) {
-          children.resize(options_.beam_width);
-        }
-        beam.swap(children);
-        if (beam.front().cost_ms < phase_best) {
-          phase_best = beam.front().cost_ms;
-          stale_steps = 0;
-        } else if (options_.step_patience > 0 && ++stale_steps >= options_.step_patience) {
-          ++steps;
-          stop = fmt::format("the last {} without a cheaper plan", options_.step_patience);
-          break;
-        }
-      }
+      const int steps = run_beam(task, costs, count, phase, st, std::move(beam), seen, work,
+                                 share, stop);
       static const char* const kNames[] = {"halvings", "every move", "every move but halvings",
                                            "every move from it"};
       summary_ += fmt::format("{}{}: {} of {} beam steps{}", summary_.empty() ? "" : "; ",
@@ -653,26 +715,9 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
                               stop.empty() ? "" : " (" + stop + ")");
     }
   }
-  if (best.empty()) {
-    // Every greedy run ran out of memory somewhere: name the biggest piece.
-    const auto big = std::max_element(start.pieces.begin(), start.pieces.end(),
-                                      [](const Piece& a, const Piece& b) {
-                                        return a.mem_bytes < b.mem_bytes;
-                                      });
-    int64_t total = 0, have = 0;
-    for (const Piece& p : start.pieces) total += p.mem_bytes;
-    for (int64_t c : task.device_mem_bytes) have += c;
-    // Without beam steps or candidates the search splits nothing beyond its start.
-    const std::string why =
-        options_.max_steps == 0   ? "; --max-steps 0 splits nothing beyond the start"
-        : options_.candidates == 0 ? "; --candidates 0 splits nothing beyond the start"
-                                   : "";
-    ES_THROW("neuroshard found no placement within the memory caps: the tables need {} bytes "
-             "of {} bytes on {} devices; the biggest piece is table '{}' ({} bytes){}",
-             total, have, task.num_devices(), task.tables[big->table].name, big->mem_bytes, why);
-  }
+  if (st.best.empty()) throw_no_placement(task, start.pieces, options_);
   std::vector<Plan> plans;
-  for (const BeamState& s : best) plans.push_back(search::plan_from_pieces(task, s.pieces, s.device_of));
+  for (const BeamState& s : st.best) plans.push_back(search::plan_from_pieces(task, s.pieces, s.device_of));
   return plans;
 }
 
