@@ -4,13 +4,12 @@
 #   cli    tests that run the CLI or another program (a gtest name holding "Cli")
 #   mpi    tests that start mpirun (a gtest name holding "Mpi")
 #   torch  tests that need libtorch or TorchRec (test_*_torch.cpp, the TorchRec tests)
-#   slow   a test of any of these kinds among the slowest of a ctest run (5 s and more)
-#          (unguarded: its kind is not known here)
+#   slow   the slowest tests of any kind (about 5 s and more in a ctest run), not guarded
 # A unit test that starts a process fails (tests/test_util.h, run_shell):
 # EMBSHARD_TEST_LABEL in its environment names its kind.
 include(GoogleTest)
 
-# The slow gtest cases, measured by a ctest run (the other tests are labelled where added).
+# The slow gtest cases (the other tests are labelled where they are added).
 set(EMBSHARD_SLOW_TESTS
     Ranking.MeasuredModelAgainstItselfAlwaysHits
     EvalPasses.EachDeviceCountsAtTheMedianOfItsComputePasses

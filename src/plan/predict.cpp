@@ -10,7 +10,6 @@
 #include "embshard/workload/trace_shard.h"
 
 namespace embshard {
-
 namespace {
 
 // Whether a shard is a row piece (fewer rows than its table, not a replica).
@@ -37,7 +36,6 @@ void add_collective_load(const PlanTask& task, const Shard& s, CollectiveLoad& l
 }
 
 }  // namespace
-
 
 TableFeatures piece_features(const TableSpec& table, int cols, int64_t rows,
                              double lookup_share) {

@@ -44,10 +44,7 @@ void Layout::copy_from(const Layout& other) {
   mem_bytes = other.mem_bytes;
   dim_sum = other.dim_sum;
   a2a_dim = other.a2a_dim;
-  collectives.rw_dim_sums = other.collectives.rw_dim_sums;
-  collectives.index_recv_bytes = other.collectives.index_recv_bytes;
-  collectives.index_send_bytes = other.collectives.index_send_bytes;
-  collectives.allreduce_bytes = other.collectives.allreduce_bytes;
+  collectives = other.collectives;
   group_on = other.group_on;
   compute_ms = other.compute_ms;
   sum_sq_ms = other.sum_sq_ms;

@@ -100,7 +100,7 @@ class IterationCost {
   // all-to-all; `collectives` null or empty for none. Returns the slowest
   // device's compute + forward + backward ms. Once the slowest device's
   // compute and backward alone reach `prune_at`, returns that without costing
-  // the forward (the forward only adds), fwd_ms() then unset.
+  // the forward (the forward only adds); fwd_ms() is then stale.
   double operator()(std::span<const double> compute_ms, std::span<const double> a2a_dims,
                     const CollectiveLoad* collectives,
                     double prune_at = std::numeric_limits<double>::infinity());
