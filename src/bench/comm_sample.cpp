@@ -43,7 +43,8 @@ void place_greedy(CommSample& s, int num_devices) {
 CommSample draw_comm_sample(const CommBenchOptions& o, int num_devices, int64_t index) {
   // A stream apart from bench compute's for the same (seed, index).
   std::mt19937_64 rng(item_seed(o.seed, index) ^
-                      splitmix64(0xc033ULL + static_cast<uint64_t>(num_devices)));
+                      splitmix64(static_cast<uint64_t>(SeedUse::kCommSample) +
+                                 static_cast<uint64_t>(num_devices)));
   CommSample s;
   const int64_t min_tables = int64_t{num_devices} * o.tables_per_device[0];
   const int64_t max_tables = int64_t{num_devices} * o.tables_per_device[1];
@@ -76,7 +77,8 @@ CommSample draw_comm_sample(const CommBenchOptions& o, int num_devices, int64_t 
 CollectiveLoad draw_collective_load(const CommBenchOptions& o, int num_devices, int64_t index) {
   const CommSample s = draw_comm_sample(o, num_devices, index);
   std::mt19937_64 rng(item_seed(o.seed, index) ^
-                      splitmix64(0xc011ULL + static_cast<uint64_t>(num_devices)));
+                      splitmix64(static_cast<uint64_t>(SeedUse::kCollectiveLoad) +
+                                 static_cast<uint64_t>(num_devices)));
   std::uniform_real_distribution<double> u(0.0, 1.0);
   const double pooling = std::pow(200.0, u(rng));
   const double n = num_devices;

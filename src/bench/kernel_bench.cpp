@@ -112,7 +112,7 @@ CaseData bind_case(const std::vector<BenchTable>& tables, int64_t batch_size, ui
     c.batch.tables.push_back(tb);
   }
   c.grad_output.resize(batch_size * c.batch.total_dim());
-  fill_uniform(c.grad_output, 1.0f, seed ^ 0xABCDEFull);
+  fill_uniform(c.grad_output, 1.0f, seed_for(seed, SeedUse::kKernelGradients));
   c.output = std::make_unique<HugeBuffer>(
       static_cast<int64_t>(c.grad_output.size() * sizeof(float)));
   return c;

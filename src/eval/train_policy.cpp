@@ -32,7 +32,7 @@ std::vector<EvalTask> draw_specs(const Workload& pool, const PolicyTrainOptions&
   g.count = count;
   g.seed = seed;
   std::vector<EvalTask> specs = generate_tasks(pool, g);
-  std::mt19937_64 rng(seed ^ kSplitmixGamma);
+  std::mt19937_64 rng(seed_for(seed, SeedUse::kPolicyHeadroom));
   std::uniform_real_distribution<double> headroom(o.min_headroom, o.max_headroom);
   const MemoryModel memory;
   for (EvalTask& s : specs) {

@@ -28,6 +28,22 @@ struct SplitMix64 {
   }
 };
 
+// The uses of a run's seed that draw apart from its main stream: each mixes
+// its own constant in (seed_for), so that no two uses of one seed draw alike.
+// A new use takes a new constant; an old one keeps its value, or the draws
+// of records, models and files made with it would change.
+enum class SeedUse : uint64_t {
+  kFitRecords = 0xf17,            // fit: which records are fitted on, which judge
+  kFitCommPlacements = 0xc0,      // fit: which comm placements are fitted on
+  kHeldOutTables = 0x7ab1e5,      // train: the tables held out to judge
+  kKernelGradients = 0xabcdef,    // bench kernel: a case's output gradients
+  kPolicyHeadroom = kSplitmixGamma,  // train-policy: each task's memory headroom
+  kCommSample = 0xc033,           // bench comm: a placement (with the device count added)
+  kCollectiveLoad = 0xc011,       // bench comm: a placement's collectives (likewise)
+};
+
+inline uint64_t seed_for(uint64_t seed, SeedUse use) { return seed ^ static_cast<uint64_t>(use); }
+
 // The seed of item `index` of a run seeded `seed`: a pure function of both,
 // so that a resumed run draws exactly what an uninterrupted one would have.
 inline uint64_t item_seed(uint64_t seed, uint64_t index) {

@@ -15,6 +15,7 @@
 #include "embshard/cost/neural/model.h"
 #include "embshard/cost/neural/train.h"
 #include "embshard/util/error.h"
+#include "embshard/util/random.h"
 #include "embshard/util/machine.h"
 #include "embshard/util/reporter.h"
 
@@ -101,7 +102,7 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
   std::iota(order.begin(), order.end(), 0);
   size_t n_fit = 0;
   if (o.test_paths.empty()) {
-    std::mt19937_64 rng(o.seed ^ 0xf17ULL);
+    std::mt19937_64 rng(seed_for(o.seed, SeedUse::kFitRecords));
     std::shuffle(order.begin(), order.end(), rng);
     n_fit = static_cast<size_t>(std::llround(o.fit_share * order.size()));
   } else {
@@ -201,7 +202,7 @@ CommFitResult fit_comm_model(NeuralModel& model, const std::vector<CommData>& fi
       placements.emplace_back(static_cast<int>(f), static_cast<int>(r));
     }
   }
-  std::mt19937_64 rng(o.seed ^ 0xc0ULL);
+  std::mt19937_64 rng(seed_for(o.seed, SeedUse::kFitCommPlacements));
   std::shuffle(placements.begin(), placements.end(), rng);
   CommFitResult r;
   r.fit_records = static_cast<int>(std::llround(o.fit_share * placements.size()));

@@ -9,6 +9,7 @@
 
 #include "embshard/cost/neural/split.h"
 #include "embshard/util/error.h"
+#include "embshard/util/random.h"
 
 namespace embshard {
 namespace {
@@ -55,7 +56,7 @@ ComputeSplit split_compute_records(const ComputeData& data, uint64_t seed, doubl
   }
   std::vector<std::string> keys;
   for (const auto& [key, unused] : held) keys.push_back(key);
-  std::mt19937_64 rng(seed ^ 0x7ab1e5ULL);
+  std::mt19937_64 rng(seed_for(seed, SeedUse::kHeldOutTables));
   std::shuffle(keys.begin(), keys.end(), rng);
   size_t n_held = static_cast<size_t>(std::llround(holdout_tables * keys.size()));
   if (holdout_tables > 0) n_held = std::clamp<size_t>(n_held, 1, keys.size() - 1);
