@@ -77,16 +77,21 @@ OptionSetter setter(T PlannerOptions::*field) {
   return [field](PlannerOptions& o, const py::handle& value) { o.*field = value.cast<T>(); };
 }
 
+template <typename T>
+OptionSetter setter(T SearchBudget::*field) {
+  return [field](PlannerOptions& o, const py::handle& value) { o.budget.*field = value.cast<T>(); };
+}
+
 void set_planner_option(PlannerOptions& p, const std::string& name, const py::handle& value) {
   static const std::map<std::string, OptionSetter> setters = {
       {"seed", setter(&PlannerOptions::seed)},
-      {"beam_width", setter(&PlannerOptions::beam_width)},
-      {"max_steps", setter(&PlannerOptions::max_steps)},
-      {"candidates", setter(&PlannerOptions::candidates)},
-      {"grid_steps", setter(&PlannerOptions::grid_steps)},
-      {"scan_patience", setter(&PlannerOptions::scan_patience)},
-      {"screen_keep", setter(&PlannerOptions::screen_keep)},
-      {"step_patience", setter(&PlannerOptions::step_patience)},
+      {"beam_width", setter(&SearchBudget::beam_width)},
+      {"max_steps", setter(&SearchBudget::max_steps)},
+      {"candidates", setter(&SearchBudget::candidates)},
+      {"grid_steps", setter(&SearchBudget::grid_steps)},
+      {"scan_patience", setter(&SearchBudget::scan_patience)},
+      {"screen_keep", setter(&SearchBudget::screen_keep)},
+      {"step_patience", setter(&SearchBudget::step_patience)},
       {"uncertainty", setter(&PlannerOptions::uncertainty)},
       {"threads", setter(&PlannerOptions::threads)},
       {"policy", setter(&PlannerOptions::policy_dir)},

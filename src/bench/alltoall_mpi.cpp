@@ -341,8 +341,16 @@ RankTiming time_alltoalls(const Watchdog& dog, const AllToAllTiming& o,
   return t;
 }
 
-}  // namespace
-
+// This rank's row-wise and data-parallel collectives of `load` (comm_model.h),
+// timed like the pooled all-to-all: forward, the index all-to-all (every rank
+// sends device d index_recv_bytes[d] / (N - 1) bytes) and the reduce-scatter of
+// row shards' partial sums; backward, the all-gather of their gradients and the
+// all-reduce (MPI_Iallreduce) of replicated tables' gradients. The
+// reduce-scatter moves what the analytic model counts (each rank sends
+// batch / N rows of its row-shard columns to every peer and receives its own
+// rows of theirs: an all-to-all of partial sums, summed on arrival), so that
+// unequal row groups need no communicator of their own; the all-gather is the
+// same exchange reversed. A collective without load is skipped.
 RankTiming time_collectives(const Watchdog& dog, const AllToAllTiming& o,
                             const CollectiveLoad& load, double reference_ms, int64_t index) {
   const int n = static_cast<int>(load.rw_dim_sums.size());
@@ -388,8 +396,6 @@ RankTiming time_collectives(const Watchdog& dog, const AllToAllTiming& o,
   t.ratio_mad = r.dispersion;
   return t;
 }
-
-namespace {
 
 // This rank's timings of what a control message carries: a placement's
 // all-to-alls or (kMeasureCollectives) its collectives.

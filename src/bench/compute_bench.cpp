@@ -77,14 +77,9 @@ json table_record(ShardTimer& timer, const ShardTable& t) {
                     spec);
     spec.rows = rows;
   }
-  json j = {{"table", t.table},
-            {"name", spec.name},
-            {"rows", spec.rows},
-            {"dim", t.dim},
-            {"pooling_factor", spec.pooling_factor},
-            {"unique_rows", spec.unique_rows},
-            {"row_reuse_histogram", spec.row_reuse},
-            {"lookup_reuse_histogram", spec.lookup_reuse}};
+  json j = table_to_json(spec);
+  j["table"] = t.table;
+  j["dim"] = t.dim;
   if (t.rows > 0) j["row_offset"] = t.row_offset;
   if (t.batch_slices > 1) j["batch_slice"] = {t.batch_slice, t.batch_slices};
   return j;
@@ -185,6 +180,10 @@ ProbeReference probe_reference_of_file(const std::string& path, const std::strin
   return probe_reference_from_json(header, "/probe/reference", path);
 }
 
+namespace {
+
+// The header line's identity: machine, batch, executor, version, options and
+// the reference probe (with its reference time).
 json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o,
                           const std::string& executor, const json& reference) {
   json probe = reference_probe_json();
@@ -213,6 +212,8 @@ json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o
   if (o.piece_share > 0) header["piece_share"] = o.piece_share;  // absent: whole tables
   return header;
 }
+
+}  // namespace
 
 int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter) {
   check_writable(options.out_path, "--out");  // before the reference window, not after

@@ -140,14 +140,15 @@ std::string plan_bench_report(const std::vector<PlanBenchRow>& rows, const PlanB
   const int threads =
       o.planner.threads > 0 ? o.planner.threads : static_cast<int>(std::thread::hardware_concurrency());
   return table.render() +
-         fmt::format("search parameters: beam width {}, max steps {} (step patience {}), "
-                     "candidates {}, grid steps {} (screen: the parent's cap, keep {} x beam width), "
-                     "scan patience {}; {} search thread(s); memory {:.2f} x an even share; {} "
-                     "run(s) per size; peak RSS is the whole process's so far\n",
-                     o.planner.beam_width, o.planner.max_steps, o.planner.step_patience,
-                     o.planner.candidates, o.planner.grid_steps,
-                     o.planner.screen_keep, o.planner.scan_patience, threads, o.mem_slack,
-                     o.repeats);
+         fmt::format(
+             "search parameters: beam width {}, max steps {} (step patience {}), "
+             "candidates {}, grid steps {} (screen: the parent's cap, keep {} x beam width), "
+             "scan patience {}; {} search thread(s); memory {:.2f} x an even share; {} "
+             "run(s) per size; peak RSS is the whole process's so far\n",
+             o.planner.budget.beam_width, o.planner.budget.max_steps,
+             o.planner.budget.step_patience, o.planner.budget.candidates,
+             o.planner.budget.grid_steps, o.planner.budget.screen_keep,
+             o.planner.budget.scan_patience, threads, o.mem_slack, o.repeats);
 }
 
 }  // namespace embshard

@@ -113,6 +113,8 @@ std::string neural_model_dir(const std::string& model_dir) {
   return model_dir;
 }
 
+namespace {
+
 const std::vector<std::string>& compute_model_names() {
   static const std::vector<std::string> names = {"analytic", "neural", "measured"};
   return names;
@@ -122,6 +124,8 @@ const std::vector<std::string>& comm_model_names() {
   static const std::vector<std::string> names = {"analytic", "neural"};
   return names;
 }
+
+}  // namespace
 
 const std::vector<std::string>& cost_model_names() {
   static const std::vector<std::string> names = {"analytic", "neural", "measured"};

@@ -77,6 +77,15 @@ std::vector<double> device_compute_ms(const Plan& plan, int devices, ShardCosts&
   return ms;
 }
 
+// A +verify algorithm's verification: its budget, with the run's passes.
+VerifyOptions verify_options(const AlgoSpec& algo, const EvalOptions& o) {
+  VerifyOptions v = algo.verify;
+  v.comm_passes = o.measure.comm_passes;
+  v.pass_pause_s = o.measure.comm_pass_pause_s;
+  v.fresh_passes = o.measure.comm_passes - 1;
+  return v;
+}
+
 std::string trace_path(const std::string& dir, size_t task, const std::string& algo) {
   return (std::filesystem::path(dir) / fmt::format("task{}_{}.json", task, algo)).string();
 }
@@ -113,15 +122,7 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
         r = plan_task(task, name, algo.planner, model);
       } else {
         auto planner = create_planner(base, algo.planner);
-        r = make_verified_plan(*planner, task, model, *selection,
-                               {.candidates = algo.verify_candidates,
-                                .rounds = algo.verify_rounds,
-                                .comm_passes = o.comm_passes,
-                                .pass_pause_s = o.comm_pass_pause_s,
-                                .leaders = algo.verify_leaders,
-                                .fresh_passes = o.comm_passes - 1,
-                                .rivals = o.verify_rivals,
-                                .measure_tables = algo.verify_tables});
+        r = make_verified_plan(*planner, task, model, *selection, verify_options(algo, o));
         r.algorithm = name;
       }
     } catch (const Error& e) {
@@ -180,11 +181,11 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
         devices["measured"].push_back(iteration.devices[d].compute_ms);
       }
       if (raw_costs) record["measured_raw_ms"] = predict_plan(task, r.plan, *raw_costs).cost_ms;
-      if (o.comm_passes > 1) {
+      if (o.measure.comm_passes > 1) {
         record["measured_passes_ms"] = {iteration.cost_ms};
         if (raw_costs) record["measured_raw_passes_ms"] = {record["measured_raw_ms"]};
       }
-      if (o.comm_passes > 1 || o.compute_passes > 1) {
+      if (o.measure.comm_passes > 1 || o.measure.compute_passes > 1) {
         std::vector<double> first;
         for (const DeviceCosts& d : iteration.devices) first.push_back(d.compute_ms);
         measured.push_back({spec, task, r.plan, iteration, {first}});
@@ -204,8 +205,8 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
   // Every device's compute measured again, pass by pass over the plans; each
   // counts at its median, and the figure on the first pass alone stays beside.
   // Each pass starts at the next plan, so that none is always measured first.
-  const bool medians = o.compute_passes > 1 && !measured.empty();
-  for (int pass = 1; medians && pass < o.compute_passes; ++pass) {
+  const bool medians = o.measure.compute_passes > 1 && !measured.empty();
+  for (int pass = 1; medians && pass < o.measure.compute_passes; ++pass) {
     measured_costs->compute().set_fresh_pass(true);
     for (size_t k = 0; k < measured.size(); ++k) {
       Measured& m = measured[(pass + k) % measured.size()];
@@ -228,7 +229,7 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
       finish_prediction(measured_costs->comm(), m.iteration);  // its all-to-alls again
       record["measured_first_compute_ms"] = record["measured_ms"];
       record["measured_ms"] = m.iteration.cost_ms;
-      if (o.comm_passes > 1) {
+      if (o.measure.comm_passes > 1) {
         record["measured_first_compute_passes_ms"] = record["measured_passes_ms"];
         record["measured_passes_ms"] = {m.iteration.cost_ms};
       }
@@ -242,8 +243,8 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
     record[passes].push_back(ms);
     record[figure] = fastest_half_mean(record[passes].get<std::vector<double>>());
   };
-  for (int pass = 1; pass < o.comm_passes && !measured.empty(); ++pass) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(o.comm_pass_pause_s));
+  for (int pass = 1; pass < o.measure.comm_passes && !measured.empty(); ++pass) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.measure.comm_pass_pause_s));
     for (Measured& m : measured) {
       json& record = algos[m.spec];
       const double first = predict_plan(m.task, m.plan, *measured_costs).cost_ms;
@@ -265,13 +266,7 @@ json eval_one(const PlanTask& all_types, size_t index, const EvalOptions& o,
 }  // namespace
 
 AlgoSpec parse_algo_spec(const std::string& spec, const EvalOptions& run) {
-  AlgoSpec out{spec,
-               run.types,
-               run.planner,
-               run.verify_tables,
-               run.verify_candidates,
-               run.verify_rounds,
-               run.verify_leaders};
+  AlgoSpec out{spec, run.types, run.planner, run.verify};
   if (const size_t at = spec.find('@'); at != std::string::npos) {
     std::string list = spec.substr(at + 1);
     std::replace(list.begin(), list.end(), '+', ',');
@@ -296,7 +291,7 @@ AlgoSpec parse_algo_spec(const std::string& spec, const EvalOptions& run) {
                spec, key);
       if (key == "verify-tables") {
         ES_CHECK(eq == std::string::npos, "--algos {}: verify-tables takes no value", spec);
-        out.verify_tables = true;
+        out.verify.measure_tables = true;
         continue;
       }
       const std::string value = eq == std::string::npos ? "" : option.substr(eq + 1);
@@ -316,14 +311,14 @@ AlgoSpec parse_algo_spec(const std::string& spec, const EvalOptions& run) {
       const int min = key == "leaders" ? 0 : 1;
       ES_CHECK(v == std::floor(v) && v >= min && v <= 100,
                "--algos {}: '{}' needs a whole number in {}..100", spec, option, min);
-      int& count = key == "candidates" ? out.verify_candidates
-                   : key == "rounds"     ? out.verify_rounds
-                                         : out.verify_leaders;
+      int& count = key == "candidates" ? out.verify.candidates
+                   : key == "rounds"   ? out.verify.rounds
+                                       : out.verify.leaders;
       count = static_cast<int>(v);
     }
     out.name = base;
   }
-  if (verified_base(out.name).empty()) out.verify_tables = false;
+  if (verified_base(out.name).empty()) out.verify.measure_tables = false;
   return out;
 }
 
@@ -353,35 +348,36 @@ bool check_eval_options(const EvalOptions& o, bool comm_measured) {
     const std::string base = verified_base(algo.name);
     create_planner(base.empty() ? algo.name : base, algo.planner);
     verified = verified || !base.empty();
-    ES_CHECK(base.empty() || algo.verify_rounds == 1 || o.cost_model != "measured",
+    ES_CHECK(base.empty() || algo.verify.rounds == 1 || o.cost_model != "measured",
              "eval: {} verifies in {} rounds, but the measured cost model has nothing to "
              "correct (use 1)",
-             spec, algo.verify_rounds);
+             spec, algo.verify.rounds);
   }
-  ES_CHECK(o.comm_passes >= 1 && o.comm_passes <= 20 && o.comm_pass_pause_s >= 0 &&
-               o.comm_pass_pause_s <= 600,
+  ES_CHECK(o.measure.comm_passes >= 1 && o.measure.comm_passes <= 20 &&
+               o.measure.comm_pass_pause_s >= 0 && o.measure.comm_pass_pause_s <= 600,
            "eval: --comm-passes {} / --comm-pass-pause-s {}: need 1..20 and 0..600",
-           o.comm_passes, o.comm_pass_pause_s);
-  ES_CHECK(o.comm_passes == 1 || comm_measured,
+           o.measure.comm_passes, o.measure.comm_pass_pause_s);
+  ES_CHECK(o.measure.comm_passes == 1 || comm_measured,
            "eval: --comm-passes {} measures the all-to-alls again, which needs mpirun (one "
            "process takes its communication from the cost model)",
-           o.comm_passes);
-  ES_CHECK(o.compute_passes >= 1 && o.compute_passes <= 9,
-           "eval: --compute-passes {}: need 1..9", o.compute_passes);
-  ES_CHECK(o.compute_passes == 1 || !o.predict_only,
+           o.measure.comm_passes);
+  ES_CHECK(o.measure.compute_passes >= 1 && o.measure.compute_passes <= 9,
+           "eval: --compute-passes {}: need 1..9", o.measure.compute_passes);
+  ES_CHECK(o.measure.compute_passes == 1 || !o.predict_only,
            "eval: --compute-passes {} measures compute again, and --predict-only measures nothing",
-           o.compute_passes);
-  ES_CHECK(!o.raw_clock || comm_measured,
+           o.measure.compute_passes);
+  ES_CHECK(!o.measure.raw_clock || comm_measured,
            "eval: --raw-clock measures the all-to-alls on the raw clock, which needs mpirun (one "
            "process takes its communication from the cost model, whose scale is normalized)");
-  ES_CHECK(!o.verify_tables || verified, "eval: --verify-tables needs a +verify algorithm");
-  ES_CHECK(!verified || o.verify_candidates >= 1, "eval: --verify-candidates is {}, must be >= 1",
-           o.verify_candidates);
-  ES_CHECK(!verified || o.verify_rounds >= 1, "eval: --verify-rounds is {}, must be >= 1",
-           o.verify_rounds);
-  ES_CHECK(!verified || o.verify_leaders >= 0, "eval: --verify-leaders is {}, must be >= 0",
-           o.verify_leaders);
-  check_verify_rivals(o.verify_rivals, "eval: --verify-rivals");
+  ES_CHECK(!o.verify.measure_tables || verified,
+           "eval: --expert verify-tables needs a +verify algorithm");
+  ES_CHECK(!verified || o.verify.candidates >= 1, "eval: --verify-candidates is {}, must be >= 1",
+           o.verify.candidates);
+  ES_CHECK(!verified || o.verify.rounds >= 1, "eval: --verify-rounds is {}, must be >= 1",
+           o.verify.rounds);
+  ES_CHECK(!verified || o.verify.leaders >= 0, "eval: --verify-leaders is {}, must be >= 0",
+           o.verify.leaders);
+  check_verify_rivals(o.verify.rivals, "eval: --verify-rivals");
   ES_CHECK(!verified || !o.predict_only,
            "eval: --predict-only measures nothing, so it cannot run a verified algorithm ({})",
            kVerifySuffix);
@@ -413,8 +409,8 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   mo.model_dir = o.model_dir;
   mo.workload_dir = pool_dir;
   mo.batch_size = pool.batch_size;
-  mo.threads = o.threads;
-  mo.thread_cpu_time = o.thread_cpu_time;
+  mo.threads = o.measure.threads;
+  mo.thread_cpu_time = o.measure.thread_cpu_time;
   const CostModel model = create_cost_model(o.cost_model, mo);
   json header{{"format", "embshard-eval"},
               {"version", 2},  // 2: compute measured against the reference probe
@@ -428,7 +424,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
               {"sharding_types", o.types.str()},
               {"cost_model", o.cost_model},
               {"model_dir", o.model_dir},
-              {"threads", o.threads},
+              {"threads", o.measure.threads},
               {"comm", comm_source}};
   // Predict only: no executor, no probe; the header says so, and a run that
   // measures cannot resume the file (nor the other way round).
@@ -436,7 +432,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   if (o.predict_only) {
     header["predict_only"] = true;
   } else {
-    mo.reference_window_s = o.reference_window_s;
+    mo.reference_window_s = o.measure.reference_window_s;
     const auto measured = make_measured_compute_model(mo);
     // The scale: a resumed run keeps its file's (the probe reference in its
     // header), a new one takes the cost model's or measures it now.
@@ -449,7 +445,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
       const json* source =
           json_optional(previous, "/reference_source", JsonKind::kString, o.out_path);
       reference_source = source ? source->get<std::string>() : "the resumed file's";
-    } else if (o.reference == EvalOptions::Reference::kModel) {
+    } else if (o.measure.reference == EvalMeasurement::Reference::kModel) {
       const ReferenceScale scale = model_reference_scale(
           o.cost_model, o.model_dir, measured->executor_name(), o.devices, pool.batch_size);
       if (scale.compute) {
@@ -461,7 +457,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     }
     truth = CostModel{measured, comm ? comm : model.comm, "measured compute; comm: " + comm_source,
                       ModelSource{}};
-    if (o.raw_clock) {
+    if (o.measure.raw_clock) {
       ES_CHECK(raw_comm != nullptr, "eval: --raw-clock without the raw clock's communication");
       raw_truth = CostModel{raw_clock_view(measured), raw_comm,
                             "measured compute and comm on the raw clock", ModelSource{}};
@@ -475,25 +471,27 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
                             ModelSource{}};
     }
     ProbeReferenceOptions reference_options;
-    reference_options.min_window_ms = 1e3 * o.reference_window_s;
+    reference_options.min_window_ms = 1e3 * o.measure.reference_window_s;
     header["executor"] = measured->executor_name();
     header["probe"] = reference_probe_json();
     header["probe_reference"] = probe_reference_json(measured->probe_reference(), reference_options);
     header["reference_source"] = reference_source;
     header["comm_probe"] = comm_probe;
-    if (o.comm_passes > 1) header["comm_passes"] = o.comm_passes;  // absent: one
+    if (o.measure.comm_passes > 1) header["comm_passes"] = o.measure.comm_passes;  // absent: one
     // Medians of several compute passes (absent: one).
-    if (o.compute_passes > 1) header["compute_passes"] = o.compute_passes;
+    if (o.measure.compute_passes > 1) header["compute_passes"] = o.measure.compute_passes;
     if (verified) {
-      header["verify_candidates"] = o.verify_candidates;
-      if (o.verify_rounds > 1) header["verify_rounds"] = o.verify_rounds;  // absent: one
+      header["verify_candidates"] = o.verify.candidates;
+      if (o.verify.rounds > 1) header["verify_rounds"] = o.verify.rounds;  // absent: one
       // Rival plans measured beside the search's (absent: none).
-      if (!o.verify_rivals.empty()) header["verify_rivals"] = o.verify_rivals;
+      if (!o.verify.rivals.empty()) header["verify_rivals"] = o.verify.rivals;
       // Chosen on every pass (absent: on one, or by an older build).
-      if (o.comm_passes > 1) header["verify_passes"] = o.comm_passes;
+      if (o.measure.comm_passes > 1) header["verify_passes"] = o.measure.comm_passes;
       // Leaders measured afresh (absent: none).
-      if (o.comm_passes > 1 && o.verify_leaders > 0) header["verify_leaders"] = o.verify_leaders;
-      if (o.verify_tables) header["verify_tables"] = true;  // absent: only where --algos says
+      if (o.measure.comm_passes > 1 && o.verify.leaders > 0)
+        header["verify_leaders"] = o.verify.leaders;
+      if (o.verify.measure_tables)
+        header["verify_tables"] = true;  // absent: only where --algos says
     }
   }
   // The task file's content, not only its path: a task file made again at the

@@ -280,9 +280,17 @@ json combined_eval_json(const CombinedEval& c) {
           {"pooled", pooled}};
 }
 
-std::string combined_eval_svg(const CombinedEval& c) {
-  const std::string reference = c.against.empty() ? "the best baseline" : c.against;
-  // The axis: every ratio and interval shown, and 1 (the reference).
+namespace {
+
+// The ratio axis of combined_eval_svg: every ratio and interval shown, and 1
+// (the reference), in ticks a round step apart (1, 2, 2.5 or 5 times a
+// power of ten, at least 0.05), at most about ten whatever the range.
+struct RatioAxis {
+  double lo = 1, hi = 1, step = 0.05;
+  int ticks = 0;
+};
+
+RatioAxis ratio_axis(const CombinedEval& c) {
   double lo = 1, hi = 1;
   for (size_t a = 0; a < c.algos.size(); ++a) {
     for (const std::vector<double>& ratios : c.set_ratio) {
@@ -292,8 +300,6 @@ std::string combined_eval_svg(const CombinedEval& c) {
       lo = std::min(lo, c.set_mean[a].low), hi = std::max(hi, c.set_mean[a].high);
     }
   }
-  // Ticks a round step apart (1, 2, 2.5 or 5 times a power of ten, at least
-  // 0.05), at most about ten whatever the range.
   const double magnitude = std::pow(10.0, std::floor(std::log10(std::max(hi - lo, 0.5) / 10)));
   double step = 10 * magnitude;
   for (const double m : {1.0, 2.0, 2.5, 5.0}) {
@@ -302,10 +308,19 @@ std::string combined_eval_svg(const CombinedEval& c) {
       break;
     }
   }
-  step = std::max(step, 0.05);
-  lo = std::max(0.0, std::floor(lo / step - 0.5) * step);
-  hi = std::ceil(hi / step + 0.5) * step;
-  const int ticks = static_cast<int>(std::lround((hi - lo) / step));
+  RatioAxis axis;
+  axis.step = std::max(step, 0.05);
+  axis.lo = std::max(0.0, std::floor(lo / axis.step - 0.5) * axis.step);
+  axis.hi = std::ceil(hi / axis.step + 0.5) * axis.step;
+  axis.ticks = static_cast<int>(std::lround((axis.hi - axis.lo) / axis.step));
+  return axis;
+}
+
+}  // namespace
+
+std::string combined_eval_svg(const CombinedEval& c) {
+  const std::string reference = c.against.empty() ? "the best baseline" : c.against;
+  const auto [lo, hi, step, ticks] = ratio_axis(c);
   size_t longest = 0;
   for (const std::string& a : c.algos) longest = std::max(longest, a.size());
   constexpr double kRow = 36, kTop = 60, kPlot = 520;

@@ -90,6 +90,73 @@ std::vector<double> comm_references_in(const std::string& path, int n) {
   return ms;
 }
 
+// A rank > 0: waits for rank 0's setup, then serves its measurements until
+// told to stop.
+void serve_rank(const mpi::Session& session, const mpi::Watchdog& dog, int n, Reporter& reporter) {
+  // Rank 0 loads, plans and measures compute between measurements, for as
+  // long as that takes: control messages have no deadline (if rank 0 dies,
+  // mpirun ends the job); every collective of a measurement has one.
+  const mpi::Watchdog control = dog.with_timeout(std::numeric_limits<double>::infinity());
+  double setup[4];
+  control.bcast(setup, 4, MPI_DOUBLE, "setup broadcast");
+  if (static_cast<int>(setup[0]) != mpi::kMeasure) return;
+  AllToAllTiming timing;
+  timing.batch = static_cast<int64_t>(setup[1]);
+  timing.warmup = static_cast<int>(setup[2]);
+  timing.repeats = static_cast<int>(setup[3]);
+  try {
+    std::vector<double> unused;
+    const double reference_ms =
+        mpi::shared_exchange_reference(dog, timing, n, kReferenceRuns, unused);
+    mpi::serve_alltoalls(control, dog, timing, n, reference_ms);
+  } catch (const std::exception& e) {
+    mpi::abort_run(reporter, "eval", session.rank(), fmt::format("error: {}", e.what()));
+  }
+}
+
+// Rank 0's checks and setup: the exchange timing and the reference exchange
+// times (a resumed file's, else the cost model's, else none: measured now).
+struct RootSetup {
+  AllToAllTiming timing;
+  std::vector<double> references;  // every rank's reference exchange time
+  std::string reference_source = "measured in this run";
+};
+
+RootSetup set_up_root(const EvalOptions& o, int n, Reporter& reporter) {
+  ES_CHECK(o.devices == n, "eval: --devices is {} but mpirun started {} ranks (one per device)",
+           o.devices, n);
+  check_eval_options(o, /*comm_measured=*/true);
+  const EvalMeasurement& m = o.measure;
+  ES_CHECK(m.comm_warmup >= 0 && m.comm_repeats >= 1 && m.comm_timeout_s > 0,
+           "eval: --expert comm-warmup={}, comm-repeats={}, comm-timeout-s={}: need >= 0, >= 1 "
+           "and > 0",
+           m.comm_warmup, m.comm_repeats, m.comm_timeout_s);
+  RootSetup r;
+  std::string pool_dir;
+  load_tasks(o.tasks_path, &pool_dir);
+  r.timing.batch = load_workload(pool_dir).batch_size;
+  r.timing.warmup = m.comm_warmup;
+  r.timing.repeats = m.comm_repeats;
+  ES_CHECK(r.timing.batch % n == 0,
+           "eval: the pool's batch {} does not split evenly over {} ranks (each rank sends "
+           "batch / N rows to each peer)",
+           r.timing.batch, n);
+  r.references = comm_references_in(o.out_path, n);
+  if (!r.references.empty()) {
+    r.reference_source = "the resumed file's";
+  } else if (m.reference == EvalMeasurement::Reference::kModel) {
+    const ReferenceScale scale = model_reference_scale(o.cost_model, o.model_dir,
+                                                       /*executor=*/"", n, r.timing.batch);
+    r.references = scale.exchange_ms;
+    if (!r.references.empty()) {
+      r.reference_source = "the cost model's (" + scale.source + ")";
+    } else {
+      reporter.note(fmt::format("eval: timing the reference exchange now: {}", scale.note));
+    }
+  }
+  return r;
+}
+
 }  // namespace
 
 MpiEvalResult run_eval_mpi(const EvalOptions& options, Reporter& reporter) {
@@ -99,71 +166,25 @@ MpiEvalResult run_eval_mpi(const EvalOptions& options, Reporter& reporter) {
   if (o.devices == 0) o.devices = n;
   MpiEvalResult result;
   result.devices = o.devices;
-  const mpi::Watchdog dog("eval", session.rank(), o.comm_timeout_s > 0 ? o.comm_timeout_s : 60,
-                          reporter);
+  const mpi::Watchdog dog("eval", session.rank(),
+                          o.measure.comm_timeout_s > 0 ? o.measure.comm_timeout_s : 60, reporter);
   const std::vector<std::string> hosts = mpi::gather_hosts(dog, n);
-  // Rank 0 checks the run and sends what the measurements need: [status,
-  // batch, warmup, repeats] (kSetupError: rank 0 reports why).
-  double setup[4] = {mpi::kSetupError, 0, 0, 0};
-  AllToAllTiming timing;
   if (session.rank() != 0) {
-    // Rank 0 loads, plans and measures compute between measurements, for as
-    // long as that takes: control messages have no deadline (if rank 0 dies,
-    // mpirun ends the job); every collective of a measurement has one.
-    const mpi::Watchdog control = dog.with_timeout(std::numeric_limits<double>::infinity());
-    control.bcast(setup, 4, MPI_DOUBLE, "setup broadcast");
-    if (static_cast<int>(setup[0]) != mpi::kMeasure) return result;
-    timing.batch = static_cast<int64_t>(setup[1]);
-    timing.warmup = static_cast<int>(setup[2]);
-    timing.repeats = static_cast<int>(setup[3]);
-    try {
-      std::vector<double> unused;
-      const double reference_ms =
-          mpi::shared_exchange_reference(dog, timing, n, kReferenceRuns, unused);
-      mpi::serve_alltoalls(control, dog, timing, n, reference_ms);
-    } catch (const std::exception& e) {
-      mpi::abort_run(reporter, "eval", session.rank(), fmt::format("error: {}", e.what()));
-    }
+    serve_rank(session, dog, n, reporter);
     return result;
   }
   result.root = true;
-  std::vector<double> references;  // every rank's reference exchange time
-  std::string reference_source = "measured in this run";
+  // Rank 0 sends what the measurements need: [status, batch, warmup,
+  // repeats] (kSetupError: rank 0 reports why).
+  double setup[4] = {mpi::kSetupError, 0, 0, 0};
+  RootSetup root;
   try {
-    ES_CHECK(o.devices == n, "eval: --devices is {} but mpirun started {} ranks (one per device)",
-             o.devices, n);
-    check_eval_options(o, /*comm_measured=*/true);
-    std::string pool_dir;
-    load_tasks(o.tasks_path, &pool_dir);
-    timing.batch = load_workload(pool_dir).batch_size;
-    timing.warmup = o.comm_warmup;
-    timing.repeats = o.comm_repeats;
-    // The scale: a resumed file's, else the cost model's, else measured now.
-    references = comm_references_in(o.out_path, n);
-    if (!references.empty()) {
-      reference_source = "the resumed file's";
-    } else if (o.reference == EvalOptions::Reference::kModel) {
-      const ReferenceScale scale = model_reference_scale(o.cost_model, o.model_dir,
-                                                         /*executor=*/"", n, timing.batch);
-      references = scale.exchange_ms;
-      if (!references.empty()) {
-        reference_source = "the cost model's (" + scale.source + ")";
-      } else {
-        reporter.note(fmt::format("eval: timing the reference exchange now: {}", scale.note));
-      }
-    }
-    ES_CHECK(o.comm_warmup >= 0 && o.comm_repeats >= 1 && o.comm_timeout_s > 0,
-             "eval: --comm-warmup {}, --comm-repeats {}, --comm-timeout-s {}: need >= 0, >= 1 "
-             "and > 0",
-             o.comm_warmup, o.comm_repeats, o.comm_timeout_s);
-    ES_CHECK(timing.batch % n == 0,
-             "eval: the pool's batch {} does not split evenly over {} ranks (each rank sends "
-             "batch / N rows to each peer)",
-             timing.batch, n);
+    root = set_up_root(o, n, reporter);
   } catch (...) {
     dog.bcast(setup, 4, MPI_DOUBLE, "setup broadcast");  // the others leave; rank 0 reports
     throw;
   }
+  const AllToAllTiming& timing = root.timing;
   setup[0] = mpi::kMeasure;
   setup[1] = static_cast<double>(timing.batch);
   setup[2] = timing.warmup;
@@ -171,20 +192,20 @@ MpiEvalResult run_eval_mpi(const EvalOptions& options, Reporter& reporter) {
   dog.bcast(setup, 4, MPI_DOUBLE, "setup broadcast");
   try {
     const double reference_ms =
-        mpi::shared_exchange_reference(dog, timing, n, kReferenceRuns, references);
+        mpi::shared_exchange_reference(dog, timing, n, kReferenceRuns, root.references);
     result.comm_source = fmt::format(
         "measured: MPI all-to-all, and the row-wise and data-parallel collectives, over {} "
         "ranks on {}",
         n, fmt::join(hosts, ","));
     const nlohmann::json comm_probe = {{"exchange_dim", kReferenceExchangeDim},
-                                       {"reference_ms", references},
-                                       {"reference_source", reference_source}};
+                                       {"reference_ms", root.references},
+                                       {"reference_source", root.reference_source}};
     const auto measurements = std::make_shared<int64_t>(0);
     const auto comm = [&](bool raw) {
       return std::make_shared<MpiCommModel>(dog, timing, n, reference_ms, raw, measurements);
     };
     result.records = run_eval(o, reporter, comm(false), result.comm_source, comm_probe,
-                              o.raw_clock ? comm(true) : nullptr);
+                              o.measure.raw_clock ? comm(true) : nullptr);
   } catch (...) {
     // The other ranks wait for a control message: let them leave, then report.
     mpi::stop_serving(dog, mpi::kSetupError, n);

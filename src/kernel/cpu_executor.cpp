@@ -30,23 +30,14 @@ class CpuShard : public PreparedShard {
     optimizer_.type = in.optimizer;
     for (size_t i = 0; i < in.tables.size(); ++i) {
       const ShardTableInput& t = in.tables[i];
-      ES_CHECK(t.rows > 0 && t.dim >= 1 && t.dim <= 1024 && t.offsets && t.indices,
-               "cpu executor: table {} of the shard has rows {}, dim {} (must be > 0 and 1..1024) "
-               "or no trace",
-               i, t.rows, t.dim);
+      check_shard_table(t, i, "cpu executor");
       const size_t count = static_cast<size_t>(t.rows) * t.dim;
       weights_.push_back(std::make_unique<HugeBuffer>(count * sizeof(float)));
       fill_pattern(weights_.back()->floats(), count, i);
       momentum_.push_back(std::make_unique<HugeBuffer>(t.rows * int64_t{sizeof(float)}));
       std::fill_n(momentum_.back()->floats(), t.rows, 0.0f);
-      TableBatch b;
-      b.weights = weights_.back()->floats();
-      b.momentum = momentum_.back()->floats();
-      b.rows = t.rows;
-      b.dim = t.dim;
-      b.offsets = t.offsets;
-      b.indices = t.indices;
-      fused_.tables.push_back(b);
+      fused_.tables.push_back(
+          table_batch(t, weights_.back()->floats(), momentum_.back()->floats()));
     }
     const size_t outputs = static_cast<size_t>(in.batch_size * fused_.total_dim());
     output_ = std::make_unique<HugeBuffer>(std::max<size_t>(1, outputs) * sizeof(float));

@@ -25,21 +25,11 @@ class CudaShard : public PreparedShard {
     fused.pooling = in.pooling;
     for (size_t i = 0; i < in.tables.size(); ++i) {
       const ShardTableInput& t = in.tables[i];
-      ES_CHECK(t.rows > 0 && t.dim >= 1 && t.dim <= 1024 && t.offsets && t.indices,
-               "cuda executor: table {} of the shard has rows {}, dim {} (must be > 0 and "
-               "1..1024) or no trace",
-               i, t.rows, t.dim);
+      check_shard_table(t, i, "cuda executor");
       weights[i].resize(static_cast<size_t>(t.rows) * t.dim);
       fill_pattern(weights[i].data(), weights[i].size(), i);
       momentum[i].assign(static_cast<size_t>(t.rows), 0.0f);
-      TableBatch b;
-      b.weights = weights[i].data();
-      b.momentum = momentum[i].data();
-      b.rows = t.rows;
-      b.dim = t.dim;
-      b.offsets = t.offsets;
-      b.indices = t.indices;
-      fused.tables.push_back(b);
+      fused.tables.push_back(table_batch(t, weights[i].data(), momentum[i].data()));
     }
     OptimizerConfig optimizer;
     optimizer.type = in.optimizer;

@@ -1,12 +1,18 @@
-// What every executor's prepared shards share.
+// What every executor's prepared shards share, and the executors
+// create_executor reaches.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "embshard/kernel/executor.h"
+#include "embshard/kernel/tbe.h"
+#include "embshard/util/error.h"
 #include "embshard/util/random.h"
+#include "kernel/tbe_common.h"
 
 namespace embshard {
 
@@ -23,5 +29,29 @@ inline void fill_pattern(float* values, size_t count, uint64_t seed) {
     std::copy_n(pattern.begin(), std::min(kPattern, count - begin), values + begin);
   }
 }
+
+// Error naming the executor (`who`) unless table `i` of a shard can run:
+// rows, a dim of 1..kMaxDim, a trace.
+inline void check_shard_table(const ShardTableInput& t, size_t i, const char* who) {
+  ES_CHECK(t.rows > 0 && t.dim >= 1 && t.dim <= detail::kMaxDim && t.offsets && t.indices,
+           "{}: table {} of the shard has rows {}, dim {} (must be > 0 and 1..{}) or no trace", who,
+           i, t.rows, t.dim, detail::kMaxDim);
+}
+
+// The shard's table over its weights and optimizer state.
+inline TableBatch table_batch(const ShardTableInput& t, float* weights, float* momentum) {
+  TableBatch b;
+  b.weights = weights;
+  b.momentum = momentum;
+  b.rows = t.rows;
+  b.dim = t.dim;
+  b.offsets = t.offsets;
+  b.indices = t.indices;
+  return b;
+}
+
+// The implementations, reached through create_executor.
+std::unique_ptr<Executor> make_cpu_executor(const ExecutorOptions& options);
+std::unique_ptr<Executor> make_cuda_executor(const ExecutorOptions& options);
 
 }  // namespace embshard

@@ -3,6 +3,7 @@
 
 #include "embshard/kernel/executor.h"
 #include "embshard/util/error.h"
+#include "kernel/executor_common.h"
 
 namespace embshard {
 

@@ -42,6 +42,22 @@ Status index_out_of_range(int table, int64_t position, int64_t value, int64_t ro
   return s;
 }
 
+Status check_indices(const FusedBatch& batch, int64_t* lookups) {
+  int64_t count = 0;
+  for (int t = 0; t < static_cast<int>(batch.tables.size()); ++t) {
+    const TableBatch& tb = batch.tables[t];
+    const int64_t nnz = tb.offsets[batch.batch_size];
+    for (int64_t i = 0; i < nnz; ++i) {
+      if (!index_in_range(tb.indices[i], tb.rows)) {
+        return index_out_of_range(t, i, tb.indices[i], tb.rows);
+      }
+    }
+    count += nnz;
+  }
+  if (lookups != nullptr) *lookups = count;
+  return {};
+}
+
 namespace {
 
 Status check_offsets(const TableBatch& t, int table, int64_t batch_size) {

@@ -30,6 +30,10 @@ inline Status invalid_argument(int table, int64_t value, std::string detail) {
 
 Status index_out_of_range(int table, int64_t position, int64_t value, int64_t rows);
 
+// The first out-of-range index in table order, then position order (both
+// kernels' order); with `lookups`, also the batch's number of lookups.
+Status check_indices(const FusedBatch& batch, int64_t* lookups = nullptr);
+
 inline bool index_in_range(int64_t index, int64_t rows) {
   // One unsigned compare catches negative indices too.
   return static_cast<uint64_t>(index) < static_cast<uint64_t>(rows);

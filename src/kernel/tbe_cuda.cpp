@@ -23,16 +23,7 @@ constexpr int64_t kMaxLookups = std::numeric_limits<int32_t>::max();
 // kernels' order), or the device's size limit.
 Status check_lookups(const FusedBatch& batch) {
   int64_t lookups = 0;
-  for (int t = 0; t < static_cast<int>(batch.tables.size()); ++t) {
-    const TableBatch& tb = batch.tables[t];
-    const int64_t nnz = tb.offsets[batch.batch_size];
-    for (int64_t i = 0; i < nnz; ++i) {
-      if (!detail::index_in_range(tb.indices[i], tb.rows)) {
-        return detail::index_out_of_range(t, i, tb.indices[i], tb.rows);
-      }
-    }
-    lookups += nnz;
-  }
+  if (Status s = detail::check_indices(batch, &lookups); !s.ok()) return s;
   if (lookups > kMaxLookups) {
     return detail::invalid_argument(-1, lookups, "the cuda executor takes < 2^31 indices per batch");
   }

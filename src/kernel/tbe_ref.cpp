@@ -9,20 +9,6 @@
 namespace embshard {
 namespace {
 
-// The first out-of-range index in table order, then position order.
-Status check_indices(const FusedBatch& batch) {
-  for (int t = 0; t < static_cast<int>(batch.tables.size()); ++t) {
-    const TableBatch& tb = batch.tables[t];
-    const int64_t nnz = tb.offsets[batch.batch_size];
-    for (int64_t i = 0; i < nnz; ++i) {
-      if (!detail::index_in_range(tb.indices[i], tb.rows)) {
-        return detail::index_out_of_range(t, i, tb.indices[i], tb.rows);
-      }
-    }
-  }
-  return {};
-}
-
 float occurrence_scale(const FusedBatch& batch, const TableBatch& t, int64_t bag, int64_t i) {
   if (batch.pooling == PoolingMode::kMean) {
     return detail::mean_scale(t.offsets[bag + 1] - t.offsets[bag]);
@@ -49,7 +35,7 @@ void apply_update(const TableBatch& t, int64_t row, const std::vector<float>& gr
 Status tbe_forward_ref(const FusedBatch& batch, float* output) {
   Status s = detail::check_arguments(batch, nullptr);
   if (!s.ok()) return s;
-  s = check_indices(batch);
+  s = detail::check_indices(batch);
   if (!s.ok()) return s;
   const int64_t total_dim = batch.total_dim();
   for (int t = 0; t < static_cast<int>(batch.tables.size()); ++t) {
@@ -76,7 +62,7 @@ Status tbe_backward_update_ref(const FusedBatch& batch, const float* grad_output
                                const OptimizerConfig& optimizer) {
   Status s = detail::check_arguments(batch, &optimizer);
   if (!s.ok()) return s;
-  s = check_indices(batch);  // before any write: a bad call updates nothing
+  s = detail::check_indices(batch);  // before any write: a bad call updates nothing
   if (!s.ok()) return s;
   const int64_t total_dim = batch.total_dim();
   for (int t = 0; t < static_cast<int>(batch.tables.size()); ++t) {

@@ -35,8 +35,8 @@ void add_collective_load(const PlanTask& task, const Shard& s, CollectiveLoad& l
                                           task.lookup_share(s.table, s.row_offset, s.rows)));
 }
 
-}  // namespace
-
+// The features a cost model gets for a piece of `table`: `cols` columns,
+// `rows` rows, serving `lookup_share` of its lookups.
 TableFeatures piece_features(const TableSpec& table, int cols, int64_t rows,
                              double lookup_share) {
   TableFeatures f;
@@ -47,6 +47,8 @@ TableFeatures piece_features(const TableSpec& table, int cols, int64_t rows,
   f.lookup_reuse = table.lookup_reuse;
   return f;
 }
+
+}  // namespace
 
 ShardCosts::ShardCosts(const PlanTask& task, const CostModel& model)
     : task_(task), model_(model) {

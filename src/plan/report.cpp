@@ -98,6 +98,59 @@ nlohmann::json prediction_json(const PlanTask& task, const PlanPrediction& p) {
           {"devices", devices}};
 }
 
+nlohmann::json explanation_json(const PlanTask& task, const std::vector<Decision>& explanation) {
+  nlohmann::json why = nlohmann::json::array();
+  for (const Decision& d : explanation) {
+    const bool alone = d.alternative.empty();
+    why.push_back({{"table", task.tables[d.table].name},
+                   {"decision", d.decision},
+                   {"cost_ms", d.cost_ms},
+                   {"alternative", alone ? nlohmann::json() : nlohmann::json(d.alternative)},
+                   {"alternative_ms", alone ? nlohmann::json() : nlohmann::json(d.alternative_ms)},
+                   {"no_alternative", alone ? nlohmann::json(d.no_alternative) : nlohmann::json()},
+                   {"saving", d.saving()}});
+  }
+  return why;
+}
+
+nlohmann::json verification_json(const Verification& v) {
+  nlohmann::json candidates = nlohmann::json::array();
+  for (const VerifiedCandidate& c : v.candidates) {
+    candidates.push_back({{"round", c.round},
+                          {"source", c.source},
+                          {"predicted_ms", c.predicted.cost_ms},
+                          {"measured_ms", c.measured_ms},
+                          {"shards", c.plan.shards.size()}});
+    if (c.passes_ms.size() > 1) candidates.back()["measured_passes_ms"] = c.passes_ms;
+    if (!c.fresh_ms.empty()) candidates.back()["fresh_ms"] = c.fresh_ms;  // a leader's
+  }
+  nlohmann::json j = {{"truth", v.truth},   {"chosen", v.chosen},   {"verify_s", v.verify_s},
+                      {"rounds", v.rounds}, {"leaders", v.leaders}, {"candidates", candidates}};
+  if (const std::optional<RunnerUp> next = runner_up(v)) j["runner_up"] = runner_up_json(*next);
+  if (!v.rivals_failed.empty()) j["rivals_failed"] = v.rivals_failed;
+  if (!v.tables.empty()) {
+    nlohmann::json tables = nlohmann::json::array();
+    for (const Verification::TableAlone& t : v.tables) {
+      tables.push_back(
+          {{"name", t.name}, {"predicted_ms", t.predicted_ms}, {"measured_ms", t.measured_ms}});
+    }
+    j["tables"] = tables;
+    j["tables_s"] = v.tables_s;
+  }
+  return j;
+}
+
+nlohmann::json model_source_json(const PlanResult& r) {
+  const ModelSource& m = r.model_source;
+  return {
+      {"compute", m.hardware},
+      {"batches", m.min_batch > 0 ? nlohmann::json({m.min_batch, m.max_batch}) : nlohmann::json()},
+      {"comm", m.comm},
+      {"comm_devices",
+       m.min_devices > 0 ? nlohmann::json({m.min_devices, m.max_devices}) : nlohmann::json()},
+      {"extrapolated", r.extrapolated}};
+}
+
 }  // namespace
 
 nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
@@ -122,64 +175,17 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
   // JSON objects are unordered (and written sorted): the task's order too.
   j["table_order"] = nlohmann::json::array();
   for (const TableSpec& s : task.tables) j["table_order"].push_back(s.name);
-  const ModelSource& m = r.model_source;
-  j["cost_model_source"] = {
-      {"compute", m.hardware},
-      {"batches", m.min_batch > 0 ? nlohmann::json({m.min_batch, m.max_batch}) : nlohmann::json()},
-      {"comm", m.comm},
-      {"comm_devices",
-       m.min_devices > 0 ? nlohmann::json({m.min_devices, m.max_devices}) : nlohmann::json()},
-      {"extrapolated", r.extrapolated}};
+  j["cost_model_source"] = model_source_json(r);
   j["predicted"] = prediction_json(task, r.predicted);
   j["predicted"]["lower_bound_ms"] = r.bound.total_ms();
   j["predicted"]["gap"] = r.gap();
   j["predicted"]["search_s"] = r.search_s;
   if (!r.search_summary.empty()) j["predicted"]["search"] = r.search_summary;
-  if (!r.explanation.empty()) {
-    nlohmann::json why = nlohmann::json::array();
-    for (const Decision& d : r.explanation) {
-      why.push_back({{"table", task.tables[d.table].name},
-                     {"decision", d.decision},
-                     {"cost_ms", d.cost_ms},
-                     {"alternative", d.alternative.empty() ? nlohmann::json() : nlohmann::json(d.alternative)},
-                     {"alternative_ms", d.alternative.empty() ? nlohmann::json() : nlohmann::json(d.alternative_ms)},
-                     {"no_alternative", d.alternative.empty() ? nlohmann::json(d.no_alternative) : nlohmann::json()},
-                     {"saving", d.saving()}});
-    }
-    j["explanation"] = why;
-  }
+  if (!r.explanation.empty()) j["explanation"] = explanation_json(task, r.explanation);
   if (r.verification) {
     const Verification& v = *r.verification;
     j["measured"] = prediction_json(task, v.candidates[v.chosen].measured);
-    nlohmann::json candidates = nlohmann::json::array();
-    for (const VerifiedCandidate& c : v.candidates) {
-      candidates.push_back({{"round", c.round},
-                            {"source", c.source},
-                            {"predicted_ms", c.predicted.cost_ms},
-                            {"measured_ms", c.measured_ms},
-                            {"shards", c.plan.shards.size()}});
-      if (c.passes_ms.size() > 1) candidates.back()["measured_passes_ms"] = c.passes_ms;
-      if (!c.fresh_ms.empty()) candidates.back()["fresh_ms"] = c.fresh_ms;  // a leader's
-    }
-    j["verification"] = {{"truth", v.truth},
-                         {"chosen", v.chosen},
-                         {"verify_s", v.verify_s},
-                         {"rounds", v.rounds},
-                         {"leaders", v.leaders},
-                         {"candidates", candidates}};
-    if (const std::optional<RunnerUp> next = runner_up(v)) {
-      j["verification"]["runner_up"] = runner_up_json(*next);
-    }
-    if (!v.rivals_failed.empty()) j["verification"]["rivals_failed"] = v.rivals_failed;
-    if (!v.tables.empty()) {
-      nlohmann::json tables = nlohmann::json::array();
-      for (const Verification::TableAlone& t : v.tables) {
-        tables.push_back(
-            {{"name", t.name}, {"predicted_ms", t.predicted_ms}, {"measured_ms", t.measured_ms}});
-      }
-      j["verification"]["tables"] = tables;
-      j["verification"]["tables_s"] = v.tables_s;
-    }
+    j["verification"] = verification_json(v);
   }
   return j;
 }

@@ -9,6 +9,7 @@
 #include "embshard/search/planner.h"
 #include "embshard/util/error.h"
 #include "pieces.h"
+#include "search/planners.h"
 
 namespace embshard {
 namespace {

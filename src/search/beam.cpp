@@ -52,7 +52,8 @@ void rate_children(const PlanTask& task, std::vector<BeamState>& children, size_
           if (cap > 0) {
             grid.set_grid(1, cap, cap);
           } else {
-            grid.set_grid(options.grid_steps, options.cap_low, options.cap_high);
+            grid.set_grid(options.budget.grid_steps, options.budget.cap_low,
+                          options.budget.cap_high);
           }
           child.cost_ms = grid.run(child.pieces, child.device_of, cutoff);
           if (!std::isfinite(child.cost_ms) && !child.big_first && grid.out_of_memory()) {

@@ -79,17 +79,16 @@ void Layout::place(size_t index, int d, const Piece& p, double fused_ms,
   std::rotate(at, at + 1, to);
 }
 
-GridGreedy::GridGreedy(const PlanTask& task, const CostModel& model,
-                       const PlannerOptions& options)
+GridGreedy::GridGreedy(const PlanTask& task, const CostModel& model, const PlannerOptions& options)
     : task_(task),
       compute_(*model.compute),
       comm_(*model.comm),
-      cache_(options.cache_log2_entries),
-      grid_steps_(options.grid_steps),
-      cap_low_(options.cap_low),
-      cap_high_(options.cap_high),
-      prune_(options.prune_monotone),
-      patience_(options.scan_patience),
+      cache_(options.budget.cache_log2_entries),
+      grid_steps_(options.budget.grid_steps),
+      cap_low_(options.budget.cap_low),
+      cap_high_(options.budget.cap_high),
+      prune_(options.budget.prune_monotone),
+      patience_(options.budget.scan_patience),
       uncertainty_(options.uncertainty),
       state_size_(model.compute->state_size()),
       scratch_state_(state_size_),

@@ -5,6 +5,8 @@
 // rows over k devices (k = 2 and every device), that replicate a table on
 // every device and that join such splits and replicas back, and a beam from
 // the cheaper of two of TorchRec's proposals.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -13,13 +15,12 @@
 #include <thread>
 #include <unordered_set>
 
-#include <fmt/format.h>
-
+#include "beam.h"
 #include "embshard/search/planner.h"
 #include "embshard/util/error.h"
-#include "beam.h"
 #include "grid_greedy.h"
 #include "pieces.h"
+#include "search/planners.h"
 
 namespace embshard {
 namespace {
@@ -36,15 +37,16 @@ using search::signature;
 class NeuroShardPlanner : public Planner {
  public:
   explicit NeuroShardPlanner(const PlannerOptions& o) : options_(o) {
-    ES_CHECK(o.beam_width >= 1, "beam width is {}, must be at least 1", o.beam_width);
-    ES_CHECK(o.max_steps >= 0, "max steps is {}, must be at least 0", o.max_steps);
-    ES_CHECK(o.candidates >= 0, "candidates is {}, must be at least 0", o.candidates);
-    ES_CHECK(o.scan_patience >= 0, "scan patience is {}, must be at least 0 (0: no limit)",
-             o.scan_patience);
-    ES_CHECK(o.screen_keep >= 0, "screen keep is {}, must be at least 0 (0: no screening)",
-             o.screen_keep);
-    ES_CHECK(o.step_patience >= 0, "step patience is {}, must be at least 0 (0: all max steps)",
-             o.step_patience);
+    const SearchBudget& b = o.budget;
+    ES_CHECK(b.beam_width >= 1, "beam width is {}, must be at least 1", b.beam_width);
+    ES_CHECK(b.max_steps >= 0, "max steps is {}, must be at least 0", b.max_steps);
+    ES_CHECK(b.candidates >= 0, "candidates is {}, must be at least 0", b.candidates);
+    ES_CHECK(b.scan_patience >= 0, "scan patience is {}, must be at least 0 (0: no limit)",
+             b.scan_patience);
+    ES_CHECK(b.screen_keep >= 0, "screen keep is {}, must be at least 0 (0: no screening)",
+             b.screen_keep);
+    ES_CHECK(b.step_patience >= 0, "step patience is {}, must be at least 0 (0: all max steps)",
+             b.step_patience);
     ES_CHECK(o.uncertainty >= 0 && o.uncertainty <= 1,
              "uncertainty is {}, must be 0..1 (a fraction of a piece's cost)", o.uncertainty);
     ES_CHECK(o.threads >= 0, "threads is {}, must be at least 0 (0: one per hardware thread)", o.threads);
@@ -143,7 +145,7 @@ std::vector<size_t> NeuroShardPlanner::candidates(const PlanTask& task,
       ok.push_back(i);
     }
   }
-  const size_t k = static_cast<size_t>(options_.candidates);
+  const size_t k = static_cast<size_t>(options_.budget.candidates);
   std::unordered_set<int> seen;
   std::vector<size_t> picked;
   top_k(ok, k, [&](size_t i) { return s.pieces[i].single_ms; }, s.pieces, seen, picked);
@@ -192,7 +194,7 @@ BeamState NeuroShardPlanner::split(const PlanTask& task, ShardCosts& costs, cons
 // types the task does not allow are left out.
 void NeuroShardPlanner::more_moves(const PlanTask& task, ShardCosts& costs, const BeamState& s,
                                    std::vector<BeamState>& out) const {
-  const size_t k = std::max(1, options_.candidates / 2);
+  const size_t k = std::max(1, options_.budget.candidates / 2);
   const int n = task.num_devices();
   std::vector<int> count(task.tables.size(), 0);
   for (const Piece& p : s.pieces) ++count[p.table];
@@ -240,7 +242,7 @@ void NeuroShardPlanner::more_moves(const PlanTask& task, ShardCosts& costs, cons
 // proposal) can so undo the splits that cost more than they save.
 void NeuroShardPlanner::joins(const PlanTask& task, ShardCosts& costs, const BeamState& s,
                               std::vector<BeamState>& out) const {
-  const size_t k = std::max(1, options_.candidates / 2);
+  const size_t k = std::max(1, options_.budget.candidates / 2);
   const std::vector<Piece>& pieces = s.pieces;
   struct Split {
     std::vector<size_t> at;  // its blocks' indices, ascending
@@ -344,7 +346,7 @@ int NeuroShardPlanner::run_beam(const PlanTask& task, ShardCosts& costs, int cou
   double phase_best = beam.front().cost_ms;
   int stale_steps = 0;  // steps in a row that found nothing cheaper than phase_best
   int steps = 0;
-  for (; steps < options_.max_steps; ++steps) {
+  for (; steps < options_.budget.max_steps; ++steps) {
     // (Where the halvings' beam had nothing to halve, as with column-wise
     // not allowed, the wider beams are bounded by the steps alone.)
     if (extended && st.halvings_work > 0 && work >= work_share * st.halvings_work) {
@@ -377,7 +379,8 @@ int NeuroShardPlanner::run_beam(const PlanTask& task, ShardCosts& costs, int cou
     }
     for (const BeamState& c : children) work += c.pieces.size();
     if (!extended) st.halvings_work = work;
-    const size_t keep = static_cast<size_t>(options_.screen_keep) * options_.beam_width;
+    const size_t keep =
+        static_cast<size_t>(options_.budget.screen_keep) * options_.budget.beam_width;
     if (keep > 0 && children.size() > keep) {
       // The screen: each child rated on its parent's best cap alone; the
       // keep best go on to the whole grid.
@@ -387,20 +390,21 @@ int NeuroShardPlanner::run_beam(const PlanTask& task, ShardCosts& costs, int cou
     }
     // The beam's children and the `count` cheapest rated exactly, so that
     // the candidates, like the beam, do not depend on the threads.
-    rate_children(task, children, std::max<size_t>(options_.beam_width, count), st.grids,
+    rate_children(task, children, std::max<size_t>(options_.budget.beam_width, count), st.grids,
                   st.rated, options_, nullptr);
     by_cost(children);
     for (const BeamState& c : children) remember(st.best, c, count);
-    if (children.size() > static_cast<size_t>(options_.beam_width)) {
-      children.resize(options_.beam_width);
+    if (children.size() > static_cast<size_t>(options_.budget.beam_width)) {
+      children.resize(options_.budget.beam_width);
     }
     beam.swap(children);
     if (beam.front().cost_ms < phase_best) {
       phase_best = beam.front().cost_ms;
       stale_steps = 0;
-    } else if (options_.step_patience > 0 && ++stale_steps >= options_.step_patience) {
+    } else if (options_.budget.step_patience > 0 &&
+               ++stale_steps >= options_.budget.step_patience) {
       ++steps;
-      stop = fmt::format("the last {} without a cheaper plan", options_.step_patience);
+      stop = fmt::format("the last {} without a cheaper plan", options_.budget.step_patience);
       break;
     }
   }
@@ -418,9 +422,10 @@ int NeuroShardPlanner::run_beam(const PlanTask& task, ShardCosts& costs, int cou
   for (const Piece& p : pieces) total += p.mem_bytes;
   for (int64_t c : task.device_mem_bytes) have += c;
   // Without beam steps or candidates the search splits nothing beyond its start.
-  const std::string why = o.max_steps == 0    ? "; --max-steps 0 splits nothing beyond the start"
-                          : o.candidates == 0 ? "; --candidates 0 splits nothing beyond the start"
-                                              : "";
+  const std::string why = o.budget.max_steps == 0 ? "; max-steps 0 splits nothing beyond the start"
+                          : o.budget.candidates == 0
+                              ? "; candidates 0 splits nothing beyond the start"
+                              : "";
   ES_THROW("neuroshard found no placement within the memory caps: the tables need {} bytes "
            "of {} bytes on {} devices; the biggest piece is table '{}' ({} bytes){}",
            total, have, task.num_devices(), task.tables[big->table].name, big->mem_bytes, why);
@@ -524,9 +529,9 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
                                  share, stop);
       static const char* const kNames[] = {"halvings", "every move", "every move but halvings",
                                            "every move from it"};
-      summary_ += fmt::format("{}{}: {} of {} beam steps{}", summary_.empty() ? "" : "; ",
-                              kNames[phase], steps, options_.max_steps,
-                              stop.empty() ? "" : " (" + stop + ")");
+      summary_ +=
+          fmt::format("{}{}: {} of {} beam steps{}", summary_.empty() ? "" : "; ", kNames[phase],
+                      steps, options_.budget.max_steps, stop.empty() ? "" : " (" + stop + ")");
     }
   }
   if (st.best.empty()) throw_no_placement(task, start.pieces, options_);

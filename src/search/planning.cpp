@@ -56,62 +56,52 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   if (model_options.batch_size == 0) model_options.batch_size = out.task.batch_size;
   if (r.cost_model == "measured") {  // it runs the workload's shards on the executor
     model_options.workload_dir = r.workload.dir;
-    model_options.executor = r.executor;
-    model_options.reference_window_s = r.reference_window_s;
   }
   const CostModel model = open_cost_model(r.cost_model, model_options, reporter);
   reporter.note(fmt::format("plan: {} from {}; {}; {} against the {} cost model",
                             count_of(out.task.num_tables(), "table"), r.workload.source,
                             count_of(out.task.num_devices(), "device"),
                             r.algo, model.name));
-  if (r.verify == 0) {
+  const VerifyOptions& v = r.verify;
+  if (v.candidates == 0) {
     out.result = make_plan(*planner, out.task, model);
     explain(r, model, out);
     return out;
   }
-  ES_CHECK(r.verify >= 1, "--verify is {}, must be at least 1", r.verify);
-  ES_CHECK(r.verify_rounds >= 1, "--verify-rounds is {}, must be at least 1", r.verify_rounds);
-  ES_CHECK(r.verify_rounds == 1 || r.cost_model != "measured",
-           "--verify-rounds {}: the measured cost model has nothing to correct (use 1)",
-           r.verify_rounds);
+  ES_CHECK(v.candidates >= 1, "--verify is {}, must be at least 1", v.candidates);
+  ES_CHECK(v.rounds >= 1, "--verify-rounds is {}, must be at least 1", v.rounds);
+  ES_CHECK(v.rounds == 1 || r.cost_model != "measured",
+           "--verify-rounds {}: the measured cost model has nothing to correct (use 1)", v.rounds);
   ES_CHECK(!r.workload.dir.empty() && r.workload.trace_file.has_value(),
            "--verify measures plans with the workload's traces: give a workload directory with "
            "a trace ({} has none)",
            r.workload.source);
   CostModelOptions truth_options = model_options;
   truth_options.workload_dir = r.workload.dir;
-  truth_options.executor = r.executor;
-  truth_options.reference_window_s = r.reference_window_s;
   // Measured compute beside predicted comm: on the model's scale where it
   // has one, so that the two keep the proportions the model learned.
   const auto measured = make_measured_compute_model(truth_options);
   const ReferenceScale scale =
       model_reference_scale(r.cost_model, model_options.model_dir, measured->executor_name(),
                             r.devices, out.task.batch_size);
-  const std::string what = fmt::format(
-      "the search's {}{}{}", count_of(r.verify, "best plan"),
-      r.verify_rounds == 1 ? "" : fmt::format(" a round (up to {} rounds)", r.verify_rounds),
-      r.verify_rivals.empty() ? ""
-                              : fmt::format(" and {}'s", fmt::join(r.verify_rivals, "'s, ")));
+  const std::string what =
+      fmt::format("the search's {}{}{}", count_of(v.candidates, "best plan"),
+                  v.rounds == 1 ? "" : fmt::format(" a round (up to {} rounds)", v.rounds),
+                  v.rivals.empty() ? "" : fmt::format(" and {}'s", fmt::join(v.rivals, "'s, ")));
   if (scale.compute) {
     measured->set_probe_reference(*scale.compute);
     reporter.note(fmt::format("plan: verifying {} on the executor, on the cost model's scale ({})",
                               what, scale.source));
   } else {
-    reporter.note(fmt::format("plan: verifying {} on the executor ({} s of reference probe "
-                              "first: {})",
-                              what, r.reference_window_s, scale.note));
+    reporter.note(
+        fmt::format("plan: verifying {} on the executor ({} s of reference probe "
+                    "first: {})",
+                    what, r.model.reference_window_s, scale.note));
   }
   const CostModel truth{measured, model.comm,
-                        "measured compute (" + r.executor + "); comm: " + model.name,
+                        "measured compute (" + r.model.executor + "); comm: " + model.name,
                         ModelSource{}};
-  out.result = make_verified_plan(*planner, out.task, model, truth,
-                                  {.candidates = r.verify,
-                                   .rounds = r.verify_rounds,
-                                   .leaders = r.verify_leaders,
-                                   .fresh_passes = 2,
-                                   .rivals = r.verify_rivals,
-                                   .measure_tables = r.verify_tables});
+  out.result = make_verified_plan(*planner, out.task, model, truth, v);
   explain(r, model, out);
   return out;
 }

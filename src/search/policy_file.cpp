@@ -65,17 +65,8 @@ void save_policy(const PolicyNets& nets, const std::string& dir) {
 
 PolicyNets load_policy(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "manifest.json").string();
-  ES_CHECK(file_exists(path),
-           "{}: policy manifest missing (is '{}' a policy directory made by `embshard "
-           "train-policy`?)",
-           path, dir);
-  const json m = parse_json_document(read_file(path), path);
-  ES_CHECK(m.is_object(), "{}: not a JSON object", path);
-  const json format = m.value("format", json()), version = m.value("version", json());
-  ES_CHECK(format == kPolicyFormat, "{}: format is {}, expected '{}'", path, format.dump(),
-           kPolicyFormat);
-  ES_CHECK(version == kPolicyVersion, "{}: policy version {}, this embshard reads version {}",
-           path, version.dump(), kPolicyVersion);
+  const json m =
+      read_manifest(dir, "policy", "embshard train-policy", kPolicyFormat, kPolicyVersion);
   PolicyNets nets;
   const auto strings = [&](const char* pointer) {
     return json_field(m, pointer, JsonKind::kStrings, path).get<std::vector<std::string>>();

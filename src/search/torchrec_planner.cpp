@@ -9,12 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
 #include "embshard/search/planner.h"
 #include "embshard/util/error.h"
 #include "embshard/util/python_peer.h"
+#include "search/planners.h"
 
 namespace embshard {
 namespace {

@@ -1,13 +1,15 @@
 #include "embshard/util/json_field.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "embshard/util/error.h"
+#include "embshard/util/file.h"
 
 namespace embshard {
 
@@ -199,6 +201,22 @@ json parse_json_document(const std::string& text, std::string_view where) {
   }
   ES_CHECK(repeated.empty(), "{}: key '{}' appears twice in one object", where, repeated);
   return j;
+}
+
+json read_manifest(const std::string& dir, const std::string& what, const std::string& maker,
+                   const std::string& format, int version) {
+  const std::string path = (std::filesystem::path(dir) / "manifest.json").string();
+  ES_CHECK(file_exists(path), "{}: {} manifest missing (is '{}' a {} directory made by `{}`?)",
+           path, what, dir, what, maker);
+  json manifest = parse_json_document(read_file(path), path);
+  ES_CHECK(manifest.is_object(), "{}: not a JSON object", path);
+  const json found_format = manifest.value("format", json());
+  const json found_version = manifest.value("version", json());
+  ES_CHECK(found_format == format, "{}: format is {}, expected '{}'", path, found_format.dump(),
+           format);
+  ES_CHECK(found_version == version, "{}: {} manifest version {}, this embshard reads version {}",
+           path, what, found_version.dump(), version);
+  return manifest;
 }
 
 }  // namespace embshard

@@ -185,9 +185,14 @@ const std::vector<std::string>& published_profiles() {
   return names;
 }
 
+namespace {
+
+// The statistics file of a profile inside `dir` (throws listing valid profiles).
 std::string published_stats_file(const std::string& dir, const std::string& profile) {
   return (std::filesystem::path(dir) / find_profile(profile).file).string();
 }
+
+}  // namespace
 
 std::string default_published_stats_dir() { return data_root() + "/data/published"; }
 

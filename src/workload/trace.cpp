@@ -196,6 +196,12 @@ TraceReader::TraceReader(std::string path) : path_(std::move(path)) {
     }
   } guard{fd_};
   const uint64_t file_bytes = file_size_bytes(path_);
+  const auto [directory_offset, directory_crc] = read_header(file_bytes);
+  read_directory(file_bytes, directory_offset, directory_crc);
+  guard.keep = true;
+}
+
+std::pair<uint64_t, uint32_t> TraceReader::read_header(uint64_t file_bytes) {
   ES_CHECK(file_bytes >= kHeaderBytes,
            "trace file '{}': truncated: {} bytes, the header alone is {}", path_, file_bytes,
            kHeaderBytes);
@@ -235,14 +241,18 @@ TraceReader::TraceReader(std::string path) : path_(std::move(path)) {
            "trace file '{}': field 'batch_size' is {}, but a table's batch_size + 1 offsets of "
            "8 bytes do not fit in the file's {} bytes: truncated or corrupted",
            path_, info_.batch_size, file_bytes);
+  return {directory_offset, directory_crc};
+}
 
+void TraceReader::read_directory(uint64_t file_bytes, uint64_t directory_offset,
+                                 uint32_t directory_crc) {
   std::vector<unsigned char> dir(info_.num_tables * kEntryBytes);
   pread_all(fd_, dir.data(), dir.size(), directory_offset, path_, "directory");
   const uint32_t computed_dir_crc = crc32_update(0, dir.data(), dir.size());
   ES_CHECK(computed_dir_crc == directory_crc,
            "trace file '{}': directory checksum mismatch (stored {:#010x}, computed {:#010x})",
            path_, directory_crc, computed_dir_crc);
-  pos = 0;
+  size_t pos = 0;
   uint64_t expected_offset = kHeaderBytes, total_indices = 0;
   for (uint64_t t = 0; t < info_.num_tables; ++t) {
     Entry e;
@@ -264,7 +274,6 @@ TraceReader::TraceReader(std::string path) : path_(std::move(path)) {
   ES_CHECK(expected_offset == directory_offset && total_indices == info_.num_indices,
            "trace file '{}': sections end at byte {} but the directory starts at {}", path_,
            expected_offset, directory_offset);
-  guard.keep = true;
 }
 
 TraceReader::~TraceReader() {

@@ -25,7 +25,7 @@ TEST(PlanBench, CountsTheSearchsModelCalls) {
   PlanBenchOptions o = small_bench();
   const std::vector<PlanBenchRow> a = run_plan_bench(o, silent_reporter());
   const std::vector<PlanBenchRow> b = run_plan_bench(o, silent_reporter());
-  o.planner.screen_keep = 0;
+  o.planner.budget.screen_keep = 0;
   const std::vector<PlanBenchRow> unscreened = run_plan_bench(o, silent_reporter());
   ASSERT_EQ(a.size(), 1u);
   EXPECT_GT(a[0].model_calls, 0u);

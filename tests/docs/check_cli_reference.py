@@ -6,7 +6,9 @@ lists (recursively: `bench compute`, ...), and fails naming
   - a command with no section of its own in docs/cli.md (a heading
     `## plan`, `## bench compute`),
   - an option of a command that its section does not mention,
-  - a section for a command that no longer exists.
+  - a section for a command that no longer exists,
+  - a setting of an `--expert` option (`KEY=DEFAULT` in its help) that
+    docs/cli.md does not document as `KEY=` or `KEY` in backquotes.
 Usage: check_cli_reference.py --cli build/embshard --doc docs/cli.md
 """
 import argparse
@@ -51,6 +53,14 @@ def options(text):
     return found
 
 
+def expert_keys(text):
+    """The KEYs of the --expert option's help: '... settings"): beam-width=3, max-steps=10'."""
+    for line in block(text, "Options"):
+        if re.match(r"^  --expert\b", line):
+            return re.findall(r"([a-z][a-z0-9-]*)=[^,\s]+", line.split("):", 1)[-1])
+    return []
+
+
 def subcommands(text):
     return [m.group(1) for line in block(text, "Subcommands")
             if (m := re.match(r"^  ([a-z][\w-]*)\s", line))]
@@ -62,7 +72,7 @@ def commands(cli, words=()):
     subs = subcommands(text)
     found = {}
     if words and not subs:
-        found[" ".join(words)] = options(text)
+        found[" ".join(words)] = options(text) + [f"expert:{k}" for k in expert_keys(text)]
     for sub in subs:
         found.update(commands(cli, (*words, sub)))
     return found
@@ -95,12 +105,19 @@ def main():
     args = parser.parse_args()
     found = commands(args.cli)
     documented = sections(args.doc)
+    doc_text = open(args.doc, encoding="utf-8").read()
     faults = []
     for command, opts in sorted(found.items()):
         if command not in documented:
             faults.append(f"command '{command}' has no section '## {command}' in {args.doc}")
             continue
         for opt in opts:
+            if opt.startswith("expert:"):
+                key = opt.split(":", 1)[1]
+                if not re.search(rf"`{re.escape(key)}(=|`)", doc_text):
+                    faults.append(f"'{command}': --expert setting {key} is not documented in "
+                                  f"{args.doc}")
+                continue
             if not mentions(documented[command], opt):
                 faults.append(f"'{command}': option {opt} is not in its section of {args.doc}")
     for command in sorted(set(documented) - set(found)):

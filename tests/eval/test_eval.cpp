@@ -112,12 +112,12 @@ TEST(Eval, RunsResumesAndSummarises) {
   EvalOptions o;
   o.tasks_path = make_tasks(dir);
   o.algos = {"size_greedy", "neuroshard", "neuroshard+verify"};
-  o.verify_candidates = 2;
-  o.verify_rounds = 2;
+  o.verify.candidates = 2;
+  o.verify.rounds = 2;
   o.devices = 2;
   o.cost_model = "analytic";  // the shipped calibration
   o.out_path = dir.file("eval.jsonl");
-  o.reference_window_s = 0.3;
+  o.measure.reference_window_s = 0.3;
   o.trace_dir = dir.file("traces");
   CaptureReporter reporter;
   const auto records = run_eval(o, reporter);
@@ -176,7 +176,7 @@ TEST(Eval, RunsResumesAndSummarises) {
   {
     // Other verification settings never resume these records.
     EvalOptions rounds = o;
-    rounds.verify_rounds = 3;
+    rounds.verify.rounds = 3;
     EXPECT_NE(testing::error_of([&] { run_eval(rounds, silent_reporter()); }).find("verify_rounds"),
               std::string::npos);
   }
@@ -238,7 +238,7 @@ TEST(Eval, RunsResumesAndSummarises) {
   RecordFile::read_all(o.out_path, &header, nullptr);
   EXPECT_EQ(header["executor"], "cpu (1 thread)");
   o.devices = 2;
-  o.thread_cpu_time = true;
+  o.measure.thread_cpu_time = true;
   const std::string refused = testing::error_of([&] { run_eval(o, silent_reporter()); });
   EXPECT_NE(refused.find("executor"), std::string::npos) << refused;
   EXPECT_EQ(slurp(o.out_path), before);
@@ -339,7 +339,7 @@ TEST(Eval, PredictOnlyExecutesNothing) {
 
   EvalOptions measuring = o;  // the same file, measured: refused, untouched
   measuring.predict_only = false;
-  measuring.reference_window_s = 0.3;
+  measuring.measure.reference_window_s = 0.3;
   const std::string before = slurp(o.out_path);
   EXPECT_THROW(run_eval(measuring, silent_reporter()), Error);
   EXPECT_EQ(slurp(o.out_path), before);
@@ -361,7 +361,7 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
   ASSERT_EQ(t.exit_code, 0) << t.output;
   const std::string args = "eval --tasks " + dir.file("t.json") +
                            " --algos size_greedy,neuroshard --cost-model analytic "
-                           "--comm-warmup 1 --comm-repeats 2 --reference-window-s 0.3 --out " +
+                           "--expert comm-warmup=1,comm-repeats=2 --reference-window-s 0.3 --out " +
                            dir.file("e.jsonl");
   const auto r = testing::run_mpi_cli(2, args + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -384,8 +384,8 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
   // --comm-passes: each plan's all-to-alls measured twice, the fastest kept.
   const std::string passes_base = "eval --tasks " + dir.file("t.json") +
                                   " --algos size_greedy,neuroshard --cost-model analytic "
-                                  "--comm-warmup 1 --comm-repeats 2 --reference-window-s 0.3 "
-                                  "--comm-passes 2 --comm-pass-pause-s 0.1";
+                                  "--expert comm-warmup=1,comm-repeats=2 --reference-window-s 0.3 "
+                                  "--comm-passes 2 --expert comm-pass-pause-s=0.1";
   const std::string passes_args = passes_base + " --out " + dir.file("p.jsonl");
   const auto p = testing::run_mpi_cli(2, passes_args);
   ASSERT_EQ(p.exit_code, 0) << p.output;
@@ -408,8 +408,8 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
       2, "eval --tasks " + dir.file("t.json") +
              " --algos neuroshard+verify,neuroshard+verify:verify-tables:candidates=1:leaders=0"
              " --cost-model analytic "
-             "--comm-warmup 1 --comm-repeats 2 "
-             "--reference-window-s 0.3 --comm-passes 2 --comm-pass-pause-s 0.1 "
+             "--expert comm-warmup=1,comm-repeats=2 "
+             "--reference-window-s 0.3 --comm-passes 2 --expert comm-pass-pause-s=0.1 "
              "--verify-candidates 2 --verify-rounds 1 --verify-leaders 2 --out " +
              dir.file("v.jsonl"));
   ASSERT_EQ(verified.exit_code, 0) << verified.output;
@@ -494,9 +494,11 @@ TEST(Eval, UnderMpirunMeasuresTheAllToAlls) {
   EXPECT_FALSE(file_exists(dir.file("one_raw.jsonl")));
   const auto no_verify = run_cli("eval --tasks " + dir.file("t.json") +
                                  " --algos size_greedy --cost-model analytic --devices 2 "
-                                 "--verify-tables --out " + dir.file("no_verify.jsonl"));
+                                 "--expert verify-tables --out " +
+                                 dir.file("no_verify.jsonl"));
   EXPECT_NE(no_verify.exit_code, 0);
-  EXPECT_NE(no_verify.output.find("--verify-tables needs a +verify algorithm"), std::string::npos)
+  EXPECT_NE(no_verify.output.find("--expert verify-tables needs a +verify algorithm"),
+            std::string::npos)
       << no_verify.output;
   EXPECT_FALSE(file_exists(dir.file("no_verify.jsonl")));
   const auto one = run_cli(passes_args + " --devices 2");
@@ -538,9 +540,11 @@ TEST(Eval, UnderMpirunMeasuresRowWiseCollectives) {
   ASSERT_EQ(t.exit_code, 0) << t.output;
   const std::string algo = "neuroshard@table_wise+row_wise";
   const auto r = testing::run_mpi_cli(
-      2, "eval --tasks " + dir.file("t.json") + " --algos " + algo +
-             " --cost-model analytic --comm-warmup 1 --comm-repeats 2 --reference-window-s 0.3 "
-             "--out " + dir.file("e.jsonl"));
+      2,
+      "eval --tasks " + dir.file("t.json") + " --algos " + algo +
+          " --cost-model analytic --expert comm-warmup=1,comm-repeats=2 --reference-window-s 0.3 "
+          "--out " +
+          dir.file("e.jsonl"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto records = RecordFile::read_all(dir.file("e.jsonl"), nullptr, nullptr);
   ASSERT_EQ(records.size(), 1u);
@@ -566,26 +570,26 @@ TEST(Eval, AlgoSpecsCarryTheirOwnOptions) {
   const AlgoSpec c = parse_algo_spec("torchrec", run);
   EXPECT_EQ(c.name, "torchrec");
   EXPECT_DOUBLE_EQ(c.planner.uncertainty, 0.05);
-  EXPECT_FALSE(b.verify_tables);
+  EXPECT_FALSE(b.verify.measure_tables);
   const AlgoSpec d = parse_algo_spec("neuroshard+verify:verify-tables:uncertainty=0.2", run);
   EXPECT_EQ(d.name, "neuroshard+verify");
-  EXPECT_TRUE(d.verify_tables);
+  EXPECT_TRUE(d.verify.measure_tables);
   EXPECT_DOUBLE_EQ(d.planner.uncertainty, 0.2);
-  // The run's --verify-tables reaches the verified algorithms only.
-  run.verify_tables = true;
-  EXPECT_TRUE(parse_algo_spec("neuroshard+verify", run).verify_tables);
-  EXPECT_FALSE(parse_algo_spec("neuroshard", run).verify_tables);
+  // The run's --expert verify-tables reaches the verified algorithms only.
+  run.verify.measure_tables = true;
+  EXPECT_TRUE(parse_algo_spec("neuroshard+verify", run).verify.measure_tables);
+  EXPECT_FALSE(parse_algo_spec("neuroshard", run).verify.measure_tables);
   // A +verify item's own verification budget; the run's where it sets none.
-  run.verify_rounds = 3;
+  run.verify.rounds = 3;
   const AlgoSpec e = parse_algo_spec("neuroshard+verify:candidates=2:rounds=1:leaders=0", run);
   EXPECT_EQ(e.name, "neuroshard+verify");
-  EXPECT_EQ(e.verify_candidates, 2);
-  EXPECT_EQ(e.verify_rounds, 1);
-  EXPECT_EQ(e.verify_leaders, 0);
+  EXPECT_EQ(e.verify.candidates, 2);
+  EXPECT_EQ(e.verify.rounds, 1);
+  EXPECT_EQ(e.verify.leaders, 0);
   const AlgoSpec f = parse_algo_spec("neuroshard+verify:leaders=1", run);
-  EXPECT_EQ(f.verify_candidates, run.verify_candidates);
-  EXPECT_EQ(f.verify_rounds, 3);
-  EXPECT_EQ(f.verify_leaders, 1);
+  EXPECT_EQ(f.verify.candidates, run.verify.candidates);
+  EXPECT_EQ(f.verify.rounds, 3);
+  EXPECT_EQ(f.verify.leaders, 1);
   for (const std::string bad :
        {"neuroshard:uncertainty=", "neuroshard:uncertainty=0.1x", "neuroshard:uncertainty=-0.1",
         "neuroshard:beam=3", "neuroshard:", "neuroshard:verify-tables",
@@ -599,7 +603,7 @@ TEST(Eval, AlgoSpecsCarryTheirOwnOptions) {
   // The measured cost model has nothing for later rounds to correct, the
   // run's rounds or an item's.
   run.cost_model = "measured";
-  run.verify_rounds = 1;
+  run.verify.rounds = 1;
   run.algos = {"neuroshard+verify", "neuroshard+verify:rounds=2"};
   const std::string rounds = testing::error_of([&] { check_eval_options(run, false); });
   EXPECT_NE(rounds.find("neuroshard+verify:rounds=2 verifies in 2 rounds"), std::string::npos)

@@ -31,8 +31,8 @@ TEST(EvalPasses, EachDeviceCountsAtTheMedianOfItsComputePasses) {
   o.devices = 2;
   o.cost_model = "analytic";
   o.out_path = dir.file("eval.jsonl");
-  o.reference_window_s = 0.3;
-  o.compute_passes = 3;
+  o.measure.reference_window_s = 0.3;
+  o.measure.compute_passes = 3;
   const auto records = run_eval(o, silent_reporter());
   ASSERT_EQ(records.size(), 3u);
   int moved = 0;  // devices whose passes differ: each pass measured afresh
@@ -80,7 +80,7 @@ TEST(EvalPasses, EachDeviceCountsAtTheMedianOfItsComputePasses) {
 
   // Another number of passes never resumes these records; the file stays.
   EvalOptions once = o;
-  once.compute_passes = 1;
+  once.measure.compute_passes = 1;
   const std::string before = testing::slurp(o.out_path);
   EXPECT_NE(testing::error_of([&] { run_eval(once, silent_reporter()); }).find("compute_passes"),
             std::string::npos);
@@ -103,12 +103,12 @@ TEST(EvalPasses, ComputePassesOutOfRangeOrWithNothingMeasuredAreRefused) {
   o.cost_model = "analytic";
   o.out_path = dir.file("eval.jsonl");
   for (int passes : {0, 10}) {
-    o.compute_passes = passes;
+    o.measure.compute_passes = passes;
     EXPECT_NE(testing::error_of([&] { run_eval(o, silent_reporter()); })
                   .find(fmt::format("--compute-passes {}: need 1..9", passes)),
               std::string::npos);
   }
-  o.compute_passes = 2;
+  o.measure.compute_passes = 2;
   o.predict_only = true;
   EXPECT_NE(testing::error_of([&] { run_eval(o, silent_reporter()); }).find("--predict-only"),
             std::string::npos);

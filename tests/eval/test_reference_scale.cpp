@@ -196,21 +196,21 @@ TEST(ReferenceScale, EvalMeasuresOnTheModelsScale) {
   o.tasks_path = testing::make_tasks(dir, 6, 4, 4, 1);
   o.algos = {"size_greedy"};
   o.devices = 2;
-  o.reference_window_s = 0.3;
+  o.measure.reference_window_s = 0.3;
   o.model_dir = shipped_model_here(dir);
   const ReferenceScale shipped = model_reference_scale("neural", o.model_dir, kCpu, 2, 64);
   ASSERT_TRUE(shipped.compute.has_value());
-  for (auto [model, reference] :
-       {std::pair{"neural", EvalOptions::Reference::kModel},
-        std::pair{"neural", EvalOptions::Reference::kNow},
-        std::pair{"analytic", EvalOptions::Reference::kModel}}) {
+  for (auto [model, reference] : {std::pair{"neural", EvalMeasurement::Reference::kModel},
+                                  std::pair{"neural", EvalMeasurement::Reference::kNow},
+                                  std::pair{"analytic", EvalMeasurement::Reference::kModel}}) {
     o.cost_model = model;
-    o.reference = reference;
+    o.measure.reference = reference;
     o.out_path = dir.file(std::string(model) + std::to_string(static_cast<int>(reference)));
     run_eval(o, silent_reporter());
     json header;
     RecordFile::read_all(o.out_path, &header, nullptr);
-    const bool from_model = o.cost_model == "neural" && reference == EvalOptions::Reference::kModel;
+    const bool from_model =
+        o.cost_model == "neural" && reference == EvalMeasurement::Reference::kModel;
     EXPECT_EQ(header["reference_source"].get<std::string>().find("the cost model's (") == 0,
               from_model)
         << header["reference_source"];

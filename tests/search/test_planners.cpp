@@ -173,12 +173,12 @@ TEST(Planners, NeuroShardWithoutStepsOrCandidatesSaysWhyNothingFits) {
   const PlanTask task = make_task(tables, 4096, std::vector<int64_t>(4, 600'000'000), twcw);
   EXPECT_NO_THROW(run("neuroshard", task));
   PlannerOptions no_steps, no_candidates;
-  no_steps.max_steps = 0;
-  no_candidates.candidates = 0;
+  no_steps.budget.max_steps = 0;
+  no_candidates.budget.candidates = 0;
   expect_error([&] { run("neuroshard", task, no_steps); },
-               {"no placement within the memory caps", "--max-steps 0 splits nothing"});
+               {"no placement within the memory caps", "max-steps 0 splits nothing"});
   expect_error([&] { run("neuroshard", task, no_candidates); },
-               {"no placement within the memory caps", "--candidates 0 splits nothing"});
+               {"no placement within the memory caps", "candidates 0 splits nothing"});
 }
 
 TEST(Planners, TotalMemoryShortfallIsAnError) {
@@ -224,7 +224,7 @@ void expect_fewer_calls_close_plans(Set set, int off, int on, int bad, int devic
   PlannerOptions full, shortcut, refused;
   full.threads = shortcut.threads = 1;
   // All of NeuroShard's steps, so that only the option differs in the work.
-  full.step_patience = shortcut.step_patience = 0;
+  full.budget.step_patience = shortcut.budget.step_patience = 0;
   set(full, off);
   set(shortcut, on);
   set(refused, bad);
@@ -242,20 +242,20 @@ void expect_fewer_calls_close_plans(Set set, int off, int on, int bad, int devic
 
 // Patience stops a piece's device scan early.
 TEST(Planners, NeuroShardScanPatienceCutsModelCallsNotQuality) {
-  expect_fewer_calls_close_plans([](PlannerOptions& o, int v) { o.scan_patience = v; }, 0, 1, -1,
-                                 16, {51, 52});
+  expect_fewer_calls_close_plans([](PlannerOptions& o, int v) { o.budget.scan_patience = v; }, 0, 1,
+                                 -1, 16, {51, 52});
 }
 
 // Screening rates only the coarse grid's best children on the whole grid.
 TEST(Planners, NeuroShardScreeningCutsModelCallsNotQuality) {
-  expect_fewer_calls_close_plans([](PlannerOptions& o, int v) { o.screen_keep = v; }, 0, 1, -1,
-                                 8, {53, 54});
+  expect_fewer_calls_close_plans([](PlannerOptions& o, int v) { o.budget.screen_keep = v; }, 0, 1,
+                                 -1, 8, {53, 54});
 }
 
 // Step patience ends a beam that has stopped finding cheaper plans.
 TEST(Planners, NeuroShardStepPatienceCutsModelCallsNotQuality) {
-  expect_fewer_calls_close_plans([](PlannerOptions& o, int v) { o.step_patience = v; }, 0, 1, -1,
-                                 8, {57, 58});
+  expect_fewer_calls_close_plans([](PlannerOptions& o, int v) { o.budget.step_patience = v; }, 0, 1,
+                                 -1, 8, {57, 58});
 }
 
 // The result says how many steps the beam took and why it stopped.
@@ -263,13 +263,13 @@ TEST(Planners, NeuroShardSummarisesItsSearch) {
   const PlanTask task = random_task(60, 8, 1.3, 57);
   PlannerOptions all_steps;
   all_steps.threads = 1;
-  all_steps.step_patience = 0;
-  all_steps.max_steps = 2;
+  all_steps.budget.step_patience = 0;
+  all_steps.budget.max_steps = 2;
   EXPECT_EQ(run("neuroshard", task, all_steps).search_summary.rfind("halvings: 2 of 2 beam steps", 0),
             0u);
   PlannerOptions patient;
   patient.threads = 1;
-  patient.step_patience = 1;
+  patient.budget.step_patience = 1;
   const std::string s = run("neuroshard", task, patient).search_summary;
   EXPECT_NE(s.find(" of 10 beam steps (the last 1 without a cheaper plan)"), std::string::npos) << s;
   EXPECT_EQ(run("torchrec", task).search_summary, "");
@@ -356,7 +356,7 @@ TEST(Planners, NeuroShardSameCandidatesForAnyThreadCount) {
       return create_planner("neuroshard", o)->plan_candidates(task, costs, 8);
     };
     const std::vector<Plan> base = candidates(1);
-    ASSERT_GT(base.size(), static_cast<size_t>(PlannerOptions{}.beam_width));
+    ASSERT_GT(base.size(), static_cast<size_t>(SearchBudget{}.beam_width));
     for (int round = 0; round < 4; ++round) {
       for (int threads : {2, 3}) {
         const std::vector<Plan> other = candidates(threads);
@@ -381,8 +381,8 @@ TEST(Planners, NeuroShardSameCandidatesForAnyThreadCount) {
 TEST(Planners, NeuroShardPredictionMatchesSearchAndOptionsMatter) {
   const PlanTask task = random_task(30, 8, 1.3, 31);
   PlannerOptions narrow;
-  narrow.max_steps = 0;
-  narrow.grid_steps = 1;
+  narrow.budget.max_steps = 0;
+  narrow.budget.grid_steps = 1;
   const double plain = run("neuroshard", task, narrow).predicted.cost_ms;
   const double full = run("neuroshard", task).predicted.cost_ms;
   EXPECT_LE(full, plain * (1 + 1e-9));

@@ -441,7 +441,7 @@ TEST(ShardingSearch, SplitsAHotTableWhereOnlyBigPiecesFirstMakeRoomForAHugeOne) 
   EXPECT_LT(split.predicted.cost_ms, 0.8 * kept.predicted.cost_ms) << planner->search_summary();
 }
 
-// --uncertainty: on one device (no choice to make, the same comm) the
+// uncertainty: on one device (no choice to make, the same comm) the
 // search rates the placement at the model's figure plus U x the root of the
 // pieces' summed squared costs alone, through every path a piece takes
 // (replicas at the root, the rest in the greedy), with the model's state or
@@ -484,7 +484,7 @@ TEST(GridGreedy, CostsALayoutAsThePlansPredictionDoes) {
     pieces.push_back(search::make_replica(task, costs, 5));
     std::vector<int> device_of;
     PlannerOptions o;
-    o.prune_monotone = false;
+    o.budget.prune_monotone = false;
     search::GridGreedy grid(task, model, o);
     const double searched = grid.run(pieces, device_of);
     SCOPED_TRACE(fmt::format("seed {}", seed));

@@ -33,7 +33,8 @@ void add_bench_plan_command(CLI::App& bench) {
                   "dreamshard, autoshard: policy directory (default: the shipped one)");
   cmd->add_option("--repeats", o->repeats, "Runs per size (median reported)")->capture_default_str();
   add_seed_option(cmd, o->seed, "Seed of the synthetic tables");
-  add_search_options(cmd, o->planner);
+  add_search_threads_option(cmd, o->planner.threads);
+  add_expert_option(cmd, search_settings(o->planner));
   cmd->add_option("--mem-slack", o->mem_slack, "Device memory as a multiple of an even share")
       ->capture_default_str();
   cmd->add_option("--sharding-types", *types,

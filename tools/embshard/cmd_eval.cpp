@@ -25,10 +25,10 @@ struct EvalArgs {
 
 void run_eval_command(EvalArgs& a, bool devices_given, bool rounds_given) {
   // The measured cost model has nothing for later rounds to correct.
-  if (!rounds_given && a.options.cost_model == "measured") a.options.verify_rounds = 1;
-  a.options.verify_rivals = parse_verify_rivals(a.verify_rivals, "--verify-rivals");
-  a.options.reference =
-      a.reference == "now" ? EvalOptions::Reference::kNow : EvalOptions::Reference::kModel;
+  if (!rounds_given && a.options.cost_model == "measured") a.options.verify.rounds = 1;
+  a.options.verify.rivals = parse_verify_rivals(a.verify_rivals, "--verify-rivals");
+  a.options.measure.reference =
+      a.reference == "now" ? EvalMeasurement::Reference::kNow : EvalMeasurement::Reference::kModel;
   if (!a.sharding_types.empty()) {
     a.options.types = ShardingTypes::parse(a.sharding_types, "--sharding-types");
   }
@@ -66,6 +66,61 @@ void run_eval_command(EvalArgs& a, bool devices_given, bool rounds_given) {
   if (!a.svg.empty()) write_file_atomic(a.svg, svg);
 }
 
+// How eval measures: the executor, the passes, the scale.
+void add_measurement_options(CLI::App* eval, EvalArgs& e) {
+  EvalMeasurement& m = e.options.measure;
+  eval->add_option("--threads", m.threads, "Executor threads per device")->capture_default_str();
+  add_thread_cpu_time_flag(eval, m.thread_cpu_time);
+  eval->add_option(
+          "--comm-passes", m.comm_passes,
+          "Under mpirun: measure every plan's all-to-alls this many times, "
+          "--expert comm-pass-pause-s apart; the mean of its fastest half of the passes counts "
+          "(of up to three: the fastest); a +verify algorithm chooses among its "
+          "candidates on as many passes")
+      ->capture_default_str();
+  eval->add_option("--compute-passes", m.compute_passes,
+                   "Measure every device's compute this many times, each pass over all of a "
+                   "task's plans; each device counts at its median (the figure on the first "
+                   "measurement alone stays beside it)")
+      ->capture_default_str();
+  eval->add_flag("--raw-clock", m.raw_clock,
+                 "Under mpirun: also every plan's cost on the raw wall clock (compute's raw "
+                 "medians, its all-to-alls timed again): measured_raw_ms beside measured_ms, "
+                 "and its own ratio to the best baseline");
+  eval->add_option("--reference-window-s", m.reference_window_s,
+                   "Seconds of reference-probe runs the measured compute is normalized to")
+      ->capture_default_str();
+  eval->add_option("--reference", e.reference,
+                   "The scale measured costs are normalized to: the cost model's (its training "
+                   "data's reference probe and exchange; measured now where it has none) or "
+                   "measured now")
+      ->check(CLI::IsMember({"model", "now"}))
+      ->capture_default_str();
+}
+
+// The +verify algorithms' budget; returns --verify-rounds (its default
+// depends on the cost model).
+CLI::Option* add_verify_options(CLI::App* eval, EvalArgs& e) {
+  VerifyOptions& v = e.options.verify;
+  eval->add_option("--verify-candidates", v.candidates, "Plans measured by the +verify algorithms")
+      ->capture_default_str();
+  CLI::Option* rounds =
+      eval->add_option("--verify-rounds", v.rounds,
+                       "Rounds of the +verify algorithms: each after the first plans against the "
+                       "model corrected by the devices measured so far (default 3; 1 with "
+                       "--cost-model measured)");
+  eval->add_option("--verify-leaders", v.leaders,
+                   "With --comm-passes P > 1: the +verify algorithms' leading candidates "
+                   "measured P - 1 times more, compute afresh too, and the choice among them "
+                   "on the median; 0: none")
+      ->capture_default_str();
+  eval->add_option("--verify-rivals", e.verify_rivals,
+                   "Planners whose plan the +verify algorithms measure beside their own, "
+                   "comma-separated, or none")
+      ->capture_default_str();
+  return rounds;
+}
+
 }  // namespace
 
 void add_eval_command(CLI::App& app) {
@@ -76,11 +131,12 @@ void add_eval_command(CLI::App& app) {
       "eval", "Plan every task with every algorithm and measure the plans on the executor");
   eval->add_option("--tasks", o.tasks_path, "Task file (embshard tasks)")->required();
   add_list_option(eval, "--algos", o.algos,
-                  "Algorithms: " + planner_choices() + ", each also as NAME" +
-                      kVerifySuffix + " (its best plans measured, the fastest kept), "
-                      "NAME:uncertainty=U (its own --uncertainty), NAME+verify:verify-tables, "
-                      ":candidates=N, :rounds=N, :leaders=N (its own --verify-tables, "
-                      "--verify-candidates, --verify-rounds, --verify-leaders) and "
+                  "Algorithms: " + planner_choices() + ", each also as NAME" + kVerifySuffix +
+                      " (its best plans measured, the fastest kept), "
+                      "NAME:uncertainty=U (its own --expert uncertainty), "
+                      "NAME+verify:verify-tables, :candidates=N, :rounds=N, :leaders=N (its own "
+                      "--expert verify-tables, --verify-candidates, --verify-rounds, "
+                      "--verify-leaders) and "
                       "NAME@TYPE+TYPE (its own sharding types)");
   CLI::Option* devices =
       eval->add_option("--devices", o.devices, "Devices (under mpirun: the ranks)")
@@ -94,68 +150,12 @@ void add_eval_command(CLI::App& app) {
                    "Write each measured plan's iteration (per device: compute, waits, forward "
                    "and backward all-to-all) as a Chrome/Perfetto trace here, "
                    "task<i>_<algorithm>.json");
-  eval->add_option("--threads", o.threads, "Executor threads per device")->capture_default_str();
-  add_thread_cpu_time_flag(eval, o.thread_cpu_time);
   add_seed_option(eval, o.planner.seed, "Seed of the random planner");
   eval->add_option("--plan-threads", o.planner.threads,
                    "neuroshard search threads (0: one per hardware thread)")
       ->capture_default_str();
-  add_shortcut_options(eval, o.planner);
-  eval->add_option("--comm-warmup", o.comm_warmup, "Under mpirun: all-to-all runs not timed")
-      ->capture_default_str();
-  eval->add_option("--comm-repeats", o.comm_repeats,
-                   "Under mpirun: timed all-to-all runs (median)")
-      ->capture_default_str();
-  eval->add_option("--comm-passes", o.comm_passes,
-                   "Under mpirun: measure every plan's all-to-alls this many times, "
-                   "--comm-pass-pause-s apart; the mean of its fastest half of the passes counts "
-                   "(of up to three: the fastest); a +verify algorithm chooses among its "
-                   "candidates on as many passes")
-      ->capture_default_str();
-  eval->add_option("--comm-pass-pause-s", o.comm_pass_pause_s,
-                   "Under mpirun, with --comm-passes > 1: seconds between the passes")
-      ->capture_default_str();
-  eval->add_option("--compute-passes", o.compute_passes,
-                   "Measure every device's compute this many times, each pass over all of a "
-                   "task's plans; each device counts at its median (the figure on the first "
-                   "measurement alone stays beside it)")
-      ->capture_default_str();
-  eval->add_flag("--raw-clock", o.raw_clock,
-                 "Under mpirun: also every plan's cost on the raw wall clock (compute's raw "
-                 "medians, its all-to-alls timed again): measured_raw_ms beside measured_ms, "
-                 "and its own ratio to the best baseline");
-  eval->add_option("--comm-timeout-s", o.comm_timeout_s,
-                   "Under mpirun: a collective not done by then ends the job")
-      ->capture_default_str();
-  eval->add_option("--verify-candidates", o.verify_candidates,
-                   "Plans measured by the +verify algorithms")
-      ->capture_default_str();
-  CLI::Option* rounds =
-      eval->add_option("--verify-rounds", o.verify_rounds,
-                       "Rounds of the +verify algorithms: each after the first plans against the "
-                       "model corrected by the devices measured so far (default 3; 1 with "
-                       "--cost-model measured)");
-  eval->add_option("--verify-leaders", o.verify_leaders,
-                   "With --comm-passes P > 1: the +verify algorithms' leading candidates "
-                   "measured P - 1 times more, compute afresh too, and the choice among them "
-                   "on the median; 0: none")
-      ->capture_default_str();
-  eval->add_option("--verify-rivals", e->verify_rivals,
-                   "Planners whose plan the +verify algorithms measure beside their own, "
-                   "comma-separated, or none")
-      ->capture_default_str();
-  eval->add_flag("--verify-tables", o.verify_tables,
-                 "The +verify algorithms measure each table alone before their first search "
-                 "and plan against the model corrected by them");
-  eval->add_option("--reference-window-s", o.reference_window_s,
-                   "Seconds of reference-probe runs the measured compute is normalized to")
-      ->capture_default_str();
-  eval->add_option("--reference", e->reference,
-                   "The scale measured costs are normalized to: the cost model's (its training "
-                   "data's reference probe and exchange; measured now where it has none) or "
-                   "measured now")
-      ->check(CLI::IsMember({"model", "now"}))
-      ->capture_default_str();
+  add_measurement_options(eval, *e);
+  CLI::Option* rounds = add_verify_options(eval, *e);
   eval->add_flag("--predict-only", o.predict_only,
                  "Plan every task and record the predicted costs only: nothing executed (compares "
                  "the searches on the cost model in seconds)");
@@ -165,6 +165,14 @@ void add_eval_command(CLI::App& app) {
                        one_of(sharding_type_names()) +
                        "; an algorithm named ALGO@TYPE+TYPE uses its own set");
   eval->add_option("--svg", e->svg, "Write a bar chart of the summary here");
+  std::vector<ExpertSetting> expert = search_settings(o.planner);
+  expert.insert(expert.end(),
+                {expert_switch("verify-tables", o.verify.measure_tables),
+                 expert_setting("comm-warmup", o.measure.comm_warmup, 0),
+                 expert_setting("comm-repeats", o.measure.comm_repeats, 1),
+                 expert_setting("comm-pass-pause-s", o.measure.comm_pass_pause_s, 0.0, 600.0),
+                 expert_setting("comm-timeout-s", o.measure.comm_timeout_s, 1e-3)});
+  add_expert_option(eval, std::move(expert));
   eval->callback([e, devices, rounds] {
     run_eval_command(*e, devices->count() > 0, rounds->count() > 0);
   });

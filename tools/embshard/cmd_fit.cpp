@@ -29,24 +29,26 @@ struct FitArgs {
   std::string out_dir;
 };
 
-void run_fit(FitArgs& a) {
-  const auto start = std::chrono::steady_clock::now();
+// Refused before minutes of measuring: an --out that is the model itself,
+// test data without fit data.
+void check_fit_args(FitArgs& a) {
   if (a.tune == "on") check_fine_tune_options(a.fine_tune);
   if (a.fit.model_dir.empty()) a.fit.model_dir = neural_model_dir("");  // the shipped model
-  check_writable_directory(a.out_dir, "fit: --out");  // before the measuring and fitting
-  {
-    namespace fs = std::filesystem;
-    std::error_code out_ec, model_ec;  // a path that cannot be resolved is no match
-    const fs::path out = fs::weakly_canonical(a.out_dir, out_ec);
-    const fs::path model = fs::weakly_canonical(a.fit.model_dir, model_ec);
-    ES_CHECK(out_ec || model_ec || out != model,
-             "fit: --out {} is the pre-trained model's directory (--model {}): the fit would "
-             "overwrite the model it starts from; write it to another directory",
-             a.out_dir, a.fit.model_dir);
-  }
+  check_writable_directory(a.out_dir, "fit: --out");
+  namespace fs = std::filesystem;
+  std::error_code out_ec, model_ec;  // a path that cannot be resolved is no match
+  const fs::path out = fs::weakly_canonical(a.out_dir, out_ec);
+  const fs::path model = fs::weakly_canonical(a.fit.model_dir, model_ec);
+  ES_CHECK(out_ec || model_ec || out != model,
+           "fit: --out {} is the pre-trained model's directory (--model {}): the fit would "
+           "overwrite the model it starts from; write it to another directory",
+           a.out_dir, a.fit.model_dir);
   ES_CHECK(a.fit.test_paths.empty() || !a.fit.data_paths.empty(),
            "fit: --test-data needs --data (without it, fit measures pools to judge by itself)");
-  std::vector<CommData> comm_files;  // read before minutes of measuring
+}
+
+std::vector<CommData> read_comm_files(const FitArgs& a) {
+  std::vector<CommData> comm_files;
   for (const std::string& path : a.comm_paths) {
     ES_CHECK(std::filesystem::is_regular_file(path), "fit: --comm-data {}: no such file", path);
     LoadOptions lo;
@@ -59,37 +61,29 @@ void run_fit(FitArgs& a) {
              path);
     report_problems(path, comm_files.back().problems, stderr_reporter());
   }
-  if (a.fit.data_paths.empty()) {
-    namespace fs = std::filesystem;
-    const bool made_out = !fs::exists(a.out_dir);
-    a.measure.dir = (fs::path(a.out_dir) / "fit_data").string();
-    fs::create_directories(a.measure.dir);
-    try {
-      FitFiles files = measure_fit_data(a.measure, a.fit.fit_share, stderr_reporter());
-      a.fit.data_paths = std::move(files.fit);
-      a.fit.test_paths = std::move(files.test);
-    } catch (...) {
-      // Refused before measuring anything (bad options): leave no directory
-      // behind. Measurements made are kept: the same command resumes them.
-      std::error_code ec;
-      if (made_out && fs::is_empty(a.measure.dir, ec)) fs::remove_all(a.out_dir, ec);
-      throw;
-    }
+  return comm_files;
+}
+
+// Without --data: measure the fit's and the judging pools into OUT/fit_data.
+void measure_fit_files(FitArgs& a) {
+  namespace fs = std::filesystem;
+  const bool made_out = !fs::exists(a.out_dir);
+  a.measure.dir = (fs::path(a.out_dir) / "fit_data").string();
+  fs::create_directories(a.measure.dir);
+  try {
+    FitFiles files = measure_fit_data(a.measure, a.fit.fit_share, stderr_reporter());
+    a.fit.data_paths = std::move(files.fit);
+    a.fit.test_paths = std::move(files.test);
+  } catch (...) {
+    // Refused before measuring anything (bad options): leave no directory
+    // behind. Measurements made are kept: the same command resumes them.
+    std::error_code ec;
+    if (made_out && fs::is_empty(a.measure.dir, ec)) fs::remove_all(a.out_dir, ec);
+    throw;
   }
-  FitResult r = fit_neural_model(a.fit, stderr_reporter());
-  if (a.tune == "on") {
-#ifdef EMBSHARD_WITH_TORCH
-    fine_tune_fitted_model(r, a.fine_tune, stderr_reporter());
-#else
-    stderr_reporter().note("fit: the plane only (this build has EMBSHARD_WITH_TORCH off, so no "
-                           "fine-tune)");
-#endif
-  }
-  CommFitResult comm;
-  if (!comm_files.empty()) comm = fit_comm_model(r.model, comm_files, a.fit, stderr_reporter());
-  save_neural_model(r.model, a.out_dir);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void print_fit(const FitArgs& a, const FitResult& r, const CommFitResult* comm) {
   fmt::print("fitted {} to this machine: log ms' = {:.4f} + {:.4f} log ms + {:.4f} log(batch / "
              "{}) ({} records fitted)\n"
              "on {} records it never saw{}: MAPE {:.2f}% -> {:.2f}%, p90 APE {:.2f}% -> {:.2f}%, "
@@ -107,13 +101,14 @@ void run_fit(FitArgs& a) {
     fmt::print("on those records the plane alone: MAPE {:.2f}%; fine-tuned after it: {:.2f}%\n",
                r.plane.mape_pct, r.after.mape_pct);
   }
-  if (!comm_files.empty()) {
-    fmt::print("communication: log ms' = {:.4f} + {:.4f} log ms (forward), {:.4f} + {:.4f} log ms "
-               "(backward) ({} placements fitted); on {} placements it never saw: MAPE {:.2f}% "
-               "-> {:.2f}%, median error {:+.1f}% -> {:+.1f}%\n",
-               comm.fwd_log_scale, comm.fwd_power, comm.bwd_log_scale, comm.bwd_power,
-               comm.fit_records, comm.test_records, comm.before.mape_pct, comm.after.mape_pct,
-               comm.before.median_error_pct, comm.after.median_error_pct);
+  if (comm) {
+    fmt::print(
+        "communication: log ms' = {:.4f} + {:.4f} log ms (forward), {:.4f} + {:.4f} log ms "
+        "(backward) ({} placements fitted); on {} placements it never saw: MAPE {:.2f}% "
+        "-> {:.2f}%, median error {:+.1f}% -> {:+.1f}%\n",
+        comm->fwd_log_scale, comm->fwd_power, comm->bwd_log_scale, comm->bwd_power,
+        comm->fit_records, comm->test_records, comm->before.mape_pct, comm->after.mape_pct,
+        comm->before.median_error_pct, comm->after.median_error_pct);
   }
   // The judge is small (dozens of records): a worse figure may be noise, so
   // the fit is written either way, but the user decides with both in view.
@@ -127,7 +122,30 @@ void run_fit(FitArgs& a) {
         what, after, before));
   };
   worse("records", r.before.mape_pct, r.after.mape_pct);
-  if (!comm_files.empty()) worse("placements", comm.before.mape_pct, comm.after.mape_pct);
+  if (comm) worse("placements", comm->before.mape_pct, comm->after.mape_pct);
+}
+
+void run_fit(FitArgs& a) {
+  const auto start = std::chrono::steady_clock::now();
+  check_fit_args(a);
+  const std::vector<CommData> comm_files = read_comm_files(a);  // before minutes of measuring
+  if (a.fit.data_paths.empty()) measure_fit_files(a);
+  FitResult r = fit_neural_model(a.fit, stderr_reporter());
+  if (a.tune == "on") {
+#ifdef EMBSHARD_WITH_TORCH
+    fine_tune_fitted_model(r, a.fine_tune, stderr_reporter());
+#else
+    stderr_reporter().note(
+        "fit: the plane only (this build has EMBSHARD_WITH_TORCH off, so no "
+        "fine-tune)");
+#endif
+  }
+  CommFitResult comm;
+  if (!comm_files.empty()) comm = fit_comm_model(r.model, comm_files, a.fit, stderr_reporter());
+  save_neural_model(r.model, a.out_dir);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  print_fit(a, r, comm_files.empty() ? nullptr : &comm);
   fmt::print("wrote {} in {:.0f} s\n", a.out_dir, seconds);
 }
 

@@ -68,18 +68,20 @@ void run_plan(PlanArgs& a) {
   ES_CHECK(!a.mem_per_device_given || r.mem_per_device_bytes > 0,
            "--mem-per-device is 0: a device needs memory (leave it out for the default)");
   // Before the search, not after it.
-  ES_CHECK(r.verify >= 0, "--verify is {}: the number of plans to measure, 0 (the default) for none",
-           r.verify);
-  ES_CHECK(r.verify_rounds >= 1, "--verify-rounds is {}: at least 1", r.verify_rounds);
-  ES_CHECK(!a.verify_rounds_given || r.verify > 0, "--verify-rounds {} needs --verify N",
-           r.verify_rounds);
+  VerifyOptions& v = r.verify;
+  ES_CHECK(v.candidates >= 0,
+           "--verify is {}: the number of plans to measure, 0 (the default) for none",
+           v.candidates);
+  ES_CHECK(v.rounds >= 1, "--verify-rounds is {}: at least 1", v.rounds);
+  ES_CHECK(!a.verify_rounds_given || v.candidates > 0, "--verify-rounds {} needs --verify N",
+           v.rounds);
   // The measured cost model has nothing for later rounds to correct.
-  if (!a.verify_rounds_given && r.cost_model == "measured") r.verify_rounds = 1;
-  ES_CHECK(!r.verify_tables || r.verify > 0, "--verify-tables needs --verify N");
-  r.verify_rivals = parse_verify_rivals(a.verify_rivals, "--verify-rivals");
-  ES_CHECK(r.verify_leaders >= 0, "--verify-leaders is {}: at least 0", r.verify_leaders);
-  ES_CHECK(std::isfinite(r.reference_window_s) && r.reference_window_s >= 0,
-           "--reference-window-s is {}: seconds, at least 0", r.reference_window_s);
+  if (!a.verify_rounds_given && r.cost_model == "measured") v.rounds = 1;
+  ES_CHECK(!v.measure_tables || v.candidates > 0, "--expert verify-tables needs --verify N");
+  v.rivals = parse_verify_rivals(a.verify_rivals, "--verify-rivals");
+  ES_CHECK(v.leaders >= 0, "--verify-leaders is {}: at least 0", v.leaders);
+  ES_CHECK(std::isfinite(r.model.reference_window_s) && r.model.reference_window_s >= 0,
+           "--reference-window-s is {}: seconds, at least 0", r.model.reference_window_s);
   check_distinct_outputs({{"--out", a.out}, {"--svg", a.svg}, {"--trace", a.trace}});
   if (!a.out.empty()) check_writable(a.out, "--out");
   if (!a.svg.empty()) check_writable(a.svg, "--svg");
@@ -150,13 +152,13 @@ void add_plan_command(CLI::App& app) {
   add_seed_option(cmd, p.seed, "Seed (random planner)");
   cmd->add_option("--policy", p.policy_dir, "dreamshard, autoshard: policy directory from "
                   "`embshard train-policy` (default: the shipped models/policies/NAME)");
-  add_search_options(cmd, p);
-  cmd->add_option("--verify", r.verify,
+  add_search_threads_option(cmd, p.threads);
+  cmd->add_option("--verify", r.verify.candidates,
                   "Measure the search's N best distinct plans a round on the executor (a workload "
                   "with traces) and return the measured fastest")
       ->capture_default_str();
   CLI::Option* rounds = cmd->add_option(
-      "--verify-rounds", r.verify_rounds,
+      "--verify-rounds", r.verify.rounds,
       "With --verify: rounds; each after the first plans again against the model corrected by "
       "the devices measured so far and measures its N best (default 3; 1 with --cost-model "
       "measured)");
@@ -164,15 +166,12 @@ void add_plan_command(CLI::App& app) {
                   "With --verify: planners whose plan is measured beside the search's, "
                   "comma-separated, or none")
       ->capture_default_str();
-  cmd->add_option("--verify-leaders", r.verify_leaders,
+  cmd->add_option("--verify-leaders", r.verify.leaders,
                   "With --verify: the leading candidates measured twice more, compute afresh, "
                   "and the choice among them on the median; 0: none")
       ->capture_default_str();
-  cmd->add_flag("--verify-tables", r.verify_tables,
-                "With --verify: measure each table alone before the first search and plan "
-                "against the model corrected by them");
-  add_executor_option(cmd, r.executor, "With --verify: where plans run: ");
-  cmd->add_option("--reference-window-s", r.reference_window_s,
+  add_executor_option(cmd, r.model.executor, "With --verify: where plans run: ");
+  cmd->add_option("--reference-window-s", r.model.reference_window_s,
                   "With --verify: seconds of reference-probe runs measurements are normalized to")
       ->capture_default_str();
   add_thread_cpu_time_flag(cmd, r.model.thread_cpu_time);
@@ -185,6 +184,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--explain", r.explain,
                 "Say why: each table's decision (whole, split, replicated; where) against its "
                 "best single alternative, both predicted as whole plans");
+  std::vector<ExpertSetting> expert = search_settings(p);
+  expert.push_back(expert_switch("verify-tables", r.verify.measure_tables));
+  add_expert_option(cmd, std::move(expert));
   cmd->callback([a, per_device, rounds] {
     a->mem_per_device_given = per_device->count() > 0;
     a->verify_rounds_given = rounds->count() > 0;

@@ -1,14 +1,18 @@
 // Options every command spells the same way.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
-#include <cstdint>
-#include <string>
-#include <vector>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "embshard/kernel/executor.h"
 #include "embshard/search/planner.h"
@@ -123,46 +127,87 @@ CLI::Option* add_list_option(CLI::App* cmd, const std::string& name, std::vector
       ->default_str(fmt::format("{}", fmt::join(values, ",")));
 }
 
-// neuroshard's shortcuts over NeuroShard's own search (plan, bench plan, eval).
-inline void add_shortcut_options(CLI::App* cmd, PlannerOptions& p) {
-  cmd->add_option("--scan-patience", p.scan_patience, "neuroshard: stop a piece's device "
-                  "scan after N costed devices in a row beat nothing (0: no limit)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--step-patience", p.step_patience, "neuroshard: stop the beam after N "
-                  "steps in a row find no cheaper plan (0: every one of the beam's steps)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--screen-keep", p.screen_keep, "neuroshard: rate a beam step's "
-                  "candidates on their parent's best cap first and only the N x beam-width "
-                  "best on the whole grid (0: all on the whole grid)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--uncertainty", p.uncertainty, "neuroshard: rate each device at its "
-                  "predicted compute plus U x the root of its pieces' summed squared costs "
-                  "alone (each piece's relative error; 0: the model's figure alone)")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
+// One --expert setting: KEY=VALUE sets a field. `set` is an Error naming the
+// key and value when the value is not of the field's type or fails its check.
+struct ExpertSetting {
+  std::string key;
+  std::string default_text;
+  std::function<void(const std::string& value)> set;
+};
+
+// A number in min..max.
+template <typename T>
+ExpertSetting expert_setting(const std::string& key, T& field, T min,
+                             T max = std::numeric_limits<T>::max()) {
+  return {key, fmt::format("{}", field), [key, &field, min, max](const std::string& value) {
+            T parsed;
+            ES_CHECK(CLI::detail::lexical_cast(value, parsed), "--expert {}={}: not {}", key, value,
+                     std::is_integral_v<T> ? "an integer" : "a number");
+            ES_CHECK(parsed >= min && parsed <= max, "--expert {}={}: must be {}", key, value,
+                     max == std::numeric_limits<T>::max() ? fmt::format("at least {}", min)
+                                                          : fmt::format("{}..{}", min, max));
+            field = parsed;
+          }};
 }
 
-// neuroshard's search options (plan, bench plan).
-inline void add_search_options(CLI::App* cmd, PlannerOptions& p) {
-  cmd->add_option("--beam-width", p.beam_width, "neuroshard beam width")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_option("--max-steps", p.max_steps, "neuroshard beam steps")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--candidates", p.candidates, "neuroshard: top-k pieces by size and by cost to "
-                  "try splitting")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--grid-steps", p.grid_steps, "neuroshard dim-sum caps (1.0..1.5 x mean)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  add_shortcut_options(cmd, p);
-  cmd->add_option("--threads", p.threads, "neuroshard search threads (0: one per hardware "
-                  "thread; the plan is the same for any count)")
+// A switch: KEY alone or KEY=true|false.
+inline ExpertSetting expert_switch(const std::string& key, bool& field) {
+  return {key, field ? "true" : "false", [key, &field](const std::string& value) {
+            ES_CHECK(value.empty() || value == "true" || value == "false",
+                     "--expert {}={}: true or false", key, value);
+            field = value != "false";
+          }};
+}
+
+// --expert KEY=VALUE[,KEY=VALUE...] (repeatable): the settings whose defaults
+// every documented run uses, kept for experiments in one place. An empty
+// item, an unknown key or a bad value is an error naming it.
+inline CLI::Option* add_expert_option(CLI::App* cmd, std::vector<ExpertSetting> settings) {
+  std::vector<std::string> keys;
+  for (const ExpertSetting& s : settings) keys.push_back(s.key + "=" + s.default_text);
+  auto known = std::make_shared<std::vector<ExpertSetting>>(std::move(settings));
+  return cmd
+      ->add_option_function<std::vector<std::string>>(
+          "--expert",
+          [known, keys](const std::vector<std::string>& texts) {
+            for (const std::string& text : texts) {
+              for (const std::string& item : split_names(text)) {
+                ES_CHECK(!item.empty(), "--expert: an empty item in '{}'", text);
+                const size_t eq = item.find('=');
+                const std::string key = item.substr(0, eq);
+                auto it = std::find_if(known->begin(), known->end(),
+                                       [&](const ExpertSetting& s) { return s.key == key; });
+                ES_CHECK(it != known->end(), "--expert: unknown setting '{}' (settings: {})", key,
+                         fmt::join(keys, ", "));
+                it->set(eq == std::string::npos ? "" : item.substr(eq + 1));
+              }
+            }
+          },
+          "Expert settings, KEY=VALUE comma-separated, whose defaults every documented run uses "
+          "(docs/cli.md, \"Expert settings\"): " +
+              fmt::format("{}", fmt::join(keys, ", ")))
+      ->type_name("KEY=VALUE,...");
+}
+
+// neuroshard's search budget and rating (plan, bench plan, eval).
+inline std::vector<ExpertSetting> search_settings(PlannerOptions& p) {
+  SearchBudget& b = p.budget;
+  return {expert_setting("beam-width", b.beam_width, 1),
+          expert_setting("max-steps", b.max_steps, 0),
+          expert_setting("candidates", b.candidates, 0),
+          expert_setting("grid-steps", b.grid_steps, 1),
+          expert_setting("scan-patience", b.scan_patience, 0),
+          expert_setting("step-patience", b.step_patience, 0),
+          expert_setting("screen-keep", b.screen_keep, 0),
+          expert_setting("uncertainty", p.uncertainty, 0.0, 1.0)};
+}
+
+// --threads: neuroshard's search threads (plan, bench plan).
+inline CLI::Option* add_search_threads_option(CLI::App* cmd, int& threads) {
+  return cmd
+      ->add_option("--threads", threads,
+                   "neuroshard search threads (0: one per hardware thread; "
+                   "the plan is the same for any count)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 }

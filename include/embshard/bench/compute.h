@@ -79,10 +79,6 @@ int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter
 // saying how they were measured.
 std::string compute_records_table(const std::string& path, int64_t show);
 
-// The header line's identity: machine, batch, executor, version, options and
-// the reference probe (with its reference time).
-nlohmann::json compute_bench_header(const Workload& workload, const ComputeBenchOptions& options,
-                                    const std::string& executor, const nlohmann::json& reference);
 // The probe reference recorded in a `bench compute` or `bench comm` file
 // (version 2). Error naming the file when it has none, or when its header
 // names another executor than `executor` (another clock is another scale).

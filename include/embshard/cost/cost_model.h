@@ -67,8 +67,6 @@ struct CostModelOptions {
 
 // Valid names: compute "analytic", "neural", "measured"; comm "analytic",
 // "neural". Error lists them when a name is unknown.
-const std::vector<std::string>& compute_model_names();
-const std::vector<std::string>& comm_model_names();
 std::shared_ptr<ComputeModel> create_compute_model(const std::string& name,
                                                    const CostModelOptions& options);
 std::shared_ptr<const CommModel> create_comm_model(const std::string& name,

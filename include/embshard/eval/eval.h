@@ -53,16 +53,28 @@ void save_tasks(const std::string& path, const std::string& pool_dir,
 // the pool size).
 std::vector<EvalTask> load_tasks(const std::string& path, std::string* pool_dir);
 
-struct EvalOptions {
-  std::string tasks_path;
-  std::vector<std::string> algos;
-  int devices = 4;
-  std::string cost_model = "neural";
-  std::string model_dir;  // "": the shipped models
-  std::string out_path;   // records (JSON lines)
-  PlannerOptions planner;
-  int threads = 1;
+// How eval measures each plan.
+struct EvalMeasurement {
+  int threads = 1;               // executor threads per device
   bool thread_cpu_time = false;  // ExecutorOptions::thread_cpu_time
+  // After a task's plans are measured, every device's compute is measured
+  // compute_passes - 1 more times (each pass over all the task's plans, so the
+  // passes fall in different windows), and each device counts at its median.
+  // A plan's cost is its slowest device: one noisy measurement per device
+  // lifts an evenly balanced plan more than a lopsided one (the expected
+  // maximum of noise); the median takes most of that out. The figure on the
+  // first measurement alone stays in the record beside it.
+  int compute_passes = 1;
+  // The scale measured costs are normalized to (docs/eval.md, "One scale"):
+  // kModel takes the reference probe and exchange times from the cost
+  // model's training data, so that measured and predicted figures compare
+  // however busy the machine was when the run started; kNow measures them
+  // at the start. A resumed run keeps its file's; where the model records
+  // none, the run measures them and its header says so.
+  enum class Reference { kModel, kNow } reference = Reference::kModel;
+  // Seconds of reference-probe runs the measured compute's quiet time comes
+  // from (once per output file; a resumed run keeps the file's).
+  double reference_window_s = 20;
   // Under mpirun: every plan's all-to-alls timed across the ranks, medians of
   // comm_repeats after comm_warmup runs; a collective past comm_timeout_s
   // ends the job (a rank died or hangs).
@@ -75,49 +87,38 @@ struct EvalOptions {
   // rarely all).
   int comm_passes = 1;
   double comm_pass_pause_s = 5;
-  // After a task's plans are measured, every device's compute is measured
-  // compute_passes - 1 more times (each pass over all the task's plans, so the
-  // passes fall in different windows), and each device counts at its median.
-  // A plan's cost is its slowest device: one noisy measurement per device
-  // lifts an evenly balanced plan more than a lopsided one (the expected
-  // maximum of noise); the median takes most of that out. The figure on the
-  // first measurement alone stays in the record beside it.
-  int compute_passes = 1;
   // Under mpirun: every plan measured on the raw clock too (the compute's raw
   // medians, its all-to-alls measured again and their raw medians, with as
   // many passes): the wall clock's time beside the normalized one, without
   // the drift cancelled (docs/eval.md, "On the raw clock").
   bool raw_clock = false;
-  // Seconds of reference-probe runs the measured compute's quiet time comes
-  // from (once per output file; a resumed run keeps the file's).
-  double reference_window_s = 20;
-  // "<planner>+verify" algorithms: the planner's best candidates measured,
-  // the measured fastest kept. The defaults: one plan a round, three rounds,
-  // no leaders (docs/eval.md, "The verification budget").
-  int verify_candidates = 1;
-  int verify_rounds = 3;  // as PlanRequest::verify_rounds
-  // With comm_passes > 1: the leading candidates measured comm_passes - 1
-  // times more, compute afresh too, and chosen among (VerifyOptions::leaders).
-  int verify_leaders = 0;
-  std::vector<std::string> verify_rivals = {"torchrec"};  // as PlanRequest::verify_rivals
-  bool verify_tables = false;  // as PlanRequest::verify_tables
-  // Where to write each measured plan's iteration as a Chrome / Perfetto
-  // trace, task<i>_<algorithm>.json ("": none).
-  std::string trace_dir;
+};
+
+struct EvalOptions {
+  std::string tasks_path;
+  std::vector<std::string> algos;
+  int devices = 4;
+  std::string cost_model = "neural";
+  std::string model_dir;  // "": the shipped models
+  std::string out_path;   // records (JSON lines)
+  PlannerOptions planner;
   // The sharding types every algorithm's plans may use (--sharding-types). An
   // algorithm named "ALGO@TYPE+TYPE..." (e.g. neuroshard@table_wise+column_wise)
   // uses its own set instead: two spaces compared side by side in one run.
   ShardingTypes types;
+  EvalMeasurement measure;
+  // "<planner>+verify" algorithms: the planner's best candidates measured,
+  // the measured fastest kept. The defaults: one plan a round, three rounds,
+  // the torchrec baseline as a rival, no leaders (docs/eval.md, "The
+  // verification budget"). The measurement's passes are filled in at use;
+  // leaders count only with comm_passes > 1.
+  VerifyOptions verify = {.candidates = 1, .rounds = 3, .rivals = {"torchrec"}};
+  // Where to write each measured plan's iteration as a Chrome / Perfetto
+  // trace, task<i>_<algorithm>.json ("": none).
+  std::string trace_dir;
   // Plan only: record each plan's predicted cost, execute nothing (compares
   // searches on the cost model in seconds; one process only).
   bool predict_only = false;
-  // The scale measured costs are normalized to (docs/eval.md, "One scale"):
-  // kModel takes the reference probe and exchange times from the cost
-  // model's training data, so that measured and predicted figures compare
-  // however busy the machine was when the run started; kNow measures them
-  // at the start. A resumed run keeps its file's; where the model records
-  // none, the run measures them and its header says so.
-  enum class Reference { kModel, kNow } reference = Reference::kModel;
 };
 
 // An --algos item: NAME[:OPTION...][@TYPE+TYPE...], e.g.
@@ -130,11 +131,8 @@ struct AlgoSpec {
   std::string name;
   ShardingTypes types;
   PlannerOptions planner;
-  // A +verify algorithm's VerifyOptions: measure_tables, candidates, rounds, leaders.
-  bool verify_tables = false;
-  int verify_candidates = 1;
-  int verify_rounds = 3;
-  int verify_leaders = 0;
+  // A +verify algorithm's: measure_tables, candidates, rounds, leaders.
+  VerifyOptions verify;
 };
 AlgoSpec parse_algo_spec(const std::string& spec, const EvalOptions& run);
 

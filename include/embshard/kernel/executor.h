@@ -77,8 +77,4 @@ const std::vector<std::string>& executor_names();
 std::unique_ptr<Executor> create_executor(const std::string& name,
                                           const ExecutorOptions& options = {});
 
-// The implementations, reached through create_executor.
-std::unique_ptr<Executor> make_cpu_executor(const ExecutorOptions& options);
-std::unique_ptr<Executor> make_cuda_executor(const ExecutorOptions& options);
-
 }  // namespace embshard

@@ -57,12 +57,8 @@ class ShardCosts {
   std::vector<double> single_ms_;  // by id; < 0 until computed
 };
 
-// The features a cost model gets for a piece of `table`: `cols` columns,
-// `rows` rows, serving `lookup_share` of its lookups.
-TableFeatures piece_features(const TableSpec& table, int cols, int64_t rows,
-                             double lookup_share);
-// ... for a shard of a task (its share of the lookups, its source in the
-// workload for the measured model).
+// The features a cost model gets for a shard of a task (its share of the
+// lookups, its source in the workload for the measured model).
 TableFeatures shard_features(const PlanTask& task, const Shard& s);
 
 struct DeviceCosts {

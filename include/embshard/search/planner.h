@@ -18,9 +18,10 @@
 
 namespace embshard {
 
-struct PlannerOptions {
-  uint64_t seed = 1;  // random
-  // neuroshard: NeuroShard's published search parameters by default.
+// neuroshard's search budget: NeuroShard's published search parameters,
+// and the shortcuts that cut its model calls (each measured in
+// docs/measurement.md; 0 turns one off and gives NeuroShard's own search).
+struct SearchBudget {
   int beam_width = 3;
   int max_steps = 10;
   int candidates = 10;      // top-k pieces by size and top-k by single cost
@@ -36,24 +37,27 @@ struct PlannerOptions {
   // exact, but the cheapest device is almost always among the least loaded:
   // at 1000 x 64, 4 costs 4-5x fewer model calls than no limit for plans
   // within 0.3% either way, and 1 about 0.6x the calls of 4 for plans
-  // within 0.7% either way, mean +0.02% (docs/measurement.md).
+  // within 0.7% either way, mean +0.02%.
   int scan_patience = 1;
   // Screening: a beam step first rates each of its candidates on one cap,
   // the one its parent's best placement came from (GridGreedy::best_cap),
   // and only the screen_keep x beam_width best of them on the whole grid
-  // (screen_keep 0: every candidate on the whole grid, NeuroShard's search).
-  // Not exact (a candidate the screen ranks low is not rated again), but a
-  // child's best cap is mostly its parent's: 0.36x the model calls of no
-  // screening, 26 of 32 plans the same, the rest within 0.3% either way
-  // (docs/measurement.md).
+  // (0: every candidate on the whole grid). Not exact (a candidate the
+  // screen ranks low is not rated again), but a child's best cap is mostly
+  // its parent's: 0.36x the model calls of no screening, 26 of 32 plans the
+  // same, the rest within 0.3% either way.
   int screen_keep = 2;
   // The beam stops after this many steps in a row find nothing cheaper than
-  // the best so far (0: every one of max_steps, NeuroShard's search). The
-  // halvings' beam and the wider beam count apart. Not exact (a later step
-  // can still find a cheaper plan), but most searches settle within a few
-  // steps: 0.57-0.65x the model calls up to 200 x 16 for the same plans
-  // (docs/measurement.md).
+  // the best so far (0: every one of max_steps). The halvings' beam and the
+  // wider beam count apart. Not exact (a later step can still find a cheaper
+  // plan), but most searches settle within a few steps: 0.57-0.65x the model
+  // calls up to 200 x 16 for the same plans.
   int step_patience = 3;
+};
+
+struct PlannerOptions {
+  uint64_t seed = 1;    // random
+  SearchBudget budget;  // neuroshard
   // The search rates a device at its predicted compute plus this times the
   // root of the sum of its pieces' squared costs alone: one standard
   // deviation of the device's error where each piece's prediction errs
@@ -99,16 +103,6 @@ std::unique_ptr<Planner> create_planner(const std::string& name, const PlannerOp
 void check_policy_use(const std::string& name, const PlannerOptions& options);
 // embshard's planners (what eval runs by default).
 const std::vector<std::string>& planner_names();
-
-// The implementations (src/search/*.cpp), reached through the registry.
-std::unique_ptr<Planner> make_random_planner(const PlannerOptions& options);
-std::unique_ptr<Planner> make_score_greedy_planner(const std::string& score);
-std::unique_ptr<Planner> make_torchrec_planner(const PlannerOptions& options);
-// TorchRec's own planner, run through Python (util/python_peer.h).
-std::unique_ptr<Planner> make_torchrec_peer_planner();
-std::unique_ptr<Planner> make_neuroshard_planner(const PlannerOptions& options);
-enum class PolicyKind;
-std::unique_ptr<Planner> make_policy_planner(PolicyKind kind, const PlannerOptions& options);
 
 // A lower bound on the cost of every plan of the task under `costs`' model
 // (plan/result.h says when it is valid).

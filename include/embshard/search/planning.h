@@ -29,26 +29,17 @@ struct PlanRequest {
   std::string algo = "neuroshard";
   PlannerOptions planner;
   std::string cost_model = "neural";  // "neural" falls back to "analytic" without models
-  CostModelOptions model;             // batch_size 0: the workload's
-  // Verification: measure this many of the search's best distinct plans on
-  // the executor (the workload's traces; communication from the cost model)
-  // and return the measured fastest. 0: off. Needs a workload with a trace.
-  int verify = 0;
-  // Rounds of verification: each after the first plans against the model
-  // corrected by the devices measured so far and measures its new plans. The
-  // measured cost model has nothing to correct: 1 there (the CLI's default).
-  int verify_rounds = 3;
-  // Planners whose plan is measured beside the search's (VerifyOptions::rivals).
-  std::vector<std::string> verify_rivals = {"torchrec"};
-  // The leading candidates measured twice more, compute afresh, and chosen
-  // among on the median (VerifyOptions::leaders). 0: none.
-  int verify_leaders = 0;
-  // With verify: each table measured alone before the first search
-  // (VerifyOptions::measure_tables).
-  bool verify_tables = false;
+  // batch_size 0: the workload's. Its executor, threads and reference window
+  // are where and how the measured cost model and verification measure.
+  CostModelOptions model;
+  // Verification (make_verified_plan): measure the search's best
+  // `verify.candidates` distinct plans a round on the executor (the workload's
+  // traces; communication from the cost model) and return the measured
+  // fastest. 0 candidates: off. Needs a workload with a trace. The measured
+  // cost model has nothing for later rounds to correct: 1 round there (the
+  // CLI's default).
+  VerifyOptions verify = {.rounds = 3, .fresh_passes = 2, .rivals = {"torchrec"}};
   bool explain = false;  // each table's decision against its best alternative
-  std::string executor = "cpu";
-  double reference_window_s = 20;  // the measured compute's probe reference
 };
 
 struct PlanOutcome {

@@ -64,4 +64,11 @@ bool json_nests_deeper_than(std::string_view text, int depth);
 // and "... nested deeper than 128 levels" past kMaxJsonDepth.
 nlohmann::json parse_json_document(const std::string& text, std::string_view where);
 
+// A directory's manifest file, `dir`/manifest.json, parsed: Error "<path>:
+// <what> manifest missing (is '<dir>' a <what> directory made by `<maker>`?)"
+// where there is none, and naming the field where it is no JSON object or
+// its "format" is not `format` or its "version" not `version`.
+nlohmann::json read_manifest(const std::string& dir, const std::string& what,
+                             const std::string& maker, const std::string& format, int version);
+
 }  // namespace embshard

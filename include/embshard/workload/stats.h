@@ -91,8 +91,6 @@ struct PublishedStats {
 
 // Valid profile names, in order ("2021", "2022").
 const std::vector<std::string>& published_profiles();
-// The statistics file of a profile inside `dir` (throws listing valid profiles).
-std::string published_stats_file(const std::string& dir, const std::string& profile);
 // Where the statistics committed with the repo live: data_root()/data/published.
 std::string default_published_stats_dir();
 
@@ -101,7 +99,7 @@ std::string default_published_stats_dir();
 // fbgemm_t788_bs131072). Throws Error naming the file, line and value on
 // malformed input.
 PublishedStats load_published_stats(const std::string& path, const std::string& profile);
-// load_published_stats(published_stats_file(dir or the default, profile), profile).
+// load_published_stats of the profile's file in `dir` (default: default_published_stats_dir()).
 PublishedStats load_published_profile(const std::string& profile, const std::string& dir = "");
 
 // Distances of measured aggregate statistics from published ones.

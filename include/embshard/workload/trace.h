@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "embshard/util/file.h"
@@ -99,6 +100,10 @@ class TraceReader {
     uint64_t section_offset, num_indices;
     uint32_t crc;
   };
+  // The constructor's steps: the header (sets info_; returns the directory's
+  // offset and checksum), then the directory (sets directory_).
+  std::pair<uint64_t, uint32_t> read_header(uint64_t file_bytes);
+  void read_directory(uint64_t file_bytes, uint64_t directory_offset, uint32_t directory_crc);
   std::string path_;
   int fd_ = -1;
   TraceFileInfo info_;

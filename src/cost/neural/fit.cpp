@@ -62,19 +62,14 @@ AccuracyFigures test_accuracy(const NeuralModel& model, const ComputeData& data,
   return accuracy(predicted, measured);
 }
 
-FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
-  ES_CHECK(!o.data_paths.empty(), "fit: no measured data to fit on (--data FILE)");
-  ES_CHECK(o.fit_share > 0 && o.fit_share < 1, "fit: --fit-share is {}, must be in (0, 1)",
-           o.fit_share);
-  FitResult r;
-  r.model = load_neural_model(o.model_dir);
+namespace {
+
+// The fit's and the judging files' records, merged; each file's entry goes
+// to `scale["compute"]`.
+ComputeData load_fit_files(const FitOptions& o, nlohmann::json& scale, Reporter& reporter) {
   std::vector<ComputeData> files;
   LoadOptions lo;
   lo.raw = o.raw;
-  // The fitted model predicts on the scale of the files it is fitted to and
-  // judged by (measured here), so eval measures on theirs
-  // (model_reference_scale), not on the pre-trained model's.
-  nlohmann::json scale = {{"compute", nlohmann::json::array()}};
   for (const auto* paths : {&o.data_paths, &o.test_paths}) {
     for (const std::string& path : *paths) {
       files.push_back(load_compute_data(path, lo));
@@ -89,16 +84,15 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
                                                  files.back().problems.size()));
     }
   }
-  ComputeData data = merge_compute_data(std::move(files));
-  scale["ground_truth"] = ground_truth_label(data.normalized);
-  std::vector<double> predicted, measured;
-  for (const ComputeRecord& rec : data.records) {
-    predicted.push_back(predict_compute_ms(r.model, rec.tables, rec.batch));
-    measured.push_back(rec.ms);
-  }
-  // The fit records first, then the judging ones: the test files' records,
-  // or a seeded share of all.
-  std::vector<size_t> order(predicted.size());
+  return merge_compute_data(std::move(files));
+}
+
+// The records' indices, the result's fit_records fit records first, then
+// its test_records judging ones (the test files' records, or a seeded share
+// of all).
+std::vector<size_t> fit_then_test_order(const FitOptions& o, const ComputeData& data,
+                                        FitResult& r) {
+  std::vector<size_t> order(data.records.size());
   std::iota(order.begin(), order.end(), 0);
   size_t n_fit = 0;
   if (o.test_paths.empty()) {
@@ -116,16 +110,22 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
   ES_CHECK(n_fit >= 10 && r.test_records >= 5,
            "fit: {} records give {} to fit on and {} to judge the fit; need at least 10 and 5",
            order.size(), n_fit, r.test_records);
-  // Least squares of log measured on log predicted and log batch over the fit
-  // records: a machine's speed relative to the training one differs with
-  // the batch (caches, bandwidth), which one scale cannot follow.
+  return order;
+}
+
+// Least squares of log measured on log predicted and log batch over the fit
+// records: a machine's speed relative to the training one differs with the
+// batch (caches, bandwidth), which one scale cannot follow. Sets the
+// result's scale, power and batch power, and folds them into its model.
+void fit_plane(const ComputeData& data, std::span<const size_t> fit,
+               const std::vector<double>& predicted, FitResult& r) {
   const auto z_of = [&](size_t i) {
     return std::log(static_cast<double>(data.records[i].batch) / r.model.batch_size);
   };
   double m[3][4] = {};
-  for (size_t k = 0; k < n_fit; ++k) {
-    const size_t i = order[k];
-    const double v[3] = {1.0, std::log(predicted[i]), z_of(i)}, y = std::log(measured[i]);
+  for (size_t i : fit) {
+    const double v[3] = {1.0, std::log(predicted[i]), z_of(i)};
+    const double y = std::log(data.records[i].ms);
     for (int p = 0; p < 3; ++p) {
       for (int q = 0; q < 3; ++q) m[p][q] += v[p] * v[q];
       m[p][3] += v[p] * y;
@@ -147,42 +147,78 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
   net.target_mean = r.log_scale + r.power * net.target_mean;
   net.target_std = r.power * net.target_std;
   r.model.batch_correction = r.batch_power;
+}
+
+// The judging records' accuracy before (`predicted`) and after the fit, on
+// all of them and on the pieces (row blocks, replica slices).
+void judge_fit(const ComputeData& data, const std::vector<double>& predicted, FitResult& r) {
+  const auto before = [&](std::span<const size_t> records) {
+    std::vector<double> p, m;
+    for (size_t i : records) {
+      p.push_back(predicted[i]);
+      m.push_back(data.records[i].ms);
+    }
+    return accuracy(p, m);
+  };
+  r.before = before(r.test_idx);
+  r.after = r.plane = test_accuracy(r.model, data, r.test_idx);
+  for (size_t i : r.test_idx) {
+    if (has_row_blocks(data.records[i]) || has_replica_slices(data.records[i])) {
+      r.piece_test_idx.push_back(i);
+    }
+  }
+  r.pieces_before = before(r.piece_test_idx);
+  r.pieces_after = test_accuracy(r.model, data, r.piece_test_idx);
+}
+
+// What the fitted model's info says of its fit.
+nlohmann::json fitted_info(const FitOptions& o, const FitResult& r, const ComputeData& data,
+                           nlohmann::json scale) {
+  return {{"from", o.model_dir},
+          {"data", data.path},
+          {"ground_truth", ground_truth_label(data.normalized)},
+          {"machine", machine_info()},
+          {"log_scale", r.log_scale},
+          {"power", r.power},
+          {"batch_power", r.batch_power},
+          {"fit_records", r.fit_records},
+          {"test_records", r.test_records},
+          {"test_data",
+           o.test_paths.empty() ? "a share of the fit's pools" : "pools the fit never saw"},
+          {"test_mape_before_pct", r.before.mape_pct},
+          {"test_mape_after_pct", r.after.mape_pct},
+          {"test_pieces",
+           {{"records", r.pieces_before.count},
+            {"mape_before_pct", r.pieces_before.mape_pct},
+            {"mape_after_pct", r.pieces_after.mape_pct}}},
+          {"scale", std::move(scale)}};
+}
+
+}  // namespace
+
+FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
+  ES_CHECK(!o.data_paths.empty(), "fit: no measured data to fit on (--data FILE)");
+  ES_CHECK(o.fit_share > 0 && o.fit_share < 1, "fit: --fit-share is {}, must be in (0, 1)",
+           o.fit_share);
+  FitResult r;
+  r.model = load_neural_model(o.model_dir);
+  // The fitted model predicts on the scale of the files it is fitted to and
+  // judged by (measured here), so eval measures on theirs
+  // (model_reference_scale), not on the pre-trained model's.
+  nlohmann::json scale = {{"compute", nlohmann::json::array()}};
+  ComputeData data = load_fit_files(o, scale, reporter);
+  scale["ground_truth"] = ground_truth_label(data.normalized);
+  std::vector<double> predicted;
+  for (const ComputeRecord& rec : data.records) {
+    predicted.push_back(predict_compute_ms(r.model, rec.tables, rec.batch));
+  }
+  const std::vector<size_t> order = fit_then_test_order(o, data, r);
+  const size_t n_fit = static_cast<size_t>(r.fit_records);
   r.fit_idx.assign(order.begin(), order.begin() + n_fit);
   r.test_idx.assign(order.begin() + n_fit, order.end());
-  std::vector<double> before_p, test_m;
-  for (size_t i : r.test_idx) {
-    before_p.push_back(predicted[i]);
-    test_m.push_back(measured[i]);
-  }
-  r.before = accuracy(before_p, test_m);
-  r.after = r.plane = test_accuracy(r.model, data, r.test_idx);
-  before_p.clear();
-  test_m.clear();
-  for (size_t i : r.test_idx) {
-    if (!has_row_blocks(data.records[i]) && !has_replica_slices(data.records[i])) continue;
-    r.piece_test_idx.push_back(i);
-    before_p.push_back(predicted[i]);
-    test_m.push_back(measured[i]);
-  }
-  r.pieces_before = accuracy(before_p, test_m);
-  r.pieces_after = test_accuracy(r.model, data, r.piece_test_idx);
-  r.model.info["fitted"] = {{"from", o.model_dir},
-                            {"data", data.path},
-                            {"ground_truth", ground_truth_label(data.normalized)},
-                            {"machine", machine_info()},
-                            {"log_scale", r.log_scale},
-                            {"power", r.power},
-                            {"batch_power", r.batch_power},
-                            {"fit_records", r.fit_records},
-                            {"test_records", r.test_records},
-                            {"test_data", o.test_paths.empty() ? "a share of the fit's pools"
-                                                               : "pools the fit never saw"},
-                            {"test_mape_before_pct", r.before.mape_pct},
-                            {"test_mape_after_pct", r.after.mape_pct},
-                            {"test_pieces", {{"records", r.pieces_before.count},
-                                             {"mape_before_pct", r.pieces_before.mape_pct},
-                                             {"mape_after_pct", r.pieces_after.mape_pct}}},
-                            {"scale", scale}};
+  fit_plane(data, r.fit_idx, predicted, r);
+  judge_fit(data, predicted, r);
+  r.model.info["fitted"] = fitted_info(o, r, data, std::move(scale));
   reporter.note(fmt::format("fit: log ms' = {:.4f} + {:.4f} log ms + {:.4f} log(batch / {}) over "
                             "{} records; test MAPE {:.2f}% -> {:.2f}% ({} records)",
                             r.log_scale, r.power, r.batch_power, r.model.batch_size,

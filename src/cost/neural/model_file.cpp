@@ -276,17 +276,8 @@ NeuralModel load_neural_model(const std::string& given) {
   // A model set (plan --model's kind: neural/ beside a calibration) reads as its neural/.
   const std::string dir = given.empty() ? given : neural_model_dir(given);
   const std::string path = (std::filesystem::path(dir) / kManifestFile).string();
-  ES_CHECK(file_exists(path),
-           "{}: model manifest missing (is '{}' a model directory made by "
-           "`embshard train`?)",
-           path, dir);
-  const json manifest = parse_json_document(read_file(path), path);
-  ES_CHECK(manifest.is_object(), "{}: not a JSON object", path);
-  const json format = manifest.value("format", json()), version = manifest.value("version", json());
-  ES_CHECK(format == kManifestFormat, "{}: format is {}, expected '{}'", path, format.dump(),
-           kManifestFormat);
-  ES_CHECK(version == kManifestVersion, "{}: manifest version {}, this embshard reads version {}",
-           path, version.dump(), kManifestVersion);
+  const json manifest =
+      read_manifest(dir, "model", "embshard train", kManifestFormat, kManifestVersion);
   NeuralModel m;
   const auto count = [&](const char* pointer) {
     return json_field(manifest, pointer, JsonKind::kCount, path).get<int64_t>();
