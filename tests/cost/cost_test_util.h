@@ -15,7 +15,9 @@
 #include "embshard/util/record_file.h"
 #include "embshard/workload/table.h"
 #include "embshard/cost/compute_model.h"
+#include "embshard/cost/neural/features.h"
 #include "embshard/cost/neural/mlp.h"
+#include "embshard/cost/neural/model.h"
 
 namespace embshard::testing {
 
@@ -213,6 +215,32 @@ inline void edit_records(const std::string& path,
     out += r.dump() + "\n";
   }
   write_file_atomic(path, out);
+}
+
+// A neural model with random networks (compute, and forward and backward
+// communication) over the real feature sets.
+inline NeuralModel random_neural_model(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  NeuralModel m;
+  m.batch_size = m.max_batch_size = 512;
+  m.comm_batch_size = m.comm_max_batch_size = 1024;
+  const int nf = static_cast<int>(compute_feature_names().size());
+  m.compute.features.mean.assign(nf, 0.5f);
+  m.compute.features.scale.assign(nf, 0.7f);
+  m.compute.table = random_mlp({nf, 16, 8}, true, rng);
+  m.compute.head = random_mlp({8, 16, 1}, false, rng);
+  m.compute.target_mean = -1;
+  m.compute.target_std = 0.8;
+  m.has_comm = true;
+  for (auto* net : {&m.comm_fwd, &m.comm_bwd}) {
+    const int n = static_cast<int>(net == &m.comm_fwd ? comm_fwd_feature_names().size()
+                                                      : comm_bwd_feature_names().size());
+    net->features.mean.assign(n, 0.1f);
+    net->features.scale.assign(n, 0.5f);
+    net->mlp = random_mlp({n, 12, 1}, false, rng);
+  }
+  m.comm_max_delay_ms = 2;
+  return m;
 }
 
 }  // namespace embshard::testing

@@ -29,30 +29,6 @@ namespace {
 
 using testing::ScratchDir;
 
-NeuralModel random_model(uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  NeuralModel m;
-  m.batch_size = m.max_batch_size = 512;
-  m.comm_batch_size = m.comm_max_batch_size = 1024;
-  const int nf = static_cast<int>(compute_feature_names().size());
-  m.compute.features.mean.assign(nf, 0.5f);
-  m.compute.features.scale.assign(nf, 0.7f);
-  m.compute.table = testing::random_mlp({nf, 16, 8}, true, rng);
-  m.compute.head = testing::random_mlp({8, 16, 1}, false, rng);
-  m.compute.target_mean = -1;
-  m.compute.target_std = 0.8;
-  m.has_comm = true;
-  for (auto* net : {&m.comm_fwd, &m.comm_bwd}) {
-    const int n = static_cast<int>(net == &m.comm_fwd ? comm_fwd_feature_names().size()
-                                                      : comm_bwd_feature_names().size());
-    net->features.mean.assign(n, 0.1f);
-    net->features.scale.assign(n, 0.5f);
-    net->mlp = testing::random_mlp({n, 12, 1}, false, rng);
-  }
-  m.comm_max_delay_ms = 2;
-  return m;
-}
-
 std::vector<TableFeatures> pool_features(int count) {
   std::vector<TableFeatures> out;
   for (const auto& t : testing::synth_pool(count, 3)) {
@@ -68,7 +44,7 @@ std::vector<TableFeatures> pool_features(int count) {
 }
 
 TEST(NeuralModel, FastPathEqualsReference) {
-  NeuralComputeModel model(prepared_neural_model(random_model(1)));
+  NeuralComputeModel model(prepared_neural_model(testing::random_neural_model(1)));
   const auto tables = pool_features(20);
   for (const auto& t : tables) model.add_table(t);
   std::mt19937_64 rng(5);
@@ -89,7 +65,7 @@ TEST(NeuralModel, FastPathEqualsReference) {
 
 TEST(NeuralModel, SaveLoadRoundTrip) {
   ScratchDir dir("neural_roundtrip");
-  const NeuralModel m = random_model(2);
+  const NeuralModel m = testing::random_neural_model(2);
   save_neural_model(m, dir.path().string());
   const NeuralModel back = load_neural_model(dir.path().string());
   const auto tables = pool_features(6);
@@ -172,7 +148,7 @@ TEST(NeuralModel, ReuseTailBinTravelsWithTheModel) {
             kDefaultReuseTailBin);
   ScratchDir dir("neural_tail");
   const std::string d = dir.path().string();
-  NeuralModel m = random_model(2);
+  NeuralModel m = testing::random_neural_model(2);
   m.compute.reuse_tail_bin = kDefaultReuseTailBin;
   save_neural_model(m, d);
   auto manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
@@ -206,7 +182,7 @@ TEST(NeuralModel, ReuseTailBinTravelsWithTheModel) {
 // network seeing delays clipped to its training range: a straggler 50 ms late
 // adds its 50 ms, it is not extrapolated.
 TEST(NeuralModel, ForwardAddsTheWaitBeyondTheTrainedDelays) {
-  const NeuralModel m = random_model(5);  // trained delays: 0..2 ms
+  const NeuralModel m = testing::random_neural_model(5);  // trained delays: 0..2 ms
   const std::vector<double> dims = {100, 40, 300};
   std::vector<double> f_far(3), b_far(3), f_edge(3), b_edge(3);
   predict_comm_ms(m, dims, std::vector<double>{0, 50, 1}, f_far, b_far);
@@ -239,7 +215,7 @@ TEST(NeuralModel, BadDirectoriesNameTheFile) {
   ScratchDir dir("neural_bad");
   const std::string d = dir.path().string();
   expect_error_naming(d, "manifest.json");  // missing manifest
-  save_neural_model(random_model(3), d);
+  save_neural_model(testing::random_neural_model(3), d);
   const std::string weights = dir.file("compute_head.bin");
   std::string bytes = read_file(weights);
   bytes[bytes.size() / 2] ^= 0x40;  // one flipped bit
@@ -249,30 +225,30 @@ TEST(NeuralModel, BadDirectoriesNameTheFile) {
   // An intact weight file of another model, same sizes: its own checksum
   // holds, the manifest's CRC of the weights does not.
   ScratchDir other("neural_bad_other");
-  save_neural_model(random_model(4), other.path().string());
-  save_neural_model(random_model(3), d);
+  save_neural_model(testing::random_neural_model(4), other.path().string());
+  save_neural_model(testing::random_neural_model(3), d);
   std::filesystem::copy_file(other.file("compute_head.bin"), weights,
                              std::filesystem::copy_options::overwrite_existing);
   expect_error_naming(d, "compute_head.bin");
   // An older manifest holds the whole file's CRC, the residue
   // any intact file has: it still loads (it cannot tell a replaced file).
-  save_neural_model(random_model(4), d);
+  save_neural_model(testing::random_neural_model(4), d);
   auto old = nlohmann::json::parse(read_file(dir.file("manifest.json")));
   old["networks"]["compute"]["head_mlp"]["crc32"] = 0x2144df1c;
   write_file_atomic(dir.file("manifest.json"), old.dump());
   EXPECT_NO_THROW(load_neural_model(d));
 
-  save_neural_model(random_model(3), d);
+  save_neural_model(testing::random_neural_model(3), d);
   std::filesystem::remove(dir.file("comm_fwd.bin"));
   expect_error_naming(d, "comm_fwd.bin");
 
-  save_neural_model(random_model(3), d);
+  save_neural_model(testing::random_neural_model(3), d);
   auto manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
   manifest["networks"]["compute"]["features"].erase(0);  // wrong feature count
   write_file_atomic(dir.file("manifest.json"), manifest.dump());
   expect_error_naming(d, "manifest.json");
   // A renamed feature: the first that differs is named.
-  save_neural_model(random_model(3), d);
+  save_neural_model(testing::random_neural_model(3), d);
   manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
   manifest["networks"]["compute"]["features"][2] = "log1p_pooling_v0";
   write_file_atomic(dir.file("manifest.json"), manifest.dump());
@@ -285,7 +261,7 @@ TEST(NeuralModel, BadDirectoriesNameTheFile) {
            {"/networks/compute/target/std", 0.0},
            {"/networks/compute/target/mean", 1e308},
            {"/networks/comm_bwd/normaliser/scale/0", 0.0}}) {
-    save_neural_model(random_model(3), d);
+    save_neural_model(testing::random_neural_model(3), d);
     manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
     manifest[nlohmann::json::json_pointer(pointer)] = value;
     write_file_atomic(dir.file("manifest.json"), manifest.dump());
@@ -295,7 +271,7 @@ TEST(NeuralModel, BadDirectoriesNameTheFile) {
   // A field of the wrong type: the error names where it is in the file.
   for (const std::string pointer : {"/batch_size", "/networks/compute/target/mean",
                                     "/networks/comm_fwd/normaliser/scale", "/version"}) {
-    save_neural_model(random_model(3), d);
+    save_neural_model(testing::random_neural_model(3), d);
     manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
     manifest[nlohmann::json::json_pointer(pointer)] = "2048";
     write_file_atomic(dir.file("manifest.json"), manifest.dump());
@@ -306,14 +282,14 @@ TEST(NeuralModel, BadDirectoriesNameTheFile) {
               std::string::npos)
         << e;
   }
-  save_neural_model(random_model(3), d);
+  save_neural_model(testing::random_neural_model(3), d);
   manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
   manifest["networks"]["compute"]["head_mlp"].erase("crc32");
   write_file_atomic(dir.file("manifest.json"), manifest.dump());
   EXPECT_NE(testing::error_of([&] { load_neural_model(d); })
                 .find("field '/networks/compute/head_mlp/crc32' is missing"),
             std::string::npos);
-  save_neural_model(random_model(3), d);
+  save_neural_model(testing::random_neural_model(3), d);
   manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
   manifest["networks"]["compute"]["target"] = "x";  // an object expected
   write_file_atomic(dir.file("manifest.json"), manifest.dump());
@@ -321,13 +297,13 @@ TEST(NeuralModel, BadDirectoriesNameTheFile) {
                 .find("field '/networks/compute/target' is \"x\", expected an object"),
             std::string::npos);
 
-  save_neural_model(random_model(3), d);
+  save_neural_model(testing::random_neural_model(3), d);
   manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
   manifest["version"] = 99;
   write_file_atomic(dir.file("manifest.json"), manifest.dump());
   expect_error_naming(d, "manifest.json");
 
-  save_neural_model(random_model(3), d);
+  save_neural_model(testing::random_neural_model(3), d);
   manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
   manifest["networks"]["compute"]["head_mlp"]["sizes"] = {8, 32, 1};  // wrong layer sizes
   write_file_atomic(dir.file("manifest.json"), manifest.dump());
@@ -339,7 +315,7 @@ TEST(NeuralModel, BadDirectoriesNameTheFile) {
 // of it changes nothing, where unclamped the network extrapolates freely.
 // The clamp travels with the model file; a bad one is an error naming it.
 TEST(NeuralModel, ClampedFeaturesBoundATableFarOutside) {
-  NeuralModel m = random_model(6);
+  NeuralModel m = testing::random_neural_model(6);
   std::vector<TableFeatures> far = pool_features(2), farther = far;
   far[1].pooling_factor = 1e6;
   farther[1].pooling_factor = 1e9;
@@ -370,7 +346,7 @@ TEST(NeuralModel, ClampedFeaturesBoundATableFarOutside) {
 TEST(NeuralModel, TablesFarFromTheTrainingTablesAreNamed) {
   std::vector<TableFeatures> pool = pool_features(40);
   for (size_t i = 0; i < pool.size(); ++i) pool[i].dim = 8 << (i % 4);
-  NeuralModel m = random_model(7);
+  NeuralModel m = testing::random_neural_model(7);
   const size_t nf = compute_feature_names().size();
   std::vector<double> sum(nf), sq(nf);
   std::vector<float> x(nf);
@@ -414,183 +390,21 @@ TEST(NeuralModel, TablesFarFromTheTrainingTablesAreNamed) {
 }
 
 TEST(NeuralModel, NanNeverReachesThePlanner) {
-  NeuralModel m = random_model(4);
+  NeuralModel m = testing::random_neural_model(4);
   auto tables = pool_features(3);
   m.compute.head.layers.back().bias[0] = NAN;
   EXPECT_THROW(predict_compute_ms(m, tables), Error);
-  m = random_model(4);
+  m = testing::random_neural_model(4);
   m.compute.head.layers.back().bias[0] = 1e30f;  // absurd: clamped, finite
   EXPECT_TRUE(std::isfinite(predict_compute_ms(m, tables)));
   tables[1].pooling_factor = NAN;
   EXPECT_THROW(predict_compute_ms(m, tables), Error);
   std::vector<double> f(2), b(2);
-  EXPECT_THROW(predict_comm_ms(random_model(4), std::vector<double>{1, NAN},
+  EXPECT_THROW(predict_comm_ms(testing::random_neural_model(4), std::vector<double>{1, NAN},
                                std::vector<double>{0, 0}, f, b),
                Error);
 }
 
-TEST(NeuralValidate, FiguresByShardingTypeAndModelSets) {
-  ScratchDir dir("validate_pieces");
-  // A model set (plan --model's kind) reads as the model in its neural/.
-  save_neural_model(random_model(6), dir.file("set/neural"));
-  const NeuralModel model = load_neural_model(dir.file("set"));
-  const std::string plain = dir.file("plain.jsonl"), pieces = dir.file("pieces.jsonl");
-  testing::write_synth_compute(plain, 30, 9);
-  testing::write_synth_compute(pieces, 30, 9);
-  // Records 0-4 hold a row block, 5-9 a replica slice, 10 both; the rest whole tables.
-  testing::edit_records(pieces, [](int k, nlohmann::json& r) {
-    if (k <= 4 || k == 10) r["tables"][0]["row_offset"] = 0;
-    if ((k >= 5 && k <= 9) || k == 10) r["tables"].back()["batch_slice"] = {0, 2};
-  });
-  const FileValidation none = validate_on_file(model, "set", plain, silent_reporter());
-  EXPECT_TRUE(none.by_piece.empty());
-  EXPECT_FALSE(none.figures.contains("by_piece"));
-  const FileValidation v = validate_on_file(model, "set", pieces, silent_reporter());
-  ASSERT_EQ(v.by_piece.size(), 3u);
-  std::vector<int> whole(19);
-  std::iota(whole.begin(), whole.end(), 11);
-  const std::vector<std::pair<std::string, std::vector<int>>> expected = {
-      {"whole_tables", whole},
-      {"row_blocks", {0, 1, 2, 3, 4, 10}},
-      {"replica_slices", {5, 6, 7, 8, 9, 10}}};
-  const Comparison& all = v.comparisons.front();
-  for (size_t g = 0; g < expected.size(); ++g) {
-    const auto& [name, records] = expected[g];
-    const Comparison& c = v.by_piece[g];
-    EXPECT_EQ(c.name, "compute_" + name);
-    EXPECT_FALSE(c.plot);
-    ASSERT_EQ(c.measured.size(), records.size()) << name;
-    for (size_t k = 0; k < records.size(); ++k) {
-      EXPECT_EQ(c.measured[k], all.measured[records[k]]) << name;
-      EXPECT_EQ(c.predicted[k], all.predicted[records[k]]) << name;
-    }
-    EXPECT_EQ(v.figures["by_piece"][name]["count"], records.size());
-    EXPECT_DOUBLE_EQ(v.figures["by_piece"][name]["mape_pct"].get<double>(),
-                     accuracy(c.predicted, c.measured).mape_pct);
-  }
-  // The pieces' figures are a breakdown, not more records.
-  EXPECT_EQ(v.figures["count"], 30);
-}
-
-TEST(Registry, UnknownNameListsValidNames) {
-  try {
-    create_cost_model("bogus", {});
-    FAIL();
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    for (const auto& name : cost_model_names()) EXPECT_NE(what.find(name), std::string::npos);
-  }
-  CostModelOptions missing;
-  missing.model_dir = "/nonexistent/model";
-  EXPECT_THROW(create_cost_model("neural", missing), Error);
-  // No directory given: the shipped models (models/neural), which load.
-  EXPECT_EQ(create_cost_model("neural", {}).name.empty(), false);
-}
-
-// A model of normalized costs judged on version 1 records (raw medians) would
-// compare two scales: refused by name, unless judged on raw medians.
-TEST(NeuralValidate, RawRecordsAreRefusedForANormalizedModel) {
-  ScratchDir dir("validate_v1");
-  const NeuralModel m = random_model(8);
-  const std::string data = dir.file("data.jsonl");
-  testing::write_synth_compute(data, 20, 4);
-  const std::string text = read_file(data);
-  auto header = nlohmann::json::parse(text.substr(0, text.find('\n')));
-  header["version"] = 1;
-  write_file_atomic(data, header.dump() + text.substr(text.find('\n')));
-  EXPECT_EQ(testing::error_of([&] { validate_on_file(m, "model", data, silent_reporter(), false); })
-                .rfind(data + ": version 1 records (raw medians", 0),
-            0u);
-  EXPECT_NO_THROW(validate_on_file(m, "model", data, silent_reporter(), true));
-}
-
-TEST(NeuralValidate, CliJudgesOnTheModelsGroundTruthAndNamesAnotherMachine) {
-  ScratchDir dir("validate_raw");
-  NeuralModel m = random_model(8);
-  m.info["data"] = {{"ground_truth", ground_truth_label(false)},
-                    {"compute", {{{"executor", "cuda (GPU X)"}, {"machine", {{"cpu", "host"}}}}}}};
-  save_neural_model(m, dir.file("model"));
-  const std::string data = dir.file("data.jsonl");
-  testing::write_synth_compute(data, 20, 4);
-  const std::string text = read_file(data);
-  auto header = nlohmann::json::parse(text.substr(0, text.find('\n')));
-  header["executor"] = "cpu (1 thread)";
-  write_file_atomic(data, header.dump() + text.substr(text.find('\n')));
-  // Measured on another executor than the model's data: a note names both.
-  CaptureReporter notes;
-  validate_on_file(load_neural_model(dir.file("model")), "model", data, notes, true);
-  ASSERT_EQ(notes.notes().size(), 1u);
-  EXPECT_NE(notes.notes()[0].find("'cuda (GPU X) on host'"), std::string::npos)
-      << notes.notes()[0];
-  EXPECT_NE(notes.notes()[0].find("'cpu (1 thread) on synthetic': the figures compare two "
-                                  "machines"),
-            std::string::npos)
-      << notes.notes()[0];
-  // Fitted to that machine: the same machine, no note.
-  NeuralModel fitted = load_neural_model(dir.file("model"));
-  fitted.info["fitted"]["scale"]["compute"] = {
-      {{"executor", "cpu (1 thread)"}, {"machine", {{"cpu", "synthetic"}}}}};
-  CaptureReporter none;
-  validate_on_file(fitted, "model", data, none, true);
-  EXPECT_TRUE(none.notes().empty());
-  // The command: a model of raw medians is judged on raw medians without --raw, and says so.
-  if (!std::filesystem::exists(EMBSHARD_CLI_PATH)) GTEST_SKIP() << "no CLI in this build";
-  const auto r = testing::run_cli("validate --model " + dir.file("model") + " --data " + data +
-                                  " --json");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("--raw implied"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("\"ground_truth\": \"raw medians\""), std::string::npos) << r.output;
-  // Without --model: the shipped models, on their own data.
-  const auto shipped = testing::run_cli(std::string("validate --data ") + EMBSHARD_SOURCE_DIR +
-                                        "/data/cpu/unseen_pieces_2021_b2048.jsonl.gz");
-  ASSERT_EQ(shipped.exit_code, 0) << shipped.output;
-  EXPECT_NE(shipped.output.find("models/neural on"), std::string::npos) << shipped.output;
-}
-
-TEST(Registry, AModelSetsCommConstantsComeWithItsNeuralDirectoryToo) {
-  ScratchDir dir("registry_set");
-  NeuralModel m = random_model(7);
-  m.has_comm = false;  // one GPU: no all-to-all networks
-  save_neural_model(m, dir.file("set/neural"));
-  write_file_atomic(dir.file("set/comm.json"),
-                    R"({"format": "embshard-comm-constants", "version": 1, "latency_us": 15,
-                        "gbps": 350, "source": "test constants"})");
-  for (const std::string& given : {dir.file("set"), dir.file("set/neural"),
-                                   dir.file("set/neural/")}) {
-    CostModelOptions o;
-    o.model_dir = given;
-    const CostModel model = create_cost_model("neural", o);
-    EXPECT_NE(model.name.find("350 GB/s"), std::string::npos) << given << ": " << model.name;
-  }
-  CostModelOptions analytic;
-  analytic.model_dir = dir.file("set");
-  const std::string message = testing::error_of([&] { create_cost_model("analytic", analytic); });
-  EXPECT_NE(message.find("not an analytic calibration"), std::string::npos) << message;
-
-  // A set of another CPU machine: its own calibration (embshard calibrate),
-  // named as the shipped models/analytic.json beside models/neural.
-  Calibration c = load_calibration(shipped_models_dir() + "/analytic.json");
-  c.comm_gbps = 321;
-  save_neural_model(m, dir.file("cpu_set/neural"));
-  save_calibration(c, dir.file("cpu_set/analytic.json"));
-  CostModelOptions o;
-  o.model_dir = dir.file("cpu_set");
-  const CostModel model = create_cost_model("neural", o);
-  EXPECT_NE(model.name.find("321 GB/s"), std::string::npos) << model.name;
-  o.model_dir = dir.file("set/neural");  // comm.json first where a set has both
-  save_calibration(c, dir.file("set/analytic.json"));
-  EXPECT_NE(create_cost_model("neural", o).name.find("350 GB/s"), std::string::npos);
-}
-
-}  // namespace
-}  // namespace embshard
-
-namespace embshard {
-namespace {
-
-// The shipped models past the largest batch they were trained at: costs
-// scale linearly with the batch, and the name says so; inside their range
-// the batch is an input of the networks, not a scale factor.
 TEST(NeuralCostModel, ScalesToAnotherBatch) {
   const NeuralModel shipped = load_neural_model(shipped_models_dir() + "/neural");
   ASSERT_GT(shipped.max_batch_size, shipped.batch_size);  // trained on several batches
@@ -634,7 +448,7 @@ TEST(NeuralCostModel, ScalesToAnotherBatch) {
 // Outside the device counts its comm data covered, the analytic all-to-all
 // stands in for the networks (and without a calibration it is an Error).
 TEST(NeuralCostModel, AnalyticCommOutsideTheTrainedDeviceCounts) {
-  NeuralModel m = random_model(4);
+  NeuralModel m = testing::random_neural_model(4);
   m.info["data"]["comm"] = {{{"num_devices", 2}}, {{"num_devices", 4}}};
   EXPECT_EQ(comm_device_range(m), std::make_pair(2, 4));
   Calibration c;
@@ -675,7 +489,7 @@ TEST(NeuralCostModel, AnalyticCommOutsideTheTrainedDeviceCounts) {
 
 // The search's incremental state gives the same cost as compute_ms.
 TEST(NeuralCostModel, IncrementalStateEqualsComputeMs) {
-  NeuralComputeModel model(prepared_neural_model(random_model(2)));
+  NeuralComputeModel model(prepared_neural_model(testing::random_neural_model(2)));
   const auto tables = pool_features(15);
   for (const auto& t : tables) model.add_table(t);
   std::mt19937_64 rng(8);

@@ -384,9 +384,11 @@ void fine_tune_fitted_model(FitResult& r, const FineTuneOptions& o, Reporter& re
                             r.after.mape_pct));
 }
 
-TrainResult train_neural_model(const TrainOptions& o) {
-  // Before libtorch sees them: its own errors are stack traces, and a batch
-  // of 0 never finishes an epoch.
+namespace {
+
+// Before libtorch sees them: its own errors are stack traces, and a batch of
+// 0 never finishes an epoch.
+void check_train_options(const TrainOptions& o) {
   ES_CHECK(o.max_epochs >= 1 && o.patience >= 1 && o.batch >= 1,
            "train: --epochs {}, --patience {}, --batch {}: each must be at least 1", o.max_epochs,
            o.patience, o.batch);
@@ -403,12 +405,9 @@ TrainResult train_neural_model(const TrainOptions& o) {
   ES_CHECK(o.reuse_tail_bin >= 1 && o.reuse_tail_bin <= kNoReuseTail,
            "train: --reuse-tail-bin {} must be in 1..{} ({}: nothing merged)", o.reuse_tail_bin,
            kNoReuseTail, kNoReuseTail);
-  torch::manual_seed(o.seed);
-  torch::set_num_threads(o.threads);
-  TrainResult result;
-  NeuralModel& model = result.model;
-  Reporter& reporter = o.reporter != nullptr ? *o.reporter : silent_reporter();
-  ES_CHECK(!o.compute_paths.empty(), "train: no compute data (--compute FILE)");
+}
+
+ComputeData load_training_compute(const TrainOptions& o, Reporter& reporter) {
   std::vector<ComputeData> files;
   for (const std::string& path : o.compute_paths) {
     LoadOptions lo;
@@ -416,7 +415,20 @@ TrainResult train_neural_model(const TrainOptions& o) {
     files.push_back(load_compute_data(path, lo));
     report_problems(path, files.back().problems, reporter);
   }
-  const ComputeData compute = merge_compute_data(std::move(files));
+  return merge_compute_data(std::move(files));
+}
+
+}  // namespace
+
+TrainResult train_neural_model(const TrainOptions& o) {
+  check_train_options(o);
+  torch::manual_seed(o.seed);
+  torch::set_num_threads(o.threads);
+  TrainResult result;
+  NeuralModel& model = result.model;
+  Reporter& reporter = o.reporter != nullptr ? *o.reporter : silent_reporter();
+  ES_CHECK(!o.compute_paths.empty(), "train: no compute data (--compute FILE)");
+  const ComputeData compute = load_training_compute(o, reporter);
   model.batch_size = compute.batch_size;
   model.max_batch_size = compute.max_batch_size;
   const ComputeSplit split =
