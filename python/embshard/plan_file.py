@@ -173,6 +173,52 @@ def _check_memory(where, plan, order, world):
                             f"device_memory_bytes[{d}] = {capacity[d]}")
 
 
+def _check_replicas(where, path, shards, ranks, world):
+    """A data_parallel table: a replica on each of `ranks`, no pieces, each device once."""
+    if shards is not None:
+        raise PlanError(f"{where}: field '{path}.shards' is {_show(shards)}, expected null "
+                        "for a data_parallel table")
+    if not ranks:
+        raise PlanError(f"{where}: field '{path}.ranks' is empty: a data_parallel table "
+                        "needs a device")
+    for i, r in enumerate(ranks):
+        if r in ranks[:i]:
+            raise PlanError(f"{where}: field '{path}.ranks' lists device {r} twice")
+    if len(ranks) != world:
+        # TorchRec replicates a data-parallel table on every rank.
+        raise PlanError(f"{where}: field '{path}.ranks' lists {len(ranks)} of the {world} "
+                        "devices: a data_parallel table is on every device")
+
+
+def _shard_pieces(where, name, path, shards, ranks, rows, dim, world):
+    """(row0, rows, col0, cols, rank) of each shard, each inside its table and placed on the
+    rank `ranks` gives it; checked in the order embshard's reader checks them, so both give
+    the same message."""
+    pieces = []
+    for i, s in enumerate(shards):
+        field = f"{path}.shards[{i}]"
+        row0, col0 = _pair(where, s, field, "shard_offsets", 0)
+        n_rows, n_cols = _pair(where, s, field, "shard_sizes", 1)
+        if row0 + n_rows > rows or col0 + n_cols > dim:
+            raise PlanError(f"{where}: field '{field}' is rows {row0}..{row0 + n_rows} x cols "
+                            f"{col0}..{col0 + n_cols}, outside table '{name}' ({rows} rows x "
+                            f"dim {dim})")
+        placement = _member(where, s, field, "placement")
+        match = PLACEMENT.fullmatch(placement) if isinstance(placement, str) else None
+        if not match:
+            raise PlanError(f"{where}: field '{field}.placement' is {_show(placement)}, "
+                            "expected \"rank:N/cuda:N\"")
+        device = int(match.group(1))
+        if device >= world:
+            raise PlanError(f"{where}: field '{field}.placement' is \"{placement}\": rank "
+                            f"{device} is outside 0..{world - 1} ({world} devices)")
+        if ranks[i] != device:
+            raise PlanError(f"{where}: field '{path}.ranks[{i}]' is {ranks[i]} but "
+                            f"{field}.placement says rank {device}")
+        pieces.append((row0, n_rows, col0, n_cols, device))
+    return pieces
+
+
 def _check_table(where, name, t, world):
     path = f"tables.{name}"
     kind = _member(where, t, path, "sharding_type")
@@ -199,20 +245,7 @@ def _check_table(where, name, t, world):
         _integer(where, r, f"{path}.ranks[{i}]", 0, world - 1)
     shards = _member(where, t, path, "shards")
     if kind == "data_parallel":
-        # A replica on each of `ranks`: no pieces, each device once.
-        if shards is not None:
-            raise PlanError(f"{where}: field '{path}.shards' is {_show(shards)}, expected null "
-                            "for a data_parallel table")
-        if not ranks:
-            raise PlanError(f"{where}: field '{path}.ranks' is empty: a data_parallel table "
-                            "needs a device")
-        for i, r in enumerate(ranks):
-            if r in ranks[:i]:
-                raise PlanError(f"{where}: field '{path}.ranks' lists device {r} twice")
-        if len(ranks) != world:
-            # TorchRec replicates a data-parallel table on every rank.
-            raise PlanError(f"{where}: field '{path}.ranks' lists {len(ranks)} of the {world} "
-                            "devices: a data_parallel table is on every device")
+        _check_replicas(where, path, shards, ranks, world)
         return
     if not isinstance(shards, (list, tuple)):
         raise PlanError(f"{where}: field '{path}.shards' is {_show(shards)}, expected an array")
@@ -221,29 +254,7 @@ def _check_table(where, name, t, world):
     if len(shards) != len(ranks):
         raise PlanError(f"{where}: field '{path}.ranks' has {len(ranks)} ranks for "
                         f"{len(shards)} shards, expected one rank per shard")
-    # In the order embshard's reader checks them, so both give the same message.
-    pieces = []  # (row0, rows, col0, cols, rank) of each shard
-    for i, s in enumerate(shards):
-        field = f"{path}.shards[{i}]"
-        row0, col0 = _pair(where, s, field, "shard_offsets", 0)
-        n_rows, n_cols = _pair(where, s, field, "shard_sizes", 1)
-        if row0 + n_rows > rows or col0 + n_cols > dim:
-            raise PlanError(f"{where}: field '{field}' is rows {row0}..{row0 + n_rows} x cols "
-                            f"{col0}..{col0 + n_cols}, outside table '{name}' ({rows} rows x "
-                            f"dim {dim})")
-        placement = _member(where, s, field, "placement")
-        match = PLACEMENT.fullmatch(placement) if isinstance(placement, str) else None
-        if not match:
-            raise PlanError(f"{where}: field '{field}.placement' is {_show(placement)}, "
-                            "expected \"rank:N/cuda:N\"")
-        device = int(match.group(1))
-        if device >= world:
-            raise PlanError(f"{where}: field '{field}.placement' is \"{placement}\": rank "
-                            f"{device} is outside 0..{world - 1} ({world} devices)")
-        if ranks[i] != device:
-            raise PlanError(f"{where}: field '{path}.ranks[{i}]' is {ranks[i]} but "
-                            f"{field}.placement says rank {device}")
-        pieces.append((row0, n_rows, col0, n_cols, device))
+    pieces = _shard_pieces(where, name, path, shards, ranks, rows, dim, world)
     # TorchRec builds a table's shards from its type.
     if kind == "table_wise" and len(shards) != 1:
         raise PlanError(f"{where}: field '{path}.shards' has {len(shards)} shards: a "

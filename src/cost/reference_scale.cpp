@@ -20,48 +20,42 @@ using nlohmann::json;
 
 namespace {
 
-// The scale from a parsed manifest at `path` (model_reference_scale).
-ReferenceScale scale_from_manifest(const json& manifest, const std::string& path,
-                                   const std::string& executor, int devices, int64_t batch) {
-  ReferenceScale scale;
-  scale.source = path;
-  // Fields by pointer, so that one of another type is named (json_field.h).
-  const auto optional = [&](const std::string& pointer, JsonKind kind) {
+// A manifest's fields by pointer, so that one of another type is named
+// (json_field.h).
+struct ManifestFields {
+  const json& manifest;
+  const std::string& path;
+  std::string cpu = cpu_model();
+
+  const json* optional(const std::string& pointer, JsonKind kind) const {
     return json_optional(manifest, pointer, kind, path);
-  };
-  const auto text = [&](const std::string& pointer) {
+  }
+  std::string text(const std::string& pointer) const {
     const json* v = optional(pointer, JsonKind::kString);
     return v ? v->get<std::string>() : std::string();
-  };
-  const auto file_of = [&](const std::string& entry) {
+  }
+  std::string file_of(const std::string& entry) const {
     const std::string file = text(entry + "/path");
     return file.empty() ? std::string("?") : file;
-  };
-  // A fitted model predicts on the scale of the files it was fitted to
-  // (`fitted.scale`): its compute, and its exchanges where it fitted them.
-  std::string compute = "/data/compute", ground_truth = "/data/ground_truth", comm = "/data/comm";
-  if (optional("/fitted/scale", JsonKind::kObject)) {
-    json_field(manifest, "/fitted/scale/compute", JsonKind::kArray, path);
-    compute = "/fitted/scale/compute";
-    ground_truth = "/fitted/scale/ground_truth";
-    if (optional("/fitted/scale/comm", JsonKind::kArray)) comm = "/fitted/scale/comm";
-    scale.source = path + " (the data it was fitted to)";
   }
+  // Only data measured on a machine like this one set its scale: a
+  // reference time is a time on that machine.
+  bool here(const std::string& entry) const { return text(entry + "/machine/cpu") == cpu; }
+};
 
-  // Only data measured on a machine like this one set its scale: a reference
-  // time is a time on that machine.
-  const std::string cpu = cpu_model();
-  const auto here = [&](const std::string& entry) { return text(entry + "/machine/cpu") == cpu; };
-  // Compute: every training file's probe, which must be today's probe on
-  // this executor, normalized against (not raw medians), on one reference.
+// Compute: every training file's probe, which must be today's probe on this
+// executor, normalized against (not raw medians), on one reference.
+void set_compute_scale(const ManifestFields& m, const std::string& compute,
+                       const std::string& ground_truth, const std::string& executor,
+                       ReferenceScale& scale) {
   const json probe_description = reference_probe_json();
-  const json* entries = optional(compute, JsonKind::kArray);
-  bool complete = entries != nullptr && text(ground_truth).starts_with("normalized");
+  const json* entries = m.optional(compute, JsonKind::kArray);
+  bool complete = entries != nullptr && m.text(ground_truth).starts_with("normalized");
   for (size_t i = 0; complete && i < entries->size(); ++i) {
     const std::string entry = fmt::format("{}/{}", compute, i);
-    const json* probe = optional(entry + "/probe", JsonKind::kObject);
-    const json* recorded = optional(entry + "/executor", JsonKind::kString);
-    if (!probe || !probe->contains("reference") || !here(entry) || !recorded ||
+    const json* probe = m.optional(entry + "/probe", JsonKind::kObject);
+    const json* recorded = m.optional(entry + "/executor", JsonKind::kString);
+    if (!probe || !probe->contains("reference") || !m.here(entry) || !recorded ||
         *recorded != executor) {
       complete = false;
       break;
@@ -69,8 +63,8 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
     json description = *probe;
     description.erase("reference");
     const ProbeReference r =
-        probe_reference_from_json(manifest, entry + "/probe/reference",
-                                  fmt::format("{} (data file {})", path, file_of(entry)));
+        probe_reference_from_json(m.manifest, entry + "/probe/reference",
+                                  fmt::format("{} (data file {})", m.path, m.file_of(entry)));
     if (description != probe_description ||
         (scale.compute && scale.compute->reference_ms != r.reference_ms)) {
       complete = false;
@@ -83,38 +77,41 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
     scale.note = fmt::format(
         "the model's compute data do not share one reference probe of normalized "
         "measurements{} on this machine's CPU ({})",
-        executor.empty() ? "" : " (" + executor + ")", cpu);
+        executor.empty() ? "" : " (" + executor + ")", m.cpu);
   }
+}
 
-  // Comm: the file at this rank count and batch.
-  const json* comm_entries = optional(comm, JsonKind::kArray);
+// Comm: the file at this rank count and batch.
+void set_comm_scale(const ManifestFields& m, const std::string& comm, int devices, int64_t batch,
+                    ReferenceScale& scale) {
+  const json* comm_entries = m.optional(comm, JsonKind::kArray);
   for (size_t i = 0; comm_entries && i < comm_entries->size(); ++i) {
     const std::string entry = fmt::format("{}/{}", comm, i);
     const auto count = [&](const char* key, int64_t absent) {
-      const json* v = optional(entry + key, JsonKind::kCount);
+      const json* v = m.optional(entry + key, JsonKind::kCount);
       return v ? v->get<int64_t>() : absent;
     };
-    if (count("/num_devices", 0) != devices || count("/batch", 0) != batch || !here(entry)) {
+    if (count("/num_devices", 0) != devices || count("/batch", 0) != batch || !m.here(entry)) {
       continue;
     }
     // `eval` interleaves the standard reference exchange; another one's times
     // are another scale (an entry that names none: the standard).
     const int64_t dim = count("/probe/exchange_dim", kReferenceExchangeDim);
     if (dim != kReferenceExchangeDim) {
-      scale.note += fmt::format("{}data.comm entry {} was normalized by a reference exchange of {} "
-                                "columns, not {}",
-                                scale.note.empty() ? "" : "; ", file_of(entry), dim,
-                                kReferenceExchangeDim);
+      scale.note += fmt::format(
+          "{}data.comm entry {} was normalized by a reference exchange of {} "
+          "columns, not {}",
+          scale.note.empty() ? "" : "; ", m.file_of(entry), dim, kReferenceExchangeDim);
       continue;
     }
-    const json* reference = optional(entry + "/probe/reference_ms", JsonKind::kNumbers);
+    const json* reference = m.optional(entry + "/probe/reference_ms", JsonKind::kNumbers);
     const auto ms = reference ? reference->get<std::vector<double>>() : std::vector<double>{};
     ES_CHECK(ms.empty() || static_cast<int>(ms.size()) == devices,
-             "{}: data.comm entry {} holds {} ranks' reference times for {} ranks", path,
-             file_of(entry), ms.size(), devices);
-    for (double m : ms) {
-      ES_CHECK(std::isfinite(m) && m > 0, "{}: data.comm entry {}: reference time {}", path,
-               file_of(entry), m);
+             "{}: data.comm entry {} holds {} ranks' reference times for {} ranks", m.path,
+             m.file_of(entry), ms.size(), devices);
+    for (double t : ms) {
+      ES_CHECK(std::isfinite(t) && t > 0, "{}: data.comm entry {}: reference time {}", m.path,
+               m.file_of(entry), t);
     }
     scale.exchange_ms = ms;
   }
@@ -124,6 +121,26 @@ ReferenceScale scale_from_manifest(const json& manifest, const std::string& path
         "exchange",
         scale.note.empty() ? "" : "; ", devices, batch);
   }
+}
+
+// The scale from a parsed manifest at `path` (model_reference_scale).
+ReferenceScale scale_from_manifest(const json& manifest, const std::string& path,
+                                   const std::string& executor, int devices, int64_t batch) {
+  ReferenceScale scale;
+  scale.source = path;
+  const ManifestFields m{manifest, path};
+  // A fitted model predicts on the scale of the files it was fitted to
+  // (`fitted.scale`): its compute, and its exchanges where it fitted them.
+  std::string compute = "/data/compute", ground_truth = "/data/ground_truth", comm = "/data/comm";
+  if (m.optional("/fitted/scale", JsonKind::kObject)) {
+    json_field(manifest, "/fitted/scale/compute", JsonKind::kArray, path);
+    compute = "/fitted/scale/compute";
+    ground_truth = "/fitted/scale/ground_truth";
+    if (m.optional("/fitted/scale/comm", JsonKind::kArray)) comm = "/fitted/scale/comm";
+    scale.source = path + " (the data it was fitted to)";
+  }
+  set_compute_scale(m, compute, ground_truth, executor, scale);
+  set_comm_scale(m, comm, devices, batch, scale);
   return scale;
 }
 

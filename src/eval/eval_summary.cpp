@@ -24,6 +24,113 @@ bool is_baseline(const std::string& spec) {
          verified_base(name).empty();
 }
 
+namespace {
+
+// "<source>: " where a source is named, else "".
+std::string prefix(const std::string& source) { return source.empty() ? "" : source + ": "; }
+
+// An algorithm's figure in record `k`: positive and of a step's size (a
+// nanosecond to 11.6 days: a figure outside is no measurement, and would
+// overflow the ratios and the charts' axes), else an error naming the record.
+double checked_score(const json& x, const char* key, const json& r, size_t k,
+                     const std::string& algo, const std::string& source) {
+  const double score = x.at(key).get<double>();
+  ES_CHECK(std::isfinite(score) && score > 0,
+           "{}eval record {} (task {}): {} of '{}' is {}, a cost must be positive", prefix(source),
+           k + 1, r.value("task", json()).dump(), key, algo, score);
+  ES_CHECK(score >= 1e-6 && score <= 1e9,
+           "{}eval record {} (task {}): {} of '{}' is {}: outside 1e-6 to 1e9 ms a step, "
+           "not a cost that was measured or predicted",
+           prefix(source), k + 1, r.value("task", json()).dump(), key, algo, score);
+  return score;
+}
+
+// One algorithm's record `x` of a counted task into its sums (divided by the
+// task count in finish_summary); clears the result's flags of figures the
+// record lacks.
+void add_to_summary(AlgoSummary& s, EvalSummary& result, const json& x, double score, double best,
+                    bool measured, const json& r, const std::string& source) {
+  const double predicted = x.at("predicted_ms").get<double>();
+  s.mean_measured_ms += measured ? score : 0;
+  s.mean_predicted_ms += predicted;
+  s.tasks_won += score <= best * (1 + 1e-9) ? 1 : 0;
+  s.mean_gap_to_bound += predicted / x.at("bound_ms").get<double>() - 1;
+  s.prediction_mape_pct += measured ? 100 * std::abs(predicted - score) / score : 0;
+  result.raw_clock = result.raw_clock && x.contains("measured_raw_ms");
+  s.mean_raw_ms += x.contains("measured_raw_ms") ? x.at("measured_raw_ms").get<double>() : 0;
+  result.first_compute = result.first_compute && x.contains("measured_first_compute_ms");
+  s.mean_first_compute_ms += x.value("measured_first_compute_ms", 0.0);
+  if (measured && x.contains("verification") && x.at("verification").contains("chosen_passes_ms")) {
+    const json& v = x.at("verification");
+    std::vector<double> figures = {
+        fastest_half_mean(v.at("chosen_passes_ms").get<std::vector<double>>())};
+    if (v.contains("chosen_fresh_ms")) {
+      for (double ms : v.at("chosen_fresh_ms").get<std::vector<double>>()) figures.push_back(ms);
+    }
+    s.fallback_pct.push_back(100 * (score / median(figures) - 1));
+  }
+  if (const json::json_pointer tie("/verification/runner_up/tie"); x.contains(tie)) {
+    ++s.choices_judged;
+    s.choice_ties += x.at(tie).get<bool>() ? 1 : 0;
+  }
+  if (x.contains("device_compute_ms")) {
+    const auto ms = x.at("device_compute_ms").at("measured").get<std::vector<double>>();
+    ES_CHECK(!ms.empty(), "{}no device in device_compute_ms.measured of '{}' (task {})",
+             prefix(source), s.name, r.value("task", json()).dump());
+    s.mean_slowest_compute_ms += *std::max_element(ms.begin(), ms.end());
+    s.mean_device_compute_ms += mean(ms);
+  } else {
+    result.device_compute = false;
+  }
+}
+
+// The sums into means over the `planned` tasks, and every algorithm's ratio
+// to the best baseline (with its interval from the tasks' `scores`).
+void finish_summary(EvalSummary& result, const std::vector<std::vector<double>>& scores,
+                    int planned) {
+  std::vector<AlgoSummary>& summary = result.algos;
+  const double n = planned;
+  const auto score = [&](const AlgoSummary& s) { return result.score_ms(s); };
+  double best_baseline = INFINITY, best_raw_baseline = INFINITY, best_first_baseline = INFINITY;
+  size_t best = 0;
+  for (size_t a = 0; a < summary.size(); ++a) {
+    AlgoSummary& s = summary[a];
+    s.mean_measured_ms /= n;
+    s.mean_predicted_ms /= n;
+    s.mean_gap_to_bound /= n;
+    s.prediction_mape_pct /= n;
+    s.mean_raw_ms = result.raw_clock ? s.mean_raw_ms / n : 0;
+    s.mean_first_compute_ms = result.first_compute ? s.mean_first_compute_ms / n : 0;
+    s.mean_slowest_compute_ms = result.device_compute ? s.mean_slowest_compute_ms / n : 0;
+    s.mean_device_compute_ms = result.device_compute ? s.mean_device_compute_ms / n : 0;
+    if (is_baseline(s.name)) {
+      if (score(s) < best_baseline) best = a;
+      best_baseline = std::min(best_baseline, score(s));
+      best_raw_baseline = std::min(best_raw_baseline, s.mean_raw_ms);
+      best_first_baseline = std::min(best_first_baseline, s.mean_first_compute_ms);
+    }
+  }
+  if (std::isfinite(best_baseline)) result.best_baseline = static_cast<int>(best);
+  for (size_t a = 0; a < summary.size(); ++a) {
+    AlgoSummary& s = summary[a];
+    s.ratio_to_best_baseline = std::isfinite(best_baseline) ? score(s) / best_baseline : 0;
+    if (std::isfinite(best_baseline) && planned >= 2) {
+      const RatioInterval ci = bootstrap_ratio_interval(scores[a], scores[best], 0.95);
+      s.ratio_ci_low = ci.low;
+      s.ratio_ci_high = ci.high;
+    }
+    s.raw_ratio_to_best_baseline = result.raw_clock && std::isfinite(best_raw_baseline)
+                                       ? s.mean_raw_ms / best_raw_baseline
+                                       : 0;
+    s.first_compute_ratio_to_best_baseline =
+        result.first_compute && std::isfinite(best_first_baseline)
+            ? s.mean_first_compute_ms / best_first_baseline
+            : 0;
+  }
+}
+
+}  // namespace
+
 EvalSummary summarize_eval(const std::vector<json>& records,
                            const std::vector<std::string>& algos, const std::string& source) {
   EvalSummary result;
@@ -63,58 +170,12 @@ EvalSummary summarize_eval(const std::vector<json>& records,
       }
       for (size_t a = 0; a < algos.size(); ++a) {
         const json& x = r.at("algos").at(algos[a]);
-        const double score = x.at(key).get<double>();
-        ES_CHECK(std::isfinite(score) && score > 0,
-                 "{}eval record {} (task {}): {} of '{}' is {}, a cost must be positive",
-                 source.empty() ? "" : source + ": ", k + 1, r.value("task", json()).dump(), key,
-                 algos[a], score);
-        // A nanosecond to 11.6 days a step: a figure outside is no
-        // measurement, and would overflow the ratios and the charts' axes.
-        ES_CHECK(score >= 1e-6 && score <= 1e9,
-                 "{}eval record {} (task {}): {} of '{}' is {}: outside 1e-6 to 1e9 ms a step, "
-                 "not a cost that was measured or predicted",
-                 source.empty() ? "" : source + ": ", k + 1, r.value("task", json()).dump(), key,
-                 algos[a], score);
-        const double predicted = x.at("predicted_ms").get<double>();
-        AlgoSummary& s = summary[a];
+        const double score = checked_score(x, key, r, k, algos[a], source);
         scores[a].push_back(score);
-        s.mean_measured_ms += measured ? score : 0;
-        s.mean_predicted_ms += predicted;
-        s.tasks_won += score <= best * (1 + 1e-9) ? 1 : 0;
-        s.mean_gap_to_bound += predicted / x.at("bound_ms").get<double>() - 1;
-        s.prediction_mape_pct += measured ? 100 * std::abs(predicted - score) / score : 0;
-        result.raw_clock = result.raw_clock && x.contains("measured_raw_ms");
-        s.mean_raw_ms += x.contains("measured_raw_ms") ? x.at("measured_raw_ms").get<double>() : 0;
-        result.first_compute = result.first_compute && x.contains("measured_first_compute_ms");
-        s.mean_first_compute_ms += x.value("measured_first_compute_ms", 0.0);
-        if (measured && x.contains("verification") &&
-            x.at("verification").contains("chosen_passes_ms")) {
-          const json& v = x.at("verification");
-          std::vector<double> figures = {
-              fastest_half_mean(v.at("chosen_passes_ms").get<std::vector<double>>())};
-          if (v.contains("chosen_fresh_ms")) {
-            for (double ms : v.at("chosen_fresh_ms").get<std::vector<double>>()) {
-              figures.push_back(ms);
-            }
-          }
-          s.fallback_pct.push_back(100 * (score / median(figures) - 1));
-        }
-        if (const json::json_pointer tie("/verification/runner_up/tie"); x.contains(tie)) {
-          ++s.choices_judged;
-          s.choice_ties += x.at(tie).get<bool>() ? 1 : 0;
-        }
-        if (x.contains("device_compute_ms")) {
-          const auto ms = x.at("device_compute_ms").at("measured").get<std::vector<double>>();
-          ES_CHECK(!ms.empty(), "{}no device in device_compute_ms.measured of '{}' (task {})",
-                   source.empty() ? "" : source + ": ", algos[a], r.value("task", json()).dump());
-          s.mean_slowest_compute_ms += *std::max_element(ms.begin(), ms.end());
-          s.mean_device_compute_ms += mean(ms);
-        } else {
-          result.device_compute = false;
-        }
+        add_to_summary(summary[a], result, x, score, best, measured, r, source);
       }
     } catch (const json::exception& e) {
-      ES_THROW("{}eval record {} (task {}): {}", source.empty() ? "" : source + ": ", k + 1,
+      ES_THROW("{}eval record {} (task {}): {}", prefix(source), k + 1,
                r.is_object() ? r.value("task", json()).dump() : "none", e.what());
     }
   }
@@ -123,45 +184,7 @@ EvalSummary summarize_eval(const std::vector<json>& records,
   result.raw_clock = result.raw_clock && planned > 0;
   result.first_compute = result.first_compute && planned > 0;
   result.device_compute = result.device_compute && planned > 0 && !result.predicted_only;
-  if (planned == 0) return result;
-  const double n = planned;
-  const auto score = [&](const AlgoSummary& s) { return result.score_ms(s); };
-  double best_baseline = INFINITY, best_raw_baseline = INFINITY, best_first_baseline = INFINITY;
-  size_t best = 0;
-  for (size_t a = 0; a < summary.size(); ++a) {
-    AlgoSummary& s = summary[a];
-    s.mean_measured_ms /= n;
-    s.mean_predicted_ms /= n;
-    s.mean_gap_to_bound /= n;
-    s.prediction_mape_pct /= n;
-    s.mean_raw_ms = result.raw_clock ? s.mean_raw_ms / n : 0;
-    s.mean_first_compute_ms = result.first_compute ? s.mean_first_compute_ms / n : 0;
-    s.mean_slowest_compute_ms = result.device_compute ? s.mean_slowest_compute_ms / n : 0;
-    s.mean_device_compute_ms = result.device_compute ? s.mean_device_compute_ms / n : 0;
-    if (is_baseline(s.name)) {
-      if (score(s) < best_baseline) best = a;
-      best_baseline = std::min(best_baseline, score(s));
-      best_raw_baseline = std::min(best_raw_baseline, s.mean_raw_ms);
-      best_first_baseline = std::min(best_first_baseline, s.mean_first_compute_ms);
-    }
-  }
-  if (std::isfinite(best_baseline)) result.best_baseline = static_cast<int>(best);
-  for (size_t a = 0; a < summary.size(); ++a) {
-    AlgoSummary& s = summary[a];
-    s.ratio_to_best_baseline = std::isfinite(best_baseline) ? score(s) / best_baseline : 0;
-    if (std::isfinite(best_baseline) && planned >= 2) {
-      const RatioInterval ci = bootstrap_ratio_interval(scores[a], scores[best], 0.95);
-      s.ratio_ci_low = ci.low;
-      s.ratio_ci_high = ci.high;
-    }
-    s.raw_ratio_to_best_baseline =
-        result.raw_clock && std::isfinite(best_raw_baseline) ? s.mean_raw_ms / best_raw_baseline
-                                                             : 0;
-    s.first_compute_ratio_to_best_baseline =
-        result.first_compute && std::isfinite(best_first_baseline)
-            ? s.mean_first_compute_ms / best_first_baseline
-            : 0;
-  }
+  if (planned > 0) finish_summary(result, scores, planned);
   return result;
 }
 

@@ -105,9 +105,11 @@ class NeuroShardPlanner : public Planner {
     std::vector<BeamState> best;  // the `count` cheapest distinct states, cheapest first
     size_t halvings_work = 0;     // pieces placed by the halvings' beam
   };
-  // A beam's steps from `beam` (`seen`: the piece sets already made), until
-  // max_steps, no new candidates, the step patience, or `work_limit` pieces
-  // placed; returns the steps taken and sets `stop` to why it ended early.
+  // A beam's start: its pieces placed by cost, as NeuroShard places them;
+  // where that leaves a big piece without room, the big pieces first.
+  // Remembered among the best.
+  static BeamState place_start(const PlanTask& task, std::vector<Piece> pieces, SearchState& st,
+                               int count);
   // The last beam's start: the cheaper of TorchRec's greedy and row-wise
   // proposals where it beats every plan found so far (remembered among them;
   // `scale`: its pieces over the start's), none otherwise; the summary says which.
@@ -115,6 +117,9 @@ class NeuroShardPlanner : public Planner {
                                           SearchState& st, const BeamState& start,
                                           std::unordered_set<uint64_t>& seen, size_t& work,
                                           double& scale);
+  // A beam's steps from `beam` (`seen`: the piece sets already made), until
+  // max_steps, no new candidates, the step patience, or `work_limit` pieces
+  // placed; returns the steps taken and sets `stop` to why it ended early.
   int run_beam(const PlanTask& task, ShardCosts& costs, int count, Phase phase, SearchState& st,
                std::vector<BeamState> beam, std::unordered_set<uint64_t>& seen, size_t& work,
                double work_share, std::string& stop) const;
@@ -457,6 +462,22 @@ std::optional<BeamState> NeuroShardPlanner::proposal_start(const PlanTask& task,
   return p;
 }
 
+BeamState NeuroShardPlanner::place_start(const PlanTask& task, std::vector<Piece> pieces,
+                                         SearchState& st, int count) {
+  BeamState s;
+  s.pieces = std::move(pieces);
+  for (const bool big_first : {false, true}) {
+    s.big_first = big_first;
+    std::sort(s.pieces.begin(), s.pieces.end(), PieceOrder(task, big_first));
+    s.cost_ms = st.grids[0]->run(s.pieces, s.device_of);
+    s.cap = st.grids[0]->best_cap();
+    if (std::isfinite(s.cost_ms)) break;
+  }
+  s.signature = signature(s.pieces);
+  remember(st.best, s, count);
+  return s;
+}
+
 std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, ShardCosts& costs,
                                                      int count) {
   ES_CHECK(count >= 1, "neuroshard: asked for {} candidate plans, need at least 1", count);
@@ -479,21 +500,8 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
       if (signature(pieces) == start.signature) break;
       summary_ += "; no plan from the start with columns halved first; from rows split first";
     }
-    // Pieces by cost, as NeuroShard places them; where that leaves a big piece
-    // without room, the big pieces first.
     const auto placed = [&](std::vector<Piece> pieces) {
-      BeamState s;
-      s.pieces = std::move(pieces);
-      for (const bool big_first : {false, true}) {
-        s.big_first = big_first;
-        std::sort(s.pieces.begin(), s.pieces.end(), PieceOrder(task, big_first));
-        s.cost_ms = st.grids[0]->run(s.pieces, s.device_of);
-        s.cap = st.grids[0]->best_cap();
-        if (std::isfinite(s.cost_ms)) break;
-      }
-      s.signature = signature(s.pieces);
-      remember(st.best, s, count);
-      return s;
+      return place_start(task, std::move(pieces), st, count);
     };
     start = placed(std::move(pieces));
     // The beams in order (Phase).

@@ -287,6 +287,60 @@ class EpisodeState {
   std::vector<std::vector<int>> ids_;
 };
 
+// The pinned tables placed first; Error where one does not fit its device.
+void place_pinned(EpisodeState& state, const PlanTask& task, const std::string& name, Episode& ep) {
+  for (int t = 0; t < task.num_tables(); ++t) {
+    const int pin = task.pinned_device[t];
+    if (pin < 0) continue;
+    ES_CHECK(state.fits(t, pin), "{}: pinned table '{}' does not fit device {}", name,
+             task.tables[t].name, pin);
+    state.place(t, pin);
+    ep.device_of[t] = pin;
+  }
+}
+
+// The devices table `t` fits in `mask`. Where none has room: an error, or
+// with allow_overflow every device, the episode marked as overflowing.
+void mask_fitting_devices(EpisodeState& state, const PlanTask& task, int t, const EpisodeOptions& o,
+                          const std::string& name, std::vector<uint8_t>& mask, Episode& ep) {
+  const int n = task.num_devices();
+  bool any = false;
+  for (int d = 0; d < n; ++d) {
+    mask[d] = state.fits(t, d) ? 1 : 0;
+    any = any || mask[d];
+  }
+  if (any) return;
+  int most = 0;
+  for (int d = 1; d < n; ++d) most = state.free_bytes(d) > state.free_bytes(most) ? d : most;
+  ES_CHECK(o.allow_overflow,
+           "{}: no device has room for table '{}' ({} bytes; the most free memory left on a "
+           "device is {} bytes): the policy packs tables whole, in its own order",
+           name, task.tables[t].name, task.table_bytes(t), state.free_bytes(most));
+  if (!ep.overflow) {
+    ep.stuck_table = t;
+    ep.stuck_most_free_bytes = state.free_bytes(most);
+  }
+  ep.overflow = true;
+  std::fill(mask.begin(), mask.end(), 1);
+}
+
+// A device drawn from the masked softmax of `logits` (their maximum `best`).
+int sample_device(const std::vector<float>& logits, const std::vector<uint8_t>& mask, float best,
+                  std::mt19937_64& rng) {
+  const size_t n = logits.size();
+  double total = 0;
+  std::vector<double> p(n, 0.0);
+  for (size_t d = 0; d < n; ++d) total += p[d] = mask[d] ? std::exp(logits[d] - best) : 0.0;
+  double u = std::uniform_real_distribution<double>(0.0, total)(rng);
+  int action = -1;
+  for (size_t d = 0; d < n; ++d) {
+    if (!mask[d]) continue;
+    action = static_cast<int>(d);
+    if ((u -= p[d]) < 0) break;
+  }
+  return action;
+}
+
 }  // namespace
 
 Episode run_episode(const PolicyNets& nets, const PlanTask& task, const EpisodeInput& in,
@@ -300,14 +354,7 @@ Episode run_episode(const PolicyNets& nets, const PlanTask& task, const EpisodeI
   EpisodeState state(nets, task, in, costs);
   Episode ep;
   ep.device_of.assign(T, -1);
-  for (int t = 0; t < T; ++t) {
-    const int pin = task.pinned_device[t];
-    if (pin < 0) continue;
-    ES_CHECK(state.fits(t, pin), "{}: pinned table '{}' does not fit device {}", name,
-             task.tables[t].name, pin);
-    state.place(t, pin);
-    ep.device_of[t] = pin;
-  }
+  place_pinned(state, task, name, ep);
   const int C = static_cast<int>(policy_device_feature_names(nets.kind).size());
   const int E = nets.policy_table.out(), X = nets.context_size();
   const int in_size = E + C + X;
@@ -320,25 +367,7 @@ Episode run_episode(const PolicyNets& nets, const PlanTask& task, const EpisodeI
   std::mt19937_64 rng(o.seed);
   for (int t : in.order) {
     state.refresh_maxima();
-    bool any = false;
-    for (int d = 0; d < n; ++d) {
-      mask[d] = state.fits(t, d) ? 1 : 0;
-      any = any || mask[d];
-    }
-    if (!any) {
-      int most = 0;
-      for (int d = 1; d < n; ++d) most = state.free_bytes(d) > state.free_bytes(most) ? d : most;
-      ES_CHECK(o.allow_overflow,
-               "{}: no device has room for table '{}' ({} bytes; the most free memory left on a "
-               "device is {} bytes): the policy packs tables whole, in its own order",
-               name, task.tables[t].name, task.table_bytes(t), state.free_bytes(most));
-      if (!ep.overflow) {
-        ep.stuck_table = t;
-        ep.stuck_most_free_bytes = state.free_bytes(most);
-      }
-      ep.overflow = true;
-      std::fill(mask.begin(), mask.end(), 1);
-    }
+    mask_fitting_devices(state, task, t, o, name, mask, ep);
     for (int d = 0; d < n; ++d) state.features(t, d, &feats[size_t(d) * C]);
     if (nets.kind == PolicyKind::kAutoShard) {
       std::copy(state.policy_encoding(t), state.policy_encoding(t) + E, gru_in.begin());
@@ -357,17 +386,7 @@ Episode run_episode(const PolicyNets& nets, const PlanTask& task, const EpisodeI
       logits[d] = mlp1(nets.policy_logit, input.data());
       if (logits[d] > best) best = logits[d], action = d;
     }
-    if (o.sample) {
-      double total = 0;
-      std::vector<double> p(n, 0.0);
-      for (int d = 0; d < n; ++d) total += p[d] = mask[d] ? std::exp(logits[d] - best) : 0.0;
-      double u = std::uniform_real_distribution<double>(0.0, total)(rng);
-      for (int d = 0; d < n; ++d) {
-        if (!mask[d]) continue;
-        action = d;
-        if ((u -= p[d]) < 0) break;
-      }
-    }
+    if (o.sample) action = sample_device(logits, mask, best, rng);
     double z = 0;
     for (int d = 0; d < n; ++d) z += mask[d] ? std::exp(static_cast<double>(logits[d]) - best) : 0.0;
     ep.log_prob += logits[action] - best - std::log(z);

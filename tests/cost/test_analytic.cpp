@@ -326,20 +326,24 @@ TEST(CalibrateComm, FitsLatencyAndBandwidthFromACommFile) {
   EXPECT_THROW(fit_comm_from_file(dir.file("bad.jsonl"), c, silent_reporter()), Error);
 }
 
-// `bench comm --collectives` files made from known constants, other ones at
-// each rank count, the forward's unlike the backward's: the fit recovers each
-// rank count's, the calibration keeps and uses them, and one from before
-// reads as "the all-to-all's" (and without forward constants, the forward as
-// the backward).
-TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
-  ScratchDir dir("calib_coll");
-  Calibration truth = hand_calibration();
+// `bench comm --collectives` files made from known constants (`truth` at 2
+// ranks, `truth4` at 4), the forward's unlike the backward's.
+struct CollectiveFiles {
+  Calibration truth, truth4;
+  std::vector<std::string> paths;  // 2 ranks, 4 ranks
+};
+
+CollectiveFiles write_collective_files(const ScratchDir& dir) {
+  CollectiveFiles f;
+  Calibration& truth = f.truth;
+  Calibration& truth4 = f.truth4;
+  std::vector<std::string>& paths = f.paths;
+  truth = hand_calibration();
   truth.collective_latency_us = 25, truth.collective_gbps = 6, truth.allreduce_gbps = 1.5;
   truth.collective_fwd_latency_us = 40, truth.index_gbps = 2, truth.reduce_scatter_gbps = 4;
-  Calibration truth4 = truth;
+  truth4 = truth;
   truth4.collective_latency_us = 70, truth4.collective_gbps = 3, truth4.allreduce_gbps = 2;
   truth4.collective_fwd_latency_us = 90, truth4.index_gbps = 5, truth4.reduce_scatter_gbps = 1;
-  std::vector<std::string> paths;
   std::mt19937_64 rng(4);
   std::uniform_real_distribution<double> u(0, 1);
   for (int n : {2, 4}) {
@@ -365,6 +369,23 @@ TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
     paths.push_back(dir.file("coll_n" + std::to_string(n) + ".jsonl"));
     write_file_atomic(paths.back(), text);
   }
+  return f;
+}
+
+// A calibration fitted to both files.
+Calibration fitted_collectives(const CollectiveFiles& f) {
+  Calibration c = hand_calibration();
+  fit_collectives_from_files(f.paths, c, silent_reporter());
+  return c;
+}
+
+// The fit recovers each rank count's constants.
+TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
+  ScratchDir dir("calib_coll");
+  const CollectiveFiles f = write_collective_files(dir);
+  const std::vector<std::string>& paths = f.paths;
+  const Calibration& truth = f.truth;
+  const Calibration& truth4 = f.truth4;
   Calibration c = hand_calibration();
   fit_collectives_from_files({paths[0]}, c, silent_reporter());  // one rank count
   EXPECT_NEAR(c.collective_latency_us, 25, 1e-6);
@@ -384,8 +405,15 @@ TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
     EXPECT_NEAR(fitted.index_gbps, want.index_gbps, 1e-6) << fitted.ranks;
     EXPECT_NEAR(fitted.reduce_scatter_gbps, want.reduce_scatter_gbps, 1e-6) << fitted.ranks;
   }
-  // Each rank count predicted with its own constants (at its batch); another
-  // rank count or batch with the pooled ones.
+}
+
+// Each rank count predicted with its own constants (at its batch); another
+// rank count or batch with the pooled ones; they survive a round trip.
+TEST(CalibrateComm, EachRankCountPredictsWithItsOwnCollectives) {
+  ScratchDir dir("calib_coll_ranks");
+  const CollectiveFiles f = write_collective_files(dir);
+  const Calibration& truth4 = f.truth4;
+  const Calibration c = fitted_collectives(f);
   CollectiveLoad load;
   load.reset(4);
   load.rw_dim_sums = {64, 0, 32, 0};
@@ -417,6 +445,16 @@ TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
   EXPECT_EQ(back.collectives_by_ranks[1].gbps, c.collectives_by_ranks[1].gbps);
   EXPECT_EQ(back.collectives_by_ranks[1].index_gbps, c.collectives_by_ranks[1].index_gbps);
   EXPECT_EQ(back.reduce_scatter_gbps, c.reduce_scatter_gbps);
+}
+
+// A calibration from before: one without the forward's constants reads the
+// forward as the backward; one without collectives reads them as 0; the
+// per-rank entries are checked.
+TEST(CalibrateComm, CalibrationsFromBeforeReadTheirCollectives) {
+  ScratchDir dir("calib_coll_old");
+  const Calibration c = fitted_collectives(write_collective_files(dir));
+  CollectiveLoad load;
+  std::vector<double> got(4, 0.0), got_b(4, 0.0);
   // A file from before the forward had its own constants: a reduce-scatter
   // costs what the all-gather back does.
   json backward_only = calibration_to_json(c);
@@ -447,6 +485,14 @@ TEST(CalibrateComm, FitsTheCollectivesFromCollectivesFiles) {
     old.erase(f);
   }
   EXPECT_EQ(calibration_from_json(old, "old").collective_gbps, 0.0);
+}
+
+// A record with a broken field, or an all-to-all file: errors naming them.
+TEST(CalibrateComm, BadCollectivesFilesAreNamed) {
+  ScratchDir dir("calib_coll_bad");
+  const CollectiveFiles f = write_collective_files(dir);
+  const std::vector<std::string>& paths = f.paths;
+  Calibration c = hand_calibration();
   // A record with a broken field: an error naming the file, line and field.
   std::string text = testing::slurp(paths[0]);
   const size_t at = text.find("\"fwd_ms\":[");

@@ -7,15 +7,16 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
 
 #include "cost_test_util.h"
 #include "embshard/cost/accuracy_report.h"
-#include "embshard/cost/cost_data.h"
 #include "embshard/cost/analytic/calibration.h"
 #include "embshard/cost/analytic/terms.h"
+#include "embshard/cost/cost_data.h"
 #include "embshard/cost/neural/features.h"
 #include "embshard/cost/neural/model.h"
 #include "embshard/cost/neural/validate.h"
@@ -211,6 +212,19 @@ void expect_error_naming(const std::string& dir, const std::string& file) {
   }
 }
 
+// Saves a fresh model in `d`, applies `edit` to its manifest and returns
+// the error of loading it ("" when it loads).
+std::string error_after_manifest_edit(const std::string& d,
+                                      const std::function<void(nlohmann::json&)>& edit) {
+  save_neural_model(testing::random_neural_model(3), d);
+  const std::string path = (std::filesystem::path(d) / "manifest.json").string();
+  auto manifest = nlohmann::json::parse(read_file(path));
+  edit(manifest);
+  write_file_atomic(path, manifest.dump());
+  return testing::error_of([&] { load_neural_model(d); });
+}
+
+// A missing manifest, a damaged, replaced or missing weight file.
 TEST(NeuralModel, BadDirectoriesNameTheFile) {
   ScratchDir dir("neural_bad");
   const std::string d = dir.path().string();
@@ -241,73 +255,63 @@ TEST(NeuralModel, BadDirectoriesNameTheFile) {
   save_neural_model(testing::random_neural_model(3), d);
   std::filesystem::remove(dir.file("comm_fwd.bin"));
   expect_error_naming(d, "comm_fwd.bin");
-
-  save_neural_model(testing::random_neural_model(3), d);
-  auto manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
-  manifest["networks"]["compute"]["features"].erase(0);  // wrong feature count
-  write_file_atomic(dir.file("manifest.json"), manifest.dump());
-  expect_error_naming(d, "manifest.json");
-  // A renamed feature: the first that differs is named.
-  save_neural_model(testing::random_neural_model(3), d);
-  manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
-  manifest["networks"]["compute"]["features"][2] = "log1p_pooling_v0";
-  write_file_atomic(dir.file("manifest.json"), manifest.dump());
-  EXPECT_NE(testing::error_of([&] { load_neural_model(d); })
-                .find("feature 2 is 'log1p_pooling_v0' in the manifest but 'log1p_pooling' here"),
+  // Layer sizes other than the weight file's.
+  EXPECT_NE(error_after_manifest_edit(d,
+                                      [](nlohmann::json& m) {
+                                        m["networks"]["compute"]["head_mlp"]["sizes"] = {8, 32, 1};
+                                      })
+                .find("compute_head.bin"),
             std::string::npos);
+}
 
+// A manifest's features, numbers, types and version: errors naming the
+// manifest and the field.
+TEST(NeuralModel, BadManifestsNameTheField) {
+  ScratchDir dir("neural_bad_manifest");
+  const std::string d = dir.path().string();
+  const auto error_after = [&](const std::function<void(nlohmann::json&)>& edit) {
+    return error_after_manifest_edit(d, edit);
+  };
+  using nlohmann::json;
+  EXPECT_NE(error_after([](json& m) {
+              m["networks"]["compute"]["features"].erase(0);
+            }).find("manifest.json"),
+            std::string::npos);  // wrong feature count
+  // A renamed feature: the first that differs is named.
+  EXPECT_NE(error_after([](json& m) {
+              m["networks"]["compute"]["features"][2] = "log1p_pooling_v0";
+            }).find("feature 2 is 'log1p_pooling_v0' in the manifest but 'log1p_pooling' here"),
+            std::string::npos);
   // Numbers that would predict absurd costs with no error.
   for (const auto& [pointer, value] : std::vector<std::pair<std::string, double>>{
            {"/networks/compute/target/std", 0.0},
            {"/networks/compute/target/mean", 1e308},
            {"/networks/comm_bwd/normaliser/scale/0", 0.0}}) {
-    save_neural_model(testing::random_neural_model(3), d);
-    manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
-    manifest[nlohmann::json::json_pointer(pointer)] = value;
-    write_file_atomic(dir.file("manifest.json"), manifest.dump());
-    expect_error_naming(d, "manifest.json");
+    EXPECT_NE(
+        error_after([&](json& m) { m[json::json_pointer(pointer)] = value; }).find("manifest.json"),
+        std::string::npos)
+        << pointer;
   }
-
   // A field of the wrong type: the error names where it is in the file.
   for (const std::string pointer : {"/batch_size", "/networks/compute/target/mean",
                                     "/networks/comm_fwd/normaliser/scale", "/version"}) {
-    save_neural_model(testing::random_neural_model(3), d);
-    manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
-    manifest[nlohmann::json::json_pointer(pointer)] = "2048";
-    write_file_atomic(dir.file("manifest.json"), manifest.dump());
-    const std::string e = testing::error_of([&] { load_neural_model(d); });
+    const std::string e = error_after([&](json& m) { m[json::json_pointer(pointer)] = "2048"; });
     EXPECT_NE(e.find("manifest.json"), std::string::npos) << e;
     EXPECT_NE(e.find(pointer == "/version" ? "manifest version \"2048\""
                                            : "field '" + pointer + "' is \"2048\", expected"),
               std::string::npos)
         << e;
   }
-  save_neural_model(testing::random_neural_model(3), d);
-  manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
-  manifest["networks"]["compute"]["head_mlp"].erase("crc32");
-  write_file_atomic(dir.file("manifest.json"), manifest.dump());
-  EXPECT_NE(testing::error_of([&] { load_neural_model(d); })
-                .find("field '/networks/compute/head_mlp/crc32' is missing"),
+  EXPECT_NE(error_after([](json& m) {
+              m["networks"]["compute"]["head_mlp"].erase("crc32");
+            }).find("field '/networks/compute/head_mlp/crc32' is missing"),
             std::string::npos);
-  save_neural_model(testing::random_neural_model(3), d);
-  manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
-  manifest["networks"]["compute"]["target"] = "x";  // an object expected
-  write_file_atomic(dir.file("manifest.json"), manifest.dump());
-  EXPECT_NE(testing::error_of([&] { load_neural_model(d); })
-                .find("field '/networks/compute/target' is \"x\", expected an object"),
+  EXPECT_NE(error_after([](json& m) {
+              m["networks"]["compute"]["target"] = "x";
+            }).find("field '/networks/compute/target' is \"x\", expected an object"),
             std::string::npos);
-
-  save_neural_model(testing::random_neural_model(3), d);
-  manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
-  manifest["version"] = 99;
-  write_file_atomic(dir.file("manifest.json"), manifest.dump());
-  expect_error_naming(d, "manifest.json");
-
-  save_neural_model(testing::random_neural_model(3), d);
-  manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
-  manifest["networks"]["compute"]["head_mlp"]["sizes"] = {8, 32, 1};  // wrong layer sizes
-  write_file_atomic(dir.file("manifest.json"), manifest.dump());
-  expect_error_naming(d, "compute_head.bin");
+  EXPECT_NE(error_after([](json& m) { m["version"] = 99; }).find("manifest.json"),
+            std::string::npos);
 }
 
 // A table far outside the training set (here: a pooling factor of millions)

@@ -49,12 +49,13 @@ std::string write(const ScratchDir& dir, const std::string& name, const json& he
   return dir.file(name);
 }
 
-// Each set against its own best baseline, the mean of their ratios with a t
-// interval over the sets, and the pool against the pooled best baseline.
-TEST(EvalCombine, TakesTheMeanOfTheSetsRatiosAndPoolsTheirTasks) {
-  const ScratchDir dir("eval_combine");
-  // Set a: torchrec best (20 + 10), ours 0.8x; set b: greedy best (40 + 40
-  // against torchrec's 100), ours 0.9x of it; set c: ours 0.7x torchrec.
+// Three sets. a: torchrec best (20 + 10), ours 0.8x; b: greedy best (40 + 40
+// against torchrec's 100), ours 0.9x of it; c: ours 0.7x torchrec.
+struct ThreeSets {
+  std::string a, b, c;
+};
+
+ThreeSets write_three_sets(const ScratchDir& dir) {
   const std::string a = write(dir, "a.jsonl", header(),
                               {task(0, 30, 16, 20), task(1, 15, 8, 10),
                                {{"task", 2}, {"infeasible", "too big"}}});
@@ -62,6 +63,14 @@ TEST(EvalCombine, TakesTheMeanOfTheSetsRatiosAndPoolsTheirTasks) {
                               {task(0, 40, 36, 50), task(1, 40, 36, 50)});
   const std::string c = write(dir, "c.jsonl", header(4, "measured: MPI", "00000003"),
                               {task(0, 20, 7, 10)});
+  return {a, b, c};
+}
+
+// Each set against its own best baseline, the mean of their ratios with a t
+// interval over the sets, and the pool against the pooled best baseline.
+TEST(EvalCombine, TakesTheMeanOfTheSetsRatiosAndPoolsTheirTasks) {
+  const ScratchDir dir("eval_combine");
+  const auto [a, b, c] = write_three_sets(dir);
   const CombinedEval combined = combine_eval({a, b, c}, {});
   ASSERT_EQ(combined.algos, (std::vector<std::string>{"greedy", "neuroshard", "torchrec"}));
   ASSERT_EQ(combined.per_set.size(), 3u);
@@ -106,8 +115,13 @@ TEST(EvalCombine, TakesTheMeanOfTheSetsRatiosAndPoolsTheirTasks) {
   EXPECT_NE(svg.find("<title>" + c + ": 0.700</title>"), std::string::npos) << svg;
   EXPECT_NE(svg.find(fmt::format("x0.800 [{:.3f}-{:.3f}]", m.low, m.high)), std::string::npos)
       << svg;
-  // Any range gets about ten ticks, however wide (the axis once stepped by
-  // at most 5, one tick per step).
+}
+
+// Any range gets about ten ticks, however wide (the axis once stepped by at
+// most 5, one tick per step).
+TEST(EvalCombine, TheChartsAxisHasAboutTenTicks) {
+  const ScratchDir dir("eval_combine_axis");
+  const std::string a = write_three_sets(dir).a;
   const std::string wide = write(dir, "wide.jsonl", header(), {task(0, 30, 1e8, 20)});
   const std::string wide_svg = combined_eval_svg(combine_eval({a, wide}, {}));
   size_t ticks = 0;
@@ -117,9 +131,13 @@ TEST(EvalCombine, TakesTheMeanOfTheSetsRatiosAndPoolsTheirTasks) {
   }
   EXPECT_GE(ticks, 4u);
   EXPECT_LE(ticks, 12u);
+}
 
-  // Against one algorithm (here greedy, in every set): a: 24/45, b: 72/80,
-  // c: 7/20; pooled 103/145.
+// Against one algorithm (here greedy, in every set): a: 24/45, b: 72/80,
+// c: 7/20; pooled 103/145. Without a baseline, one must be named.
+TEST(EvalCombine, DividesByANamedAlgorithm) {
+  const ScratchDir dir("eval_combine_against");
+  const auto [a, b, c] = write_three_sets(dir);
   const CombinedEval greedy = combine_eval({a, b, c}, {}, "greedy");
   EXPECT_EQ(greedy.set_reference, (std::vector<int>{0, 0, 0}));
   EXPECT_DOUBLE_EQ(greedy.set_ratio[0][1], 24.0 / 45.0);
@@ -141,8 +159,12 @@ TEST(EvalCombine, TakesTheMeanOfTheSetsRatiosAndPoolsTheirTasks) {
   EXPECT_NE(error_of([&] { combine_eval({a}, {"neuroshard", "torchrec", "neuroshard"}); })
                 .find("eval-report: --algos names 'neuroshard' twice"),
             std::string::npos);
+}
 
-  // One set alone: no interval over sets (it takes two).
+// One set alone: no interval over sets (it takes two).
+TEST(EvalCombine, OneSetHasNoIntervalOverSets) {
+  const ScratchDir dir("eval_combine_one");
+  const std::string a = write_three_sets(dir).a;
   const CombinedEval one = combine_eval({a}, {"neuroshard", "torchrec"});
   EXPECT_EQ(one.algos, (std::vector<std::string>{"neuroshard", "torchrec"}));
   EXPECT_DOUBLE_EQ(one.set_mean[0].mean, 0.8);
@@ -173,8 +195,7 @@ TEST(EvalCombine, ComparesTheAlgorithmsOfEveryFile) {
             std::string::npos);
 }
 
-// What cannot stand side by side is an error naming the file and field;
-// what can but may mislead is a note.
+// What cannot stand side by side is an error naming the file and field.
 TEST(EvalCombine, RefusesFilesThatDoNotCompare) {
   const ScratchDir dir("eval_combine_bad");
   const std::string a = write(dir, "a.jsonl", header(), {task(0, 30, 16, 20)});
@@ -223,7 +244,13 @@ TEST(EvalCombine, RefusesFilesThatDoNotCompare) {
             std::string::npos);
   EXPECT_NE(error_of([&] { combine_eval({dir.file("missing.jsonl")}, {}); }).find("missing.jsonl"),
             std::string::npos);
-  // A record without a field the summary reads names the file and record.
+}
+
+// A record without a field the summary reads, or with a cost no machine
+// measures (it would overflow the ratios and the chart), names the file and
+// record.
+TEST(EvalCombine, RefusesRecordsWithoutAUsableCost) {
+  const ScratchDir dir("eval_combine_records");
   json torn = task(0, 30, 16, 20);
   torn["algos"]["torchrec"].erase("measured_ms");
   const std::string t = write(dir, "t.jsonl", header(), {torn});
@@ -235,7 +262,6 @@ TEST(EvalCombine, RefusesFilesThatDoNotCompare) {
                           "must be positive"),
             std::string::npos);
 
-  // A cost no machine measures (it would overflow the ratios and the chart).
   for (const double absurd : {1e308, 1e-300}) {
     const std::string h = write(dir, "h.jsonl", header(), {task(0, 30, absurd, 20)});
     EXPECT_NE(error_of([&] { combine_eval({h}, {}); })
@@ -244,9 +270,13 @@ TEST(EvalCombine, RefusesFilesThatDoNotCompare) {
               std::string::npos)
         << absurd;
   }
+}
 
-  // The same tasks twice (a rerun), and a set with no task every algorithm
-  // planned: notes, not errors.
+// The same tasks twice (a rerun), a set with no task every algorithm
+// planned, other passes: notes, not errors.
+TEST(EvalCombine, NotesWhatCombinesButMayMislead) {
+  const ScratchDir dir("eval_combine_notes");
+  const std::string a = write(dir, "a.jsonl", header(), {task(0, 30, 16, 20)});
   const std::string rerun = write(dir, "rerun.jsonl", header(), {task(0, 31, 17, 21)});
   const std::string failed = write(dir, "failed.jsonl", header(4, "measured: MPI", "00000009"),
                                    {{{"task", 0}, {"infeasible", "too big"}}});

@@ -125,7 +125,8 @@ TEST(DefaultCapacity, EvenSplitOrTheLargestPiece) {
 
 // The verification report says how far the measured fastest is below the
 // search's own pick, and says so in words when they are the same plan.
-TEST(Verification, ReportSaysWhichPlanWasFastest) {
+// Two measured candidates: the search's own pick (20 ms) and a faster one.
+Verification two_candidates() {
   Verification v;
   v.truth = "test";
   v.candidates.resize(2);
@@ -134,6 +135,11 @@ TEST(Verification, ReportSaysWhichPlanWasFastest) {
   v.candidates[1].predicted.cost_ms = 11;
   v.candidates[1].measured_ms = 15;
   v.chosen = 1;
+  return v;
+}
+
+TEST(Verification, ReportSaysWhichPlanWasFastest) {
+  Verification v = two_candidates();
   EXPECT_NE(verification_report(v).find("chosen: candidate 1, 15.000 ms measured: 25.0% below "
                                         "the search's own pick"),
             std::string::npos)
@@ -161,8 +167,15 @@ TEST(Verification, ReportSaysWhichPlanWasFastest) {
   // The runner-up among every candidate, its margin over the chosen.
   EXPECT_NE(three.find("runner-up: candidate 1, 25.0% above the chosen\n"), std::string::npos)
       << three;
-  // With leaders: the runner-up among them, and its margin against the span
-  // of a leader's own measurements (the median over the leaders).
+}
+
+// With leaders: the runner-up among them, and its margin against the span of
+// a leader's own measurements (the median over the leaders); without
+// leaders no span; a rival that found no plan is said.
+TEST(Verification, RunnerUpAmongTheLeadersAgainstTheirSpan) {
+  Verification v = two_candidates();
+  v.rounds = 3;
+  v.candidates[1].round = 2;
   v.candidates.resize(4);
   v.leaders = 2;
   v.chosen = 2;
@@ -207,12 +220,27 @@ TEST(Verification, ReportSaysWhichPlanWasFastest) {
       << verification_report(v);
 }
 
-TEST(PlanJson, HasTorchRecShapeAndPredictions) {
-  const PlanTask task = testing::random_task(12, 4, 1.3, 2);
+// A searched plan of 12 random tables on 4 devices, and its JSON.
+struct ToyPlan {
+  PlanTask task;
+  PlanResult result;
+  nlohmann::json json;
+};
+
+ToyPlan toy_plan() {
+  ToyPlan t;
+  t.task = testing::random_task(12, 4, 1.3, 2);
   testing::ToyCostModel model;
   auto planner = create_planner("neuroshard", {});
-  const PlanResult r = make_plan(*planner, task, model);
-  const nlohmann::json j = plan_to_json(task, r);
+  t.result = make_plan(*planner, t.task, model);
+  t.json = plan_to_json(t.task, t.result);
+  return t;
+}
+
+TEST(PlanJson, HasTorchRecShapeAndPredictions) {
+  const ToyPlan toy = toy_plan();
+  const PlanTask& task = toy.task;
+  const nlohmann::json& j = toy.json;
   for (const char* key : {"format", "version", "algorithm", "cost_model", "batch_size",
                           "num_devices", "device_memory_bytes", "tables", "table_order",
                           "predicted"}) {
@@ -255,6 +283,18 @@ TEST(PlanJson, HasTorchRecShapeAndPredictions) {
     worst = std::max(worst, d["total_ms"].get<double>());
   }
   EXPECT_DOUBLE_EQ(worst, p["cost_ms"].get<double>());
+  EXPECT_NEAR(p["imbalance_ms"]["max_over_mean"].get<double>(), p["imbalance"].get<double>(), 1e-9);
+}
+
+// The report and picture of the same plan: the verbose table's shards and
+// memory are the JSON's, and each device's bytes in and out follow from its
+// pieces.
+TEST(PlanJson, ReportAndBytesAgreeWithTheJson) {
+  const ToyPlan toy = toy_plan();
+  const PlanTask& task = toy.task;
+  const PlanResult& r = toy.result;
+  const nlohmann::json& j = toy.json;
+  const auto& p = j["predicted"];
   const std::string svg = plan_svg(task, r);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
@@ -298,7 +338,6 @@ TEST(PlanJson, HasTorchRecShapeAndPredictions) {
   }
   EXPECT_NEAR(input, lookups * task.batch_size * 8.0, 1e-6 * input);
   EXPECT_NEAR(output, cols * task.batch_size * 4.0, 1e-6 * output);
-  EXPECT_NEAR(p["imbalance_ms"]["max_over_mean"].get<double>(), p["imbalance"].get<double>(), 1e-9);
 }
 
 // Every label inside the picture (at about 0.55 em a character, DejaVu Sans'
@@ -521,6 +560,13 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
     EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << "\n" << r.output;
     EXPECT_FALSE(file_exists(dir_.file("plan.json"))) << c.args;
   }
+}
+
+// A missing --model, a pooling factor past any real one, and table specs
+// with a misspelt field, no batch size, an unknown profile or a name twice:
+// each named with the file, never planned at the profile's averages.
+TEST_F(PlanCli, BadModelsAndTableSpecsAreNamed) {
+  write_tables();
   // A --model that does not exist is an error, not a quiet switch to another model.
   const auto no_model = testing::run_cli("plan --tables " + dir_.file("tables.json") +
                                          " --devices 2 --model " + dir_.file("nowhere"));
@@ -531,10 +577,7 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
                     R"({"batch_size": 4096, "tables": [{"name": "t", "rows": 1000, "dim": 16, "pooling_factor": 1e17}]})");
   const auto huge = testing::run_cli("plan --tables " + dir_.file("huge.json") + " --devices 2");
   EXPECT_NE(huge.exit_code, 0);
-  EXPECT_NE(huge.output.find("field 'pooling_factor' is 1e+17"), std::string::npos)
-      << huge.output;
-  // A misspelt field, no batch size, an unknown profile, a name twice: each
-  // named with the file, never planned at the profile's averages.
+  EXPECT_NE(huge.output.find("field 'pooling_factor' is 1e+17"), std::string::npos) << huge.output;
   const std::string t = R"({"name": "t", "rows": 1000, "dim": 16})";
   const struct {
     std::string spec, message;

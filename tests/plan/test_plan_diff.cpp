@@ -89,13 +89,31 @@ TEST(PlanFile, ReadsEveryField) {
   EXPECT_EQ(p.predicted.devices[1].num_shards, 3);
 }
 
+// A damaged copy of kSmallPlan and what its error must say.
+struct PlanFault {
+  std::function<void(json&)> edit;
+  std::vector<std::string> parts;
+};
+
 // Every fault: the message names the file, the field and the value.
-TEST(PlanFile, ErrorsNameTheFileFieldAndValue) {
+void expect_faults_named(const std::vector<PlanFault>& faults) {
   const json good = json::parse(kSmallPlan);
-  const struct {
-    std::function<void(json&)> edit;
-    std::vector<std::string> parts;
-  } cases[] = {
+  for (const PlanFault& c : faults) {
+    json j = good;
+    c.edit(j);
+    const std::string message = error_of(j.dump(), "bad.json");
+    ASSERT_FALSE(message.empty()) << "accepted: " << j.dump();
+    EXPECT_EQ(message.rfind("bad.json: ", 0), 0u) << message;
+    for (const std::string& part : c.parts) {
+      EXPECT_NE(message.find(part), std::string::npos) << "want: " << part << "\ngot: " << message;
+    }
+  }
+}
+
+// Fields missing or of the wrong kind, placements and shards that do not
+// fit their table or the devices.
+TEST(PlanFile, ErrorsNameTheFileFieldAndValue) {
+  expect_faults_named({
       {[](json& j) { j["tables"]["a"].erase("rows"); }, {"missing field 'tables.a.rows'"}},
       {[](json& j) { j.erase("predicted"); }, {"missing field 'predicted'"}},
       {[](json& j) { j["tables"]["a"]["dim"] = "16"; },
@@ -119,7 +137,8 @@ TEST(PlanFile, ErrorsNameTheFileFieldAndValue) {
       {[](json& j) { j["tables"]["b"]["ranks"][1] = 0; },
        {"field 'tables.b.ranks[1]' is 0 but tables.b.shards[1].placement says rank 1"}},
       {[](json& j) { j["tables"]["c"]["ranks"] = {1}; },
-       {"field 'tables.c.ranks' lists 1 of the 2 devices: a data_parallel table is on every device"}},
+       {"field 'tables.c.ranks' lists 1 of the 2 devices: a data_parallel table is on every "
+        "device"}},
       {[](json& j) {
          j["tables"]["d"]["ranks"] = {1, 0};
          j["tables"]["d"]["shards"][0]["placement"] = "rank:1/cuda:1";
@@ -140,7 +159,13 @@ TEST(PlanFile, ErrorsNameTheFileFieldAndValue) {
        {"field 'tables.b.shards': the shards cover 750 of the 800 values of table 'b'"}},
       {[](json& j) { j["tables"]["c"]["shards"] = json::array(); },
        {"field 'tables.c.shards' is an array of 0 values, expected null"}},
-      // Bytes as the memory model says, and within each device's capacity.
+  });
+}
+
+// Bytes as the memory model says and within each device's capacity; shards
+// shaped as their type says, and TorchRec's kernels.
+TEST(PlanFile, MemoryAndShapesAreCheckedAgainstTheirFields) {
+  expect_faults_named({
       {[](json& j) { j["tables"]["a"]["memory_bytes"] = 6801; },
        {"field 'tables.a.memory_bytes' is 6801, but its shards hold 6800 bytes under "
         "'memory_model'"}},
@@ -164,6 +189,13 @@ TEST(PlanFile, ErrorsNameTheFileFieldAndValue) {
         "table"}},
       {[](json& j) { j["tables"]["a"]["sharding_type"] = "diagonal"; },
        {"field 'tables.a.sharding_type' is \"diagonal\""}},
+  });
+}
+
+// The table order, the prediction, sizes past int64 and the top level; a
+// cut file and a missing one.
+TEST(PlanFile, PredictionsOrderAndTheFileItselfAreChecked) {
+  expect_faults_named({
       {[](json& j) { j["table_order"][1] = "zz"; },
        {"field 'table_order[1]' is \"zz\", which is not in 'tables'"}},
       {[](json& j) { j["predicted"]["devices"].erase(1); },
@@ -182,17 +214,7 @@ TEST(PlanFile, ErrorsNameTheFileFieldAndValue) {
       {[](json& j) { j["tables"]["a"]["rows"] = json(uint64_t{1} << 63); },
        {"field 'tables.a.rows' is 9223372036854775808"}},
       {[](json& j) { j = json::array(); }, {"the top level is an array of 0 values"}},
-  };
-  for (const auto& c : cases) {
-    json j = good;
-    c.edit(j);
-    const std::string message = error_of(j.dump(), "bad.json");
-    ASSERT_FALSE(message.empty()) << "accepted: " << j.dump();
-    EXPECT_EQ(message.rfind("bad.json: ", 0), 0u) << message;
-    for (const std::string& part : c.parts) {
-      EXPECT_NE(message.find(part), std::string::npos) << "want: " << part << "\ngot: " << message;
-    }
-  }
+  });
   EXPECT_NE(error_of("{\"format\": ", "cut.json").find("cut.json: not a plan file: not valid JSON"),
             std::string::npos);
   try {

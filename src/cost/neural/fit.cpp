@@ -228,77 +228,67 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
   return r;
 }
 
-CommFitResult fit_comm_model(NeuralModel& model, const std::vector<CommData>& files,
-                             const FitOptions& o, Reporter& reporter) {
-  ES_CHECK(model.has_comm, "fit: --comm-data given, but {} has no communication networks",
-           o.model_dir);
-  std::vector<std::pair<int, int>> placements;  // (file, record)
-  for (size_t f = 0; f < files.size(); ++f) {
-    for (size_t r = 0; r < files[f].records.size(); ++r) {
-      placements.emplace_back(static_cast<int>(f), static_cast<int>(r));
-    }
+namespace {
+
+using Placement = std::pair<int, int>;  // (file, record)
+
+// Every device of the given placements: predicted and measured, and the
+// forward's wait for the last device's start.
+struct CommDeviceCosts {
+  std::vector<double> pf, pb, mf, mb, wait;
+};
+
+CommDeviceCosts comm_costs_of(const NeuralModel& model, const std::vector<CommData>& files,
+                              std::span<const Placement> items) {
+  CommDeviceCosts c;
+  for (const auto& [f, i] : items) {
+    const CommRecord& rec = files[f].records[i];
+    const size_t n = rec.dim_sums.size();
+    std::vector<double> pf(n), pb(n);
+    predict_comm_ms(model, rec.dim_sums, rec.delays_ms, pf, pb, files[f].batch_size);
+    for (size_t d = 0; d < n; ++d) c.wait.push_back(comm_wait_ms(rec.delays_ms, d));
+    c.pf.insert(c.pf.end(), pf.begin(), pf.end());
+    c.pb.insert(c.pb.end(), pb.begin(), pb.end());
+    c.mf.insert(c.mf.end(), rec.fwd_ms.begin(), rec.fwd_ms.end());
+    c.mb.insert(c.mb.end(), rec.bwd_ms.begin(), rec.bwd_ms.end());
   }
-  std::mt19937_64 rng(seed_for(o.seed, SeedUse::kFitCommPlacements));
-  std::shuffle(placements.begin(), placements.end(), rng);
-  CommFitResult r;
-  r.fit_records = static_cast<int>(std::llround(o.fit_share * placements.size()));
-  r.test_records = static_cast<int>(placements.size()) - r.fit_records;
-  ES_CHECK(r.fit_records >= 10 && r.test_records >= 5,
-           "fit: {} placements give {} to fit on and {} to judge the fit; need at least 10 and 5",
-           placements.size(), r.fit_records, r.test_records);
-  // Every device of the given placements: predicted and measured, and the
-  // forward's wait for the last device's start.
-  struct DeviceCosts {
-    std::vector<double> pf, pb, mf, mb, wait;
-  };
-  const auto costs_of = [&](std::span<const std::pair<int, int>> items) {
-    DeviceCosts c;
-    for (const auto& [f, i] : items) {
-      const CommRecord& rec = files[f].records[i];
-      const size_t n = rec.dim_sums.size();
-      std::vector<double> pf(n), pb(n);
-      predict_comm_ms(model, rec.dim_sums, rec.delays_ms, pf, pb, files[f].batch_size);
-      for (size_t d = 0; d < n; ++d) c.wait.push_back(comm_wait_ms(rec.delays_ms, d));
-      c.pf.insert(c.pf.end(), pf.begin(), pf.end());
-      c.pb.insert(c.pb.end(), pb.begin(), pb.end());
-      c.mf.insert(c.mf.end(), rec.fwd_ms.begin(), rec.fwd_ms.end());
-      c.mb.insert(c.mb.end(), rec.bwd_ms.begin(), rec.bwd_ms.end());
-    }
-    return c;
-  };
-  const std::span<const std::pair<int, int>> fit_items(placements.data(), r.fit_records);
-  const std::span<const std::pair<int, int>> test_items(placements.data() + r.fit_records,
-                                                        r.test_records);
-  const DeviceCosts fit = costs_of(fit_items);
-  // log measured on log predicted, the network's part of each direction (a
-  // forward measured no longer than its wait says nothing of the network).
-  const auto plane = [&](bool forward, CommNet& net, double& log_scale, double& power) {
-    const std::vector<double>& pred = forward ? fit.pf : fit.pb;
-    const std::vector<double>& meas = forward ? fit.mf : fit.mb;
-    double n = 0, sx = 0, sxx = 0, sy = 0, sxy = 0;
-    for (size_t k = 0; k < pred.size(); ++k) {
-      const double w = forward ? fit.wait[k] : 0, p = pred[k] - w, m = meas[k] - w;
-      if (p <= 0 || m <= 0.05 * p) continue;
-      const double x = std::log(p), y = std::log(m);
-      n += 1, sx += x, sxx += x * x, sy += y, sxy += x * y;
-    }
-    ES_CHECK(n >= 10, "fit: {} of the comm data's device costs measure the {} network; need 10",
-             n, forward ? "forward" : "backward");
-    std::tie(log_scale, power) = line_fit(n, sx, sxx, sy, sxy);
-    power = std::clamp(power, 0.5, 2.0);
-    net.target_mean = log_scale + power * net.target_mean;
-    net.target_std = power * net.target_std;
-  };
-  const auto judge = [&] {  // both directions, every device
-    DeviceCosts c = costs_of(test_items);
-    c.pf.insert(c.pf.end(), c.pb.begin(), c.pb.end());
-    c.mf.insert(c.mf.end(), c.mb.begin(), c.mb.end());
-    return accuracy(c.pf, c.mf);
-  };
-  r.before = judge();
-  plane(true, model.comm_fwd, r.fwd_log_scale, r.fwd_power);
-  plane(false, model.comm_bwd, r.bwd_log_scale, r.bwd_power);
-  r.after = judge();
+  return c;
+}
+
+// Both directions' accuracy on every device of `items`.
+AccuracyFigures comm_accuracy(const NeuralModel& model, const std::vector<CommData>& files,
+                              std::span<const Placement> items) {
+  CommDeviceCosts c = comm_costs_of(model, files, items);
+  c.pf.insert(c.pf.end(), c.pb.begin(), c.pb.end());
+  c.mf.insert(c.mf.end(), c.mb.begin(), c.mb.end());
+  return accuracy(c.pf, c.mf);
+}
+
+// log measured on log predicted, the network's part of one direction (a
+// forward measured no longer than its wait says nothing of the network),
+// folded into the network's output normalisation.
+void fit_comm_plane(const CommDeviceCosts& fit, bool forward, CommNet& net, double& log_scale,
+                    double& power) {
+  const std::vector<double>& pred = forward ? fit.pf : fit.pb;
+  const std::vector<double>& meas = forward ? fit.mf : fit.mb;
+  double n = 0, sx = 0, sxx = 0, sy = 0, sxy = 0;
+  for (size_t k = 0; k < pred.size(); ++k) {
+    const double w = forward ? fit.wait[k] : 0, p = pred[k] - w, m = meas[k] - w;
+    if (p <= 0 || m <= 0.05 * p) continue;
+    const double x = std::log(p), y = std::log(m);
+    n += 1, sx += x, sxx += x * x, sy += y, sxy += x * y;
+  }
+  ES_CHECK(n >= 10, "fit: {} of the comm data's device costs measure the {} network; need 10", n,
+           forward ? "forward" : "backward");
+  std::tie(log_scale, power) = line_fit(n, sx, sxx, sy, sxy);
+  power = std::clamp(power, 0.5, 2.0);
+  net.target_mean = log_scale + power * net.target_mean;
+  net.target_std = power * net.target_std;
+}
+
+// What the fitted model's info says of its communication fit.
+void record_comm_fit(NeuralModel& model, const std::vector<CommData>& files,
+                     const CommFitResult& r) {
   std::string data;
   nlohmann::json scale = nlohmann::json::array();  // the exchanges' scale, as the compute's
   for (const CommData& f : files) {
@@ -315,6 +305,36 @@ CommFitResult fit_comm_model(NeuralModel& model, const std::vector<CommData>& fi
                                   {"test_placements", r.test_records},
                                   {"test_mape_before_pct", r.before.mape_pct},
                                   {"test_mape_after_pct", r.after.mape_pct}};
+}
+
+}  // namespace
+
+CommFitResult fit_comm_model(NeuralModel& model, const std::vector<CommData>& files,
+                             const FitOptions& o, Reporter& reporter) {
+  ES_CHECK(model.has_comm, "fit: --comm-data given, but {} has no communication networks",
+           o.model_dir);
+  std::vector<Placement> placements;
+  for (size_t f = 0; f < files.size(); ++f) {
+    for (size_t r = 0; r < files[f].records.size(); ++r) {
+      placements.emplace_back(static_cast<int>(f), static_cast<int>(r));
+    }
+  }
+  std::mt19937_64 rng(seed_for(o.seed, SeedUse::kFitCommPlacements));
+  std::shuffle(placements.begin(), placements.end(), rng);
+  CommFitResult r;
+  r.fit_records = static_cast<int>(std::llround(o.fit_share * placements.size()));
+  r.test_records = static_cast<int>(placements.size()) - r.fit_records;
+  ES_CHECK(r.fit_records >= 10 && r.test_records >= 5,
+           "fit: {} placements give {} to fit on and {} to judge the fit; need at least 10 and 5",
+           placements.size(), r.fit_records, r.test_records);
+  const std::span<const Placement> fit_items(placements.data(), r.fit_records);
+  const std::span<const Placement> test_items(placements.data() + r.fit_records, r.test_records);
+  const CommDeviceCosts fit = comm_costs_of(model, files, fit_items);
+  r.before = comm_accuracy(model, files, test_items);
+  fit_comm_plane(fit, true, model.comm_fwd, r.fwd_log_scale, r.fwd_power);
+  fit_comm_plane(fit, false, model.comm_bwd, r.bwd_log_scale, r.bwd_power);
+  r.after = comm_accuracy(model, files, test_items);
+  record_comm_fit(model, files, r);
   reporter.note(fmt::format("fit: comm log ms' = {:.4f} + {:.4f} log ms (forward), {:.4f} + "
                             "{:.4f} log ms (backward) over {} placements; test MAPE {:.2f}% -> "
                             "{:.2f}% ({} placements)",
