@@ -21,21 +21,16 @@
 namespace embshard {
 namespace {
 
-// A rectangle of a table on a device. A replica is the whole table, once per
-// device that holds one.
-struct Piece {
-  int64_t row_offset = 0;
-  int64_t rows = 0;
-  int col_offset = 0;
-  int cols = 0;
-  int device = 0;
+// A rectangle of a table on a device (a shard of the file). A replica is the
+// whole table, once per device that holds one.
+using Piece = PlanFileShard;
 
-  auto key() const { return std::tie(row_offset, col_offset, rows, cols, device); }
-  bool same_rect(const Piece& o) const {
-    return row_offset == o.row_offset && rows == o.rows && col_offset == o.col_offset &&
-           cols == o.cols;
-  }
-};
+auto key(const Piece& p) { return std::tie(p.row_offset, p.col_offset, p.rows, p.cols, p.device); }
+
+bool same_rect(const Piece& a, const Piece& b) {
+  return a.row_offset == b.row_offset && a.rows == b.rows && a.col_offset == b.col_offset &&
+         a.cols == b.cols;
+}
 
 // Sorted by row range, then column, then device: the order placements read in.
 std::vector<Piece> pieces(const PlanFileTable& t) {
@@ -48,7 +43,7 @@ std::vector<Piece> pieces(const PlanFileTable& t) {
     }
   }
   std::sort(out.begin(), out.end(),
-            [](const Piece& x, const Piece& y) { return x.key() < y.key(); });
+            [](const Piece& x, const Piece& y) { return key(x) < key(y); });
   return out;
 }
 
@@ -66,15 +61,15 @@ bool same_cut(const std::vector<Piece>& a, const std::vector<Piece>& b) {
   auto rects = [](std::vector<Piece> ps) {
     for (Piece& p : ps) p.device = 0;
     std::sort(ps.begin(), ps.end(),
-              [](const Piece& x, const Piece& y) { return x.key() < y.key(); });
+              [](const Piece& x, const Piece& y) { return key(x) < key(y); });
     ps.erase(std::unique(ps.begin(), ps.end(),
-                         [](const Piece& x, const Piece& y) { return x.same_rect(y); }),
+                         [](const Piece& x, const Piece& y) { return same_rect(x, y); }),
              ps.end());
     return ps;
   };
   const std::vector<Piece> ra = rects(a), rb = rects(b);
   return std::equal(ra.begin(), ra.end(), rb.begin(), rb.end(),
-                    [](const Piece& x, const Piece& y) { return x.same_rect(y); });
+                    [](const Piece& x, const Piece& y) { return same_rect(x, y); });
 }
 
 // Bytes of B's pieces that their device did not hold in A, added to each

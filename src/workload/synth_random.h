@@ -17,9 +17,7 @@ using Rng = std::mt19937_64;
 
 // Decorrelated seeds for per-table generators: draw `stream` of the
 // splitmix64 stream seeded `seed`.
-inline uint64_t mix_seed(uint64_t seed, uint64_t stream) {
-  return splitmix64(seed + kSplitmixGamma * stream);
-}
+inline uint64_t mix_seed(uint64_t seed, uint64_t stream) { return splitmix64_stream(seed, stream); }
 
 // Uniform in [0, 1).
 inline double uniform01(Rng& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }

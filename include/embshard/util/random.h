@@ -17,8 +17,13 @@ inline uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// The splitmix64 stream seeded `state`: draw n (from 0) is
-// splitmix64(state + n x kSplitmixGamma), so draws can also be had out of order.
+// Draw n (from 0) of the splitmix64 stream seeded `state`, out of order.
+inline uint64_t splitmix64_stream(uint64_t state, uint64_t n) {
+  return splitmix64(state + kSplitmixGamma * n);
+}
+
+// The splitmix64 stream seeded `state`, drawn in order: draw n is
+// splitmix64_stream(state, n).
 struct SplitMix64 {
   uint64_t state;
   uint64_t next() {
