@@ -5,8 +5,6 @@
 // rows over k devices (k = 2 and every device), that replicate a table on
 // every device and that join such splits and replicas back, and a beam from
 // the cheaper of two of TorchRec's proposals.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -15,9 +13,11 @@
 #include <thread>
 #include <unordered_set>
 
-#include "beam.h"
+#include <fmt/format.h>
+
 #include "embshard/search/planner.h"
 #include "embshard/util/error.h"
+#include "beam.h"
 #include "grid_greedy.h"
 #include "pieces.h"
 #include "search/planners.h"

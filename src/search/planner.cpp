@@ -1,14 +1,14 @@
 // The planner registry, the lower bound, and make_plan (validate + predict).
 #include "embshard/search/planner.h"
 
-#include <fmt/ranges.h>
-
 #include <algorithm>
 #include <chrono>
 #include <numeric>
 #include <set>
 #include <thread>
 #include <tuple>
+
+#include <fmt/ranges.h>
 
 #include "embshard/cost/corrected_model.h"
 #include "embshard/search/policy.h"

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "embshard/search/planner.h"

@@ -1,12 +1,12 @@
 #include "embshard/util/json_field.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"

@@ -1,10 +1,8 @@
 // Options every command spells the same way.
 #pragma once
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -13,6 +11,9 @@
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "embshard/kernel/executor.h"
 #include "embshard/search/planner.h"
