@@ -320,7 +320,9 @@ RatioAxis ratio_axis(const CombinedEval& c) {
 
 std::string combined_eval_svg(const CombinedEval& c) {
   const std::string reference = c.against.empty() ? "the best baseline" : c.against;
-  const auto [lo, hi, step, ticks] = ratio_axis(c);
+  const RatioAxis axis = ratio_axis(c);
+  const double lo = axis.lo, hi = axis.hi, step = axis.step;
+  const int ticks = axis.ticks;
   size_t longest = 0;
   for (const std::string& a : c.algos) longest = std::max(longest, a.size());
   constexpr double kRow = 36, kTop = 60, kPlot = 520;

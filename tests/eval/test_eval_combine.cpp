@@ -70,7 +70,8 @@ ThreeSets write_three_sets(const ScratchDir& dir) {
 // interval over the sets, and the pool against the pooled best baseline.
 TEST(EvalCombine, TakesTheMeanOfTheSetsRatiosAndPoolsTheirTasks) {
   const ScratchDir dir("eval_combine");
-  const auto [a, b, c] = write_three_sets(dir);
+  const ThreeSets sets = write_three_sets(dir);
+  const std::string &a = sets.a, &b = sets.b, &c = sets.c;
   const CombinedEval combined = combine_eval({a, b, c}, {});
   ASSERT_EQ(combined.algos, (std::vector<std::string>{"greedy", "neuroshard", "torchrec"}));
   ASSERT_EQ(combined.per_set.size(), 3u);
@@ -137,7 +138,8 @@ TEST(EvalCombine, TheChartsAxisHasAboutTenTicks) {
 // c: 7/20; pooled 103/145. Without a baseline, one must be named.
 TEST(EvalCombine, DividesByANamedAlgorithm) {
   const ScratchDir dir("eval_combine_against");
-  const auto [a, b, c] = write_three_sets(dir);
+  const ThreeSets sets = write_three_sets(dir);
+  const std::string &a = sets.a, &b = sets.b, &c = sets.c;
   const CombinedEval greedy = combine_eval({a, b, c}, {}, "greedy");
   EXPECT_EQ(greedy.set_reference, (std::vector<int>{0, 0, 0}));
   EXPECT_DOUBLE_EQ(greedy.set_ratio[0][1], 24.0 / 45.0);
