@@ -18,6 +18,8 @@ set(EMBSHARD_SLOW_TESTS
     FitFineTune.FollowsAMachineThatRanksShardsDifferently
     FitFineTune.JudgesThePiecesAgain
     ReferenceScale.EvalMeasuresOnTheModelsScale
+    ReferenceScale.EvalScalesOnAnchors
+    Anchors.MeasuredAnchorsAreTheSameShardsInEveryRun
     Calibrate.QuickRunFitsRealProbesWithinSeconds
     MeasuredModel.AFreshPassMeasuresEachSetOnceMore
     Synth.CalibratedAtOtherSizes

@@ -80,12 +80,13 @@ DATA=$OUT/data
 mkdir -p "$DATA"
 run() { echo "+ $*" >&2; "$@"; }
 
-# The first compute file measures the reference probe; every other file takes
-# its reference, so that all of them share one scale.
+# The first compute file measures the reference probe's quiet time (--scale
+# window: the data set the model's scale, no model prices anchors yet); every
+# other file takes its reference, so that all of them share one scale.
 REFERENCE_FILE=""
 bench_compute() {  # workload samples out seed [piece share]
   local ref=()
-  if [ -n "$REFERENCE_FILE" ]; then ref=(--reference-from "$REFERENCE_FILE"); fi
+  if [ -n "$REFERENCE_FILE" ]; then ref=(--reference-from "$REFERENCE_FILE"); else ref=(--scale window); fi
   run "$EMBSHARD" bench compute --workload "$1" --samples "$2" -o "$3" --seed "$4" \
     --pieces "${5:-0}" \
     --executor "$EXECUTOR" --threads "$THREADS" --max-tables "$MAX_TABLES" --dims "$DIMS" \

@@ -5,19 +5,19 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
-#include <numeric>
-#include <random>
 
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "embshard/cost/anchors.h"
 #include "embshard/cost/cost_data.h"
+#include "embshard/cost/cost_model.h"
+#include "embshard/cost/neural/model.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
 #include "embshard/util/json_field.h"
 #include "embshard/util/machine.h"
 #include "embshard/util/reporter.h"
-#include "embshard/util/random.h"
 #include "embshard/util/record_file.h"
 #include "embshard/util/text_table.h"
 
@@ -85,61 +85,15 @@ json table_record(ShardTimer& timer, const ShardTable& t) {
   return j;
 }
 
-// A drawn table made a row block or a replica slice (ComputeBenchOptions::piece_share).
-void make_piece(const TableSpec& spec, std::mt19937_64& rng, ShardTable& t) {
-  const int ways = 2 << std::uniform_int_distribution<int>(0, 2)(rng);  // 2, 4, 8
-  const int part = std::uniform_int_distribution<int>(0, ways - 1)(rng);
-  if (std::uniform_int_distribution<int>(0, 1)(rng) == 0) {
-    t.batch_slice = part;
-    t.batch_slices = ways;
-    return;
-  }
-  // TorchRec's blocks of ceil(rows / ways) (plan.h's row_block_sizes; bench
-  // sits left of plan): skip a split whose last block would be empty.
-  const int64_t block = (spec.rows + ways - 1) / ways;
-  if (block * (ways - 1) >= spec.rows) return;
-  t.row_offset = block * part;
-  t.rows = std::min(block, spec.rows - t.row_offset);
-}
-
 }  // namespace
 
 std::vector<ShardTable> draw_shard(const Workload& workload, const ComputeBenchOptions& options,
                                    int64_t index) {
-  std::mt19937_64 rng(item_seed(options.seed, static_cast<uint64_t>(index)));
-  const int pool = static_cast<int>(workload.tables.size());
-  const int wanted = std::uniform_int_distribution<int>(1, options.max_tables)(rng);
-  std::vector<int> order(pool);
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), rng);
-  std::uniform_int_distribution<size_t> pick_dim(0, options.dims.size() - 1);
-  std::vector<ShardTable> shard;
-  int64_t used_bytes = 0;
-  for (int table : order) {
-    if (static_cast<int>(shard.size()) == wanted) break;
-    const int dim = options.dims[pick_dim(rng)];
-    ShardTable t{table, dim};
-    if (options.piece_share > 0 && std::uniform_real_distribution<double>(0, 1)(rng) < options.piece_share) {
-      make_piece(workload.tables[table], rng, t);
-    }
-    const int64_t rows = t.rows > 0 ? t.rows : workload.tables[table].rows;
-    const int64_t bytes = rows * int64_t{dim} * 4;
-    if (used_bytes + bytes > options.mem_cap_bytes) continue;
-    used_bytes += bytes;
-    shard.push_back(t);
-  }
-  if (shard.empty()) {
-    // Every draw was too big: fall back to the smallest table at the smallest dim
-    // (check_options guarantees that it fits).
-    const int smallest = static_cast<int>(std::min_element(workload.tables.begin(),
-                                                           workload.tables.end(),
-                                                           [](auto& a, auto& b) {
-                                                             return a.rows < b.rows;
-                                                           }) -
-                                          workload.tables.begin());
-    shard.push_back({smallest, *std::min_element(options.dims.begin(), options.dims.end())});
-  }
-  return shard;
+  return draw_shard(workload, shard_draw(options), index);
+}
+
+ShardDraw shard_draw(const ComputeBenchOptions& o) {
+  return {o.max_tables, o.mem_cap_bytes, o.dims, o.piece_share, o.seed};
 }
 
 std::unique_ptr<Executor> create_executor(const ComputeBenchOptions& o) {
@@ -185,32 +139,66 @@ namespace {
 // The header line's identity: machine, batch, executor, version, options and
 // the reference probe (with its reference time).
 json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o,
-                          const std::string& executor, const json& reference) {
+                          const std::string& executor, const json& reference, const json& scale) {
   json probe = reference_probe_json();
   probe["reference"] = reference;
   json header = {{"format", kComputeFormat},
-          {"version", kCostDataVersion},
-          {"embshard_version", EMBSHARD_VERSION},
-          {"machine", machine_info()},
-          {"workload", std::filesystem::absolute(workload.dir).lexically_normal().string()},
-          {"workload_source", workload.source},
-          {"num_pool_tables", workload.tables.size()},
-          {"batch_size", workload.batch_size},
-          {"executor", executor},
-          {"threads", o.threads},
-          {"seed", o.seed},
-          {"dims", o.dims},
-          {"max_tables", o.max_tables},
-          {"mem_cap_bytes", o.mem_cap_bytes},
-          {"warmup", o.warmup},
-          {"min_rounds", o.min_rounds},
-          {"max_rounds", o.max_rounds},
-          {"target_relative_half_width", o.target_relative_half_width},
-          {"optimizer", optimizer_name(o.optimizer)},
-          {"pooling", o.pooling == PoolingMode::kSum ? "sum" : "mean"},
-          {"probe", probe}};
+                 {"version", kCostDataVersion},
+                 {"embshard_version", EMBSHARD_VERSION},
+                 {"machine", machine_info()},
+                 {"workload", std::filesystem::absolute(workload.dir).lexically_normal().string()},
+                 {"workload_source", workload.source},
+                 {"num_pool_tables", workload.tables.size()},
+                 {"batch_size", workload.batch_size},
+                 {"executor", executor},
+                 {"threads", o.threads},
+                 {"seed", o.seed},
+                 {"dims", o.dims},
+                 {"max_tables", o.max_tables},
+                 {"mem_cap_bytes", o.mem_cap_bytes},
+                 {"warmup", o.warmup},
+                 {"min_rounds", o.min_rounds},
+                 {"max_rounds", o.max_rounds},
+                 {"target_relative_half_width", o.target_relative_half_width},
+                 {"optimizer", optimizer_name(o.optimizer)},
+                 {"pooling", o.pooling == PoolingMode::kSum ? "sum" : "mean"},
+                 {"probe", probe},
+                 {"scale", scale}};
   if (o.piece_share > 0) header["piece_share"] = o.piece_share;  // absent: whole tables
   return header;
+}
+
+// Sets the timer's probe reference and returns how (the header's "scale"): a
+// resumed file keeps its own, --reference-from takes another file's, else
+// anchors priced by the model or the probe's quiet time over a window.
+json set_file_scale(const Workload& workload, const ComputeBenchOptions& o, Executor& executor,
+                    ShardTimer& timer, Reporter& reporter) {
+  const std::string& from = has_records(o.out_path) ? o.out_path : o.reference_from;
+  if (!from.empty()) {
+    timer.set_probe_reference(probe_reference_of_file(from, executor.name()));
+    json header;
+    RecordFile::read_all(from, &header, nullptr);
+    json scale = header.value("scale", json{{"method", "window"}});
+    if (from != o.out_path) scale["from"] = from;
+    return scale;
+  }
+  if (o.scale == ComputeBenchOptions::Scale::kWindow) {
+    reporter.note(fmt::format("bench compute: measuring the reference probe on {} for {} s",
+                              executor.name(), o.reference_window_s));
+    timer.probe_reference();
+    return {{"method", "window"}};
+  }
+  AnchorOptions a;
+  a.batch_size = workload.batch_size;
+  a.max_tables = o.max_tables;
+  a.mem_cap_bytes = o.mem_cap_bytes;
+  a.dims = o.dims;
+  a.timer = shard_timer_options(o);
+  const std::string model_dir = neural_model_dir(o.model_dir);
+  const AnchorScale scale =
+      measure_anchor_scale(timer, load_neural_model(model_dir), model_dir, a, reporter);
+  timer.set_probe_reference(anchor_probe_reference(scale));
+  return anchor_scale_json(scale, a);
 }
 
 }  // namespace
@@ -222,24 +210,14 @@ int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter
   check_options(workload, options);
   const std::unique_ptr<Executor> executor = create_executor(options);
   ShardTimer timer(workload, *executor, shard_timer_options(options));
-  // The probe reference: the existing file's (a resumed run keeps its scale),
-  // another file's (--reference-from), or measured now.
+  const json scale = set_file_scale(workload, options, *executor, timer, reporter);
   ProbeReferenceOptions reference_options = timer.options().reference;
-  if (has_records(options.out_path)) {
-    timer.set_probe_reference(probe_reference_of_file(options.out_path, executor->name()));
-  } else if (!options.reference_from.empty()) {
-    timer.set_probe_reference(probe_reference_of_file(options.reference_from, executor->name()));
-  } else {
-    reporter.note(fmt::format("bench compute: measuring the reference probe on {} for {} s",
-                              executor->name(), options.reference_window_s));
-  }
   const json reference = probe_reference_json(timer.probe_reference(), reference_options);
-  RecordFile out(options.out_path,
-                 compute_bench_header(workload, options, executor->name(), reference),
-                 {"format", "version", "machine", "workload", "batch_size", "executor",
-                  "threads", "seed", "dims", "max_tables", "mem_cap_bytes", "warmup",
-                  "min_rounds", "max_rounds", "target_relative_half_width", "optimizer",
-                  "pooling", "piece_share"});
+  RecordFile out(
+      options.out_path, compute_bench_header(workload, options, executor->name(), reference, scale),
+      {"format", "version", "machine", "workload", "batch_size", "executor", "threads", "seed",
+       "dims", "max_tables", "mem_cap_bytes", "warmup", "min_rounds", "max_rounds",
+       "target_relative_half_width", "optimizer", "pooling", "piece_share"});
   if (out.dropped_bytes() > 0) {
     reporter.note(fmt::format("bench compute: dropped a torn last record ({} bytes) from {}",
                               out.dropped_bytes(), options.out_path));
@@ -330,15 +308,21 @@ std::string compute_records_table(const std::string& path, int64_t show) {
   const double reference_ms = reference ? reference->get<double>() : 0.0;
   const json* executor = json_optional(header, "/executor", JsonKind::kString, path);
   const json* batch = json_optional(header, "/batch_size", JsonKind::kCount, path);
-  return fmt::format("{} shard costs in {} (batch {}, {}; {}){}\n{}", records.size(), path,
-                     batch ? batch->get<int64_t>() : 0,
-                     executor ? executor->get<std::string>() : "cpu",
-                     reference_ms > 0
-                         ? fmt::format("normalized against the reference probe, {:.3f} ms quiet",
-                                       reference_ms)
-                         : std::string("raw medians: version 1, not normalized"),
-                     first > 0 ? fmt::format("; the last {}:", records.size() - first) : ":",
-                     table.render());
+  const json* method = json_optional(header, "/scale/method", JsonKind::kString, path);
+  const json* model = json_optional(header, "/scale/model", JsonKind::kString, path);
+  std::string scale = "raw medians: version 1, not normalized";
+  if (reference_ms > 0 && method && *method == "anchors") {
+    scale = fmt::format(
+        "normalized against the reference probe, worth {:.3f} ms by anchors "
+        "priced by {}",
+        reference_ms, model ? model->get<std::string>() : "?");
+  } else if (reference_ms > 0) {
+    scale = fmt::format("normalized against the reference probe, {:.3f} ms quiet", reference_ms);
+  }
+  return fmt::format(
+      "{} shard costs in {} (batch {}, {}; {}){}\n{}", records.size(), path,
+      batch ? batch->get<int64_t>() : 0, executor ? executor->get<std::string>() : "cpu", scale,
+      first > 0 ? fmt::format("; the last {}:", records.size() - first) : ":", table.render());
 }
 
 }  // namespace embshard

@@ -13,10 +13,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "embshard/measure/shard_timer.h"
+#include "embshard/cost/anchors.h"
 #include "embshard/cost/cost_model.h"
 #include "embshard/cost/measured_model.h"
+#include "embshard/cost/neural/model.h"
 #include "embshard/cost/neural/model_file.h"
+#include "embshard/measure/shard_timer.h"
 #include "embshard/plan/predict.h"
 #include "embshard/plan/report.h"
 #include "embshard/search/planning.h"
@@ -358,6 +360,16 @@ MeasuringModels measuring_models(const EvalOptions& o, CostModelOptions mo, cons
     const json* source =
         json_optional(previous, "/reference_source", JsonKind::kString, o.out_path);
     reference_source = source ? source->get<std::string>() : "the resumed file's";
+    if (previous.contains("scale")) header["scale"] = previous["scale"];
+  } else if (o.measure.reference == EvalMeasurement::Reference::kAnchors) {
+    AnchorOptions a;
+    a.batch_size = pool.batch_size;
+    const std::string model_dir = neural_model_dir(o.model_dir);
+    const AnchorScale scale = measure_anchor_scale(measured->timer(), load_neural_model(model_dir),
+                                                   model_dir, a, reporter);
+    measured->set_probe_reference(anchor_probe_reference(scale));
+    reference_source = "anchors priced by " + model_dir;
+    header["scale"] = anchor_scale_json(scale, a);
   } else if (o.measure.reference == EvalMeasurement::Reference::kModel) {
     const ReferenceScale scale = model_reference_scale(
         o.cost_model, o.model_dir, measured->executor_name(), o.devices, pool.batch_size);
@@ -384,6 +396,11 @@ MeasuringModels measuring_models(const EvalOptions& o, CostModelOptions mo, cons
                   "measured compute (for the choice); comm: " + comm_source, ModelSource{}};
   }
   add_measurement_header(header, o, verified, *measured, reference_source, comm_probe);
+  if (o.cost_model == "neural") {
+    const NeuralModel priced = load_neural_model(neural_model_dir(o.model_dir));
+    const auto check = check_file_scale(header, o.out_path, measured_compute_files(priced));
+    if (check) reporter.note("eval: " + check->text);
+  }
   return out;
 }
 

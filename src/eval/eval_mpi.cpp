@@ -144,7 +144,7 @@ RootSetup set_up_root(const EvalOptions& o, int n, Reporter& reporter) {
   r.references = comm_references_in(o.out_path, n);
   if (!r.references.empty()) {
     r.reference_source = "the resumed file's";
-  } else if (m.reference == EvalMeasurement::Reference::kModel) {
+  } else if (m.reference != EvalMeasurement::Reference::kNow) {
     const ReferenceScale scale = model_reference_scale(o.cost_model, o.model_dir,
                                                        /*executor=*/"", n, r.timing.batch);
     r.references = scale.exchange_ms;

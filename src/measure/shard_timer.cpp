@@ -125,6 +125,7 @@ ShardTiming ShardTimer::time(const std::vector<ShardTable>& shard) {
 }
 
 PreparedShard& ShardTimer::probe() {
+  if (probe_owner_) return probe_owner_->probe();
   if (probe_) return *probe_;
   std::mt19937_64 rng(kProbeSeed);
   ShardInput input;
@@ -150,6 +151,12 @@ const ProbeReference& ShardTimer::probe_reference() {
     has_reference_ = true;
   }
   return reference_;
+}
+
+void ShardTimer::share_probe(ShardTimer& owner) {
+  ES_CHECK(&owner.executor_ == &executor_,
+           "shard timer: a shared probe must run on the timer's own executor");
+  probe_owner_ = owner.probe_owner_ ? owner.probe_owner_ : &owner;
 }
 
 void ShardTimer::set_probe_reference(const ProbeReference& reference) {

@@ -42,6 +42,7 @@ ComputeBenchOptions small_options(const std::string& workload, const std::string
   o.warmup = 1;
   o.min_rounds = 4;
   o.max_rounds = 4;
+  o.scale = ComputeBenchOptions::Scale::kWindow;  // anchors: test_anchors.cpp
   o.reference_window_s = 0.2;
   o.seed = 11;
   return o;
@@ -317,9 +318,10 @@ TEST(ComputeBench, CliSurvivesKillNine) {
   ScratchDir dir("compute_kill");
   const std::string workload = make_workload(dir, 6);
   const std::string out = dir.file("costs.jsonl");
-  const std::string args = "bench compute --workload " + workload + " --out " + out +
-                           " --samples 400 --max-tables 4 --mem-cap 1048576 --warmup 1 "
-                           "--min-rounds 2 --max-rounds 2 --reference-window-s 0.2 --seed 3";
+  const std::string args =
+      "bench compute --workload " + workload + " --out " + out +
+      " --samples 400 --max-tables 4 --mem-cap 1048576 --warmup 1 "
+      "--min-rounds 2 --max-rounds 2 --scale window --reference-window-s 0.2 --seed 3";
   for (int attempt = 0; attempt < 3; ++attempt) {
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);

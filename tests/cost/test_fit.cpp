@@ -143,6 +143,7 @@ FitMeasureOptions tiny_measure_options(const std::string& dir, int64_t samples) 
   b.warmup = 1;
   b.min_rounds = 2;
   b.max_rounds = 2;
+  b.scale = ComputeBenchOptions::Scale::kWindow;
   b.reference_window_s = 0.2;
   return m;
 }

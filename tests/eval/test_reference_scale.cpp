@@ -220,5 +220,30 @@ TEST(ReferenceScale, EvalMeasuresOnTheModelsScale) {
   }
 }
 
+// --reference anchors: the compute scale from anchor shards the neural model
+// prices, recorded in the header; a resumed run keeps it.
+TEST(ReferenceScale, EvalScalesOnAnchors) {
+  ScratchDir dir("reference_scale_anchors");
+  EvalOptions o;
+  o.tasks_path = testing::make_tasks(dir, 6, 4, 4, 1);
+  o.algos = {"size_greedy"};
+  o.devices = 2;
+  o.model_dir = shipped_model_here(dir);
+  o.measure.reference = EvalMeasurement::Reference::kAnchors;
+  o.out_path = dir.file("anchors.jsonl");
+  run_eval(o, silent_reporter());
+  json header;
+  RecordFile::read_all(o.out_path, &header, nullptr);
+  EXPECT_EQ(header["scale"]["method"], "anchors");
+  EXPECT_EQ(header["scale"]["count"], 24);
+  EXPECT_EQ(header["probe_reference"]["reference_ms"], header["scale"]["reference_ms"]);
+  EXPECT_EQ(header["reference_source"].get<std::string>().rfind("anchors priced by ", 0), 0u)
+      << header["reference_source"];
+  run_eval(o, silent_reporter());  // resumed: nothing measured again
+  json resumed;
+  RecordFile::read_all(o.out_path, &resumed, nullptr);
+  EXPECT_EQ(resumed["scale"], header["scale"]);
+}
+
 }  // namespace
 }  // namespace embshard

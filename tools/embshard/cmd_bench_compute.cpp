@@ -14,6 +14,7 @@ void add_bench_compute_command(CLI::App& bench) {
   struct Args {
     ComputeBenchOptions options;
     std::string optimizer = "rowwise_adagrad";
+    std::string scale = "anchors";
     int64_t show = 12;
   };
   auto args = std::make_shared<Args>();
@@ -47,11 +48,19 @@ void add_bench_compute_command(CLI::App& bench) {
   cmd->add_option("--target-ci", o.target_relative_half_width,
                   "Stop once the 95% interval of the shard/probe ratio is within this share of it")
       ->capture_default_str();
+  cmd->add_option("--scale", args->scale,
+                  "The file's scale: anchors (fixed anchor shards measured in this run and priced "
+                  "by --model: runs agree) | window (the reference probe's quiet time over "
+                  "--reference-window-s)")
+      ->check(CLI::IsMember({"anchors", "window"}))
+      ->capture_default_str();
+  cmd->add_option("--model", o.model_dir,
+                  "The model that prices the anchors (default: the shipped models)");
   cmd->add_option("--reference-window-s", o.reference_window_s,
-                  "Seconds of probe runs the probe's reference (its quiet time) is taken from")
+                  "--scale window: seconds of probe runs its quiet time is taken from")
       ->capture_default_str();
   cmd->add_option("--reference-from", o.reference_from,
-                  "Take the probe reference from this earlier file (one scale for a set of files)");
+                  "Take the scale from this earlier file instead (one scale for a set of files)");
   cmd->add_flag("--keep-rounds", o.keep_rounds,
                 "Keep every timed round's work and probe times in the records (per_round)");
   cmd->add_option("--optimizer", args->optimizer, "sgd | rowwise_adagrad")
@@ -59,6 +68,8 @@ void add_bench_compute_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--show", args->show, "Records to print at the end")->capture_default_str();
   cmd->callback([args] {
+    args->options.scale = args->scale == "window" ? ComputeBenchOptions::Scale::kWindow
+                                                  : ComputeBenchOptions::Scale::kAnchors;
     args->options.optimizer = args->optimizer == "sgd" ? OptimizerType::kSgd
                                                        : OptimizerType::kRowWiseAdagrad;
     run_compute_bench(args->options, stderr_reporter());

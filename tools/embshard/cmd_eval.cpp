@@ -27,8 +27,9 @@ void run_eval_command(EvalArgs& a, bool devices_given, bool rounds_given) {
   // The measured cost model has nothing for later rounds to correct.
   if (!rounds_given && a.options.cost_model == "measured") a.options.verify.rounds = 1;
   a.options.verify.rivals = parse_verify_rivals(a.verify_rivals, "--verify-rivals");
-  a.options.measure.reference =
-      a.reference == "now" ? EvalMeasurement::Reference::kNow : EvalMeasurement::Reference::kModel;
+  a.options.measure.reference = a.reference == "now"       ? EvalMeasurement::Reference::kNow
+                                : a.reference == "anchors" ? EvalMeasurement::Reference::kAnchors
+                                                           : EvalMeasurement::Reference::kModel;
   if (!a.sharding_types.empty()) {
     a.options.types = ShardingTypes::parse(a.sharding_types, "--sharding-types");
   }
@@ -92,9 +93,10 @@ void add_measurement_options(CLI::App* eval, EvalArgs& e) {
       ->capture_default_str();
   eval->add_option("--reference", e.reference,
                    "The scale measured costs are normalized to: the cost model's (its training "
-                   "data's reference probe and exchange; measured now where it has none) or "
-                   "measured now")
-      ->check(CLI::IsMember({"model", "now"}))
+                   "data's reference probe and exchange; measured now where it has none), "
+                   "measured now, or anchors (anchor shards priced by the neural model: any "
+                   "machine, however busy; exchanges as 'model')")
+      ->check(CLI::IsMember({"model", "now", "anchors"}))
       ->capture_default_str();
 }
 

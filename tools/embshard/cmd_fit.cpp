@@ -161,6 +161,9 @@ void add_fit_command(CLI::App& app) {
   b.min_rounds = 8;
   b.max_rounds = 24;
   b.target_relative_half_width = 0.03;
+  // The fit's data set the fitted model's scale: this machine's probe over a
+  // window (later files anchor on the fitted model).
+  b.scale = ComputeBenchOptions::Scale::kWindow;
   b.reference_window_s = 10;
   CLI::App* cmd = app.add_subcommand(
       "fit", "Fit a pre-trained neural model to this machine from a few hundred measured shards");

@@ -81,6 +81,7 @@ void print_figures(const FileValidation& v, const ValidateArgs& args) {
                  ? fmt::format(" ({} bad records skipped)", v.skipped_bad_records)
                  : "",
              table.render());
+  if (v.scale) fmt::print("{}{}\n", v.scale->moved_past_spread ? "warning: " : "", v.scale->text);
   if (v.most_missed.empty()) return;
   TextTable missed({"line", "tables", "measured ms", "predicted ms", "APE %"});
   for (const MissedRecord& m : v.most_missed) {

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "embshard/measure/shard_draw.h"
 #include "embshard/measure/shard_timer.h"
 #include "embshard/kernel/tbe.h"
 #include "embshard/workload/workload.h"
@@ -30,7 +31,9 @@ struct ComputeBenchOptions {
   std::string out_path;
   int64_t samples = 100;
   int max_tables = 15;
-  int64_t mem_cap_bytes = int64_t{2} << 30;
+  // The cap the shipped models were trained at: a heavier shard is outside
+  // what they learned.
+  int64_t mem_cap_bytes = int64_t{128} << 20;
   std::vector<int> dims = {4, 8, 16, 32, 64, 128};
   std::string executor = "cpu";  // create_executor's names
   int threads = 1;
@@ -39,9 +42,16 @@ struct ComputeBenchOptions {
   int warmup = 5;
   int min_rounds = 12, max_rounds = 60;    // interleaved rounds per shard (measure/interleaved.h)
   double target_relative_half_width = 0.02;  // of the ratio's 95% confidence interval
-  double reference_window_s = 20;          // the probe's reference: runs over this long
-  // Take the probe reference from this earlier file (same machine, executor and
-  // probe) instead of estimating it: a set of files keeps one scale.
+  // The probe's worth in milliseconds (the file's scale): kAnchors fits it on
+  // anchor shards priced by the model in `model_dir` ("": the shipped one;
+  // cost/anchors.h), so that runs agree with each other and with the model;
+  // kWindow takes the probe's quiet time over reference_window_s seconds of
+  // probe runs (no model needed: how the shipped models' data were measured).
+  enum class Scale { kAnchors, kWindow } scale = Scale::kAnchors;
+  std::string model_dir;
+  double reference_window_s = 20;
+  // Take the scale from this earlier file (same machine, executor and probe)
+  // instead: a set of files keeps one scale.
   std::string reference_from;
   OptimizerType optimizer = OptimizerType::kRowWiseAdagrad;
   PoolingMode pooling = PoolingMode::kSum;
@@ -56,8 +66,9 @@ struct ComputeBenchOptions {
   bool keep_rounds = false;
 };
 
-// Sample `index` of a run: a pure function of (seed, index), so that a resumed
-// run draws exactly the shards an uninterrupted one would have drawn.
+// A run's draws (max tables, cap, dims, pieces, seed), and its sample
+// `index` (measure/shard_draw.h: a pure function of seed and index).
+ShardDraw shard_draw(const ComputeBenchOptions& options);
 std::vector<ShardTable> draw_shard(const Workload& workload, const ComputeBenchOptions& options,
                                    int64_t index);
 

@@ -41,6 +41,8 @@ class MeasuredComputeModel : public ComputeModel {
   // on first use, or set (a resumed evaluation keeps its file's scale).
   ProbeReference probe_reference() const;
   void set_probe_reference(const ProbeReference& reference);
+  // The timer every measurement goes through (anchors share its probe).
+  ShardTimer& timer() const { return timer_; }
 
  private:
   Workload workload_;

@@ -69,9 +69,11 @@ struct EvalMeasurement {
   // kModel takes the reference probe and exchange times from the cost
   // model's training data, so that measured and predicted figures compare
   // however busy the machine was when the run started; kNow measures them
-  // at the start. A resumed run keeps its file's; where the model records
-  // none, the run measures them and its header says so.
-  enum class Reference { kModel, kNow } reference = Reference::kModel;
+  // at the start; kAnchors fits the compute scale on anchor shards priced by
+  // the neural model (cost/anchors.h: on any machine, however busy), the
+  // exchanges' as kModel. A resumed run keeps its file's; where the model
+  // records none, the run measures them and its header says so.
+  enum class Reference { kModel, kNow, kAnchors } reference = Reference::kModel;
   // Seconds of reference-probe runs the measured compute's quiet time comes
   // from (once per output file; a resumed run keeps the file's).
   double reference_window_s = 20;

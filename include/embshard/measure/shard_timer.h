@@ -84,6 +84,10 @@ class ShardTimer {
   // an earlier run's file (one file, or a set of files, keeps one scale).
   const ProbeReference& probe_reference();
   void set_probe_reference(const ProbeReference& reference);
+  // Times against `owner`'s probe instance (same executor) instead of one of
+  // its own: work measured by two timers is then on one probe, whose memory
+  // (huge pages or not) is the same for both. `owner` must outlive this timer.
+  void share_probe(ShardTimer& owner);
   // Drift-cancelled measurement; `label` names the shard in errors.
   ShardMeasurement measure(const std::vector<ShardTable>& shard, const std::string& label);
 
@@ -111,6 +115,7 @@ class ShardTimer {
   uint64_t trace_bytes_ = 0;
   std::vector<TableTrace> probe_traces_;
   std::unique_ptr<PreparedShard> probe_;
+  ShardTimer* probe_owner_ = nullptr;
   bool has_reference_ = false;
   ProbeReference reference_;
   uint64_t measured_ = 0;  // shards measured: seeds each one's round order

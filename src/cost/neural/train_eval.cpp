@@ -14,6 +14,18 @@ namespace embshard {
 
 using nlohmann::json;
 
+namespace {
+
+json scale_entry(const json& header) {
+  const auto it = header.find("scale");
+  if (it == header.end() || !it->is_object()) return json();
+  json scale = *it;
+  scale.erase("anchors");
+  return scale;
+}
+
+}  // namespace
+
 json data_file_entry(const std::string& path, const json& header, size_t records, size_t bad) {
   return {{"path", std::filesystem::absolute(path).lexically_normal().string()},
           {"crc32", fmt::format("{:08x}", file_crc32(path))},
@@ -28,7 +40,10 @@ json data_file_entry(const std::string& path, const json& header, size_t records
           {"num_devices", header.value("num_devices", json())},
           // The reference its ground truth was normalized to: the model's
           // scale (model_reference_scale, docs/eval.md).
-          {"probe", header.value("probe", json())}};
+          {"probe", header.value("probe", json())},
+          // How the file's scale was set (bench compute's "scale", without
+          // the anchors one by one).
+          {"scale", scale_entry(header)}};
 }
 
 namespace {

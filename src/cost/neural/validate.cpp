@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "embshard/cost/anchors.h"
 #include "embshard/cost/neural/model.h"
 #include "embshard/util/error.h"
 #include "embshard/util/reporter.h"
@@ -57,6 +58,7 @@ FileValidation validate_compute(const NeuralModel& model, const std::string& pat
   FileValidation v;
   v.kind = CostDataKind::kCompute;
   v.skipped_bad_records = data.problems.size();
+  v.scale = check_file_scale(data.header, path, files);
   std::vector<int> all(data.records.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
   v.comparisons.push_back(compute_comparison(model, data, all, "compute", "compute: " + path));
@@ -170,6 +172,13 @@ FileValidation validate_on_file(const NeuralModel& model, const std::string& mod
   v.figures["model"] = model_dir;
   v.figures["data"] = path;
   v.figures["skipped_bad_records"] = v.skipped_bad_records;
+  if (v.scale) {
+    v.figures["scale"] = {{"method", v.scale->method},
+                          {"file_ms", v.scale->file_ms},
+                          {"model_ms", v.scale->model_ms},
+                          {"model_spread", v.scale->model_spread},
+                          {"moved_past_spread", v.scale->moved_past_spread}};
+  }
   if (kind == CostDataKind::kCompute) {
     json& missed = v.figures["most_missed"] = json::array();
     for (const MissedRecord& m : v.most_missed) {

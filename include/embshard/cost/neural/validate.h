@@ -3,6 +3,7 @@
 // validate` on any `bench compute` or `bench comm` file.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "embshard/cost/accuracy_report.h"
+#include "embshard/cost/anchors.h"
 #include "embshard/cost/cost_data.h"
 #include "embshard/cost/neural/model_file.h"
 
@@ -54,6 +56,9 @@ struct FileValidation {
   // empty for a file without pieces.
   std::vector<Comparison> by_piece;
   size_t skipped_bad_records = 0;
+  // compute: the file's scale against the model's data (noted when it moved
+  // past their spread); empty where either has no probe reference.
+  std::optional<ScaleCheck> scale;
   // accuracy() figures: compute's, or both comm directions pooled at the top
   // level and each under "fwd" / "bwd"; plus kind, model, data, skipped and
   // (compute) "most_missed" and "by_piece" (name -> figures).
