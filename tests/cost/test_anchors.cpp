@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -127,13 +128,21 @@ AnchorOptions tiny_anchors() {
 
 // The same anchors in every run, priced alike, each measured; the scale is
 // where their quotients put it.
+// The shipped model, and a file's timer on a small workload.
+struct Rig {
+  std::string model_dir = shipped_models_dir() + "/neural";
+  NeuralModel model = load_neural_model(model_dir);
+  testing::ScratchDir dir{"anchors"};
+  Workload file = testing::write_test_workload(dir, {2, 64, 50, 400, 1, 1, 4, 5});
+  std::unique_ptr<Executor> executor = create_executor("cpu", ExecutorOptions{});
+  ShardTimer timer{file, *executor, ShardTimerOptions{}};
+};
+
 TEST(Anchors, MeasuredAnchorsAreTheSameShardsInEveryRun) {
-  const std::string model_dir = shipped_models_dir() + "/neural";
-  const NeuralModel model = load_neural_model(model_dir);
-  testing::ScratchDir dir("anchors");
-  const Workload file = testing::write_test_workload(dir, {2, 64, 50, 400, 1, 1, 4, 5});
-  const auto executor = create_executor("cpu", ExecutorOptions{});
-  ShardTimer timer(file, *executor, ShardTimerOptions{});
+  Rig rig;
+  const std::string& model_dir = rig.model_dir;
+  const NeuralModel& model = rig.model;
+  ShardTimer& timer = rig.timer;
   const AnchorOptions o = tiny_anchors();
   const AnchorScale a = measure_anchor_scale(timer, model, model_dir, o, silent_reporter());
   const AnchorScale b = measure_anchor_scale(timer, model, model_dir, o, silent_reporter());
@@ -165,12 +174,10 @@ TEST(Anchors, MeasuredAnchorsAreTheSameShardsInEveryRun) {
 }
 
 TEST(Anchors, BadOptionsAreRefusedBeforeAnythingIsMeasured) {
-  const std::string model_dir = shipped_models_dir() + "/neural";
-  const NeuralModel model = load_neural_model(model_dir);
-  testing::ScratchDir dir("anchors_bad");
-  const Workload file = testing::write_test_workload(dir, {2, 64, 50, 400, 1, 1, 4, 5});
-  const auto executor = create_executor("cpu", ExecutorOptions{});
-  ShardTimer timer(file, *executor, ShardTimerOptions{});
+  Rig rig;
+  const std::string& model_dir = rig.model_dir;
+  const NeuralModel& model = rig.model;
+  ShardTimer& timer = rig.timer;
   AnchorOptions o = tiny_anchors();
   o.count = 1;
   EXPECT_THROW(measure_anchor_scale(timer, model, model_dir, o, silent_reporter()), Error);
@@ -179,7 +186,7 @@ TEST(Anchors, BadOptionsAreRefusedBeforeAnythingIsMeasured) {
   EXPECT_THROW(measure_anchor_scale(timer, model, model_dir, o, silent_reporter()), Error);
   // The timer's executor only: a probe shared across executors is refused.
   const auto other = create_executor("cpu", ExecutorOptions{});
-  ShardTimer foreign(file, *other, ShardTimerOptions{});
+  ShardTimer foreign(rig.file, *other, ShardTimerOptions{});
   EXPECT_THROW(foreign.share_probe(timer), Error);
 }
 
