@@ -178,7 +178,9 @@ json set_file_scale(const Workload& workload, const ComputeBenchOptions& o, Exec
     timer.set_probe_reference(probe_reference_of_file(from, executor.name()));
     json header;
     RecordFile::read_all(from, &header, nullptr);
-    json scale = header.value("scale", json{{"method", "window"}});
+    json scale = header.value("scale", json{{"method", "window"}});  // absent: older files
+    ES_CHECK(scale.is_object(), "{}: field 'scale' is {}, expected an object", from,
+             scale.dump());
     if (from != o.out_path) scale["from"] = from;
     return scale;
   }

@@ -74,6 +74,19 @@ TEST(ComputeScale, AnchorsSetTheScaleAndEveryRecordIsOnIt) {
   EXPECT_EQ(b["scale"]["from"], o.out_path);
   EXPECT_EQ(b["scale"]["reference_ms"], scale["reference_ms"]);
   EXPECT_EQ(b["probe"]["reference"]["reference_ms"].get<double>(), reference);
+
+  // A scale of another type in the file it is taken from is named.
+  std::vector<json> lines;
+  json edited = header_of(o.out_path, &lines);
+  edited["scale"] = 5;
+  std::string text = edited.dump() + "\n";
+  for (const json& r : lines) text += r.dump() + "\n";
+  testing::spit(dir.file("edited.jsonl"), text);
+  ComputeBenchOptions bad = tiny(workload, dir.file("c.jsonl"));
+  bad.reference_from = dir.file("edited.jsonl");
+  const std::string e = testing::error_of([&] { run_compute_bench(bad, silent_reporter()); });
+  EXPECT_NE(e.find("edited.jsonl: field 'scale' is 5, expected an object"), std::string::npos) << e;
+  EXPECT_FALSE(std::filesystem::exists(bad.out_path));
 }
 
 TEST(ComputeScale, AWindowNeedsNoModelAndAMissingModelIsNamed) {
