@@ -179,8 +179,7 @@ json set_file_scale(const Workload& workload, const ComputeBenchOptions& o, Exec
     json header;
     RecordFile::read_all(from, &header, nullptr);
     json scale = header.value("scale", json{{"method", "window"}});  // absent: older files
-    ES_CHECK(scale.is_object(), "{}: field 'scale' is {}, expected an object", from,
-             scale.dump());
+    ES_CHECK(scale.is_object(), "{}: field 'scale' is {}, expected an object", from, scale.dump());
     if (from != o.out_path) scale["from"] = from;
     return scale;
   }
