@@ -15,6 +15,16 @@ cd "$(dirname "$0")/.."
 (cd build && EMBSHARD_TEST_PIP=1 EMBSHARD_PIP_BUILD_DIR="$PWD" ctest -R '^python_embshard$' \
   --output-on-failure)
 
+# The CUDA build compiles and links (nvcc and the CUDA runtime are on the machine; no GPU is:
+# its tests start and skip). Where no toolkit is installed, said so and left out.
+if command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  ./scripts/build_cuda.sh
+  ./build-cuda/embshard bench compute --help | grep -q -- '--executor TEXT:{cpu,cuda}'
+  for t in test_tbe_cuda test_executor_cuda; do ./build-cuda/$t --gtest_brief=1; done
+else
+  echo "CUDA build left out: no CUDA toolkit (nvcc) on this machine"
+fi
+
 # Reader tests (trace file, tables.json, .pt files, record files, plan files, cost data, JSON fields,
 # model files and eval records taken together) under ASan+UBSan.
 sanitized_tests=(test_trace test_record_file test_pt_reader test_stats test_plan_diff test_neural

@@ -139,7 +139,7 @@ namespace {
 // The header line's identity: machine, batch, executor, version, options and
 // the reference probe (with its reference time).
 json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o,
-                          const std::string& executor, const json& reference, const json& scale) {
+                          Executor& executor, const json& reference, const json& scale) {
   json probe = reference_probe_json();
   probe["reference"] = reference;
   json header = {{"format", kComputeFormat},
@@ -150,7 +150,8 @@ json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o
                  {"workload_source", workload.source},
                  {"num_pool_tables", workload.tables.size()},
                  {"batch_size", workload.batch_size},
-                 {"executor", executor},
+                 {"executor", executor.name()},
+                 {"copy_gbps", executor.copy_gbps()},  // for physical floors (cost/floor.h)
                  {"threads", o.threads},
                  {"seed", o.seed},
                  {"dims", o.dims},
@@ -215,7 +216,7 @@ int64_t run_compute_bench(const ComputeBenchOptions& options, Reporter& reporter
   ProbeReferenceOptions reference_options = timer.options().reference;
   const json reference = probe_reference_json(timer.probe_reference(), reference_options);
   RecordFile out(
-      options.out_path, compute_bench_header(workload, options, executor->name(), reference, scale),
+      options.out_path, compute_bench_header(workload, options, *executor, reference, scale),
       {"format", "version", "machine", "workload", "batch_size", "executor", "threads", "seed",
        "dims", "max_tables", "mem_cap_bytes", "warmup", "min_rounds", "max_rounds",
        "target_relative_half_width", "optimizer", "pooling", "piece_share"});

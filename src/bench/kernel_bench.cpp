@@ -13,6 +13,7 @@
 #include <random>
 
 #include "bench/kernel_bench_internal.h"
+#include "embshard/kernel/executor.h"
 #include "embshard/util/error.h"
 #include "embshard/util/huge_buffer.h"
 #include "embshard/util/random.h"
@@ -184,20 +185,6 @@ std::vector<BenchTable> make_synth_like_case(const KernelBenchOptions& options,
   return tables;
 }
 
-// Median one-direction memcpy bandwidth (bytes copied once / time) of a
-// buffer of `bytes`, which should be far larger than the last-level cache.
-double measure_memcpy_gb_per_s(int64_t bytes, int runs) {
-  HugeBuffer src(bytes), dst(bytes);
-  std::memset(src.data(), 1, bytes);  // fault pages in before timing
-  std::memset(dst.data(), 2, bytes);
-  std::vector<double> ms;
-  for (int r = 0; r < runs + 1; ++r) {
-    const double t = time_ms([&] { std::memcpy(dst.data(), src.data(), bytes); });
-    if (r > 0) ms.push_back(t);  // the first run is a warm-up
-  }
-  return static_cast<double>(bytes) / (median(ms) * 1e6);
-}
-
 // One implementation's times on a case, round by round.
 struct Series {
   KernelPeer* peer = nullptr;  // null: ours
@@ -336,8 +323,8 @@ KernelBenchReport run_kernel_bench(const KernelBenchOptions& options,
   report.memcpy_buffer_bytes = options.quick ? 256.0 * (1 << 20) : 512.0 * (1 << 20);
   reporter.note(fmt::format("[bench kernel] memcpy probe, {:.0f} MiB buffers",
                             report.memcpy_buffer_bytes / (1 << 20)));
-  report.memcpy_gb_per_s = measure_memcpy_gb_per_s(static_cast<int64_t>(report.memcpy_buffer_bytes),
-                                                   options.quick ? 5 : 9);
+  report.memcpy_gb_per_s =
+      host_memcpy_gb_per_s(static_cast<int64_t>(report.memcpy_buffer_bytes), options.quick ? 5 : 9);
   reporter.note(fmt::format("[bench kernel] memcpy {:.2f} GB/s", report.memcpy_gb_per_s));
 
   int64_t batch_size = 0;

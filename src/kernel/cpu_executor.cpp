@@ -1,13 +1,17 @@
 // The CPU executor: the fused kernels of tbe.h on huge-page buffers.
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <ctime>
 #include <memory>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "embshard/kernel/executor.h"
 #include "embshard/util/error.h"
 #include "embshard/util/huge_buffer.h"
+#include "embshard/util/statistics.h"
 #include "kernel/executor_common.h"
 
 namespace embshard {
@@ -76,6 +80,7 @@ class CpuExecutor : public Executor {
   std::unique_ptr<PreparedShard> prepare(const ShardInput& shard) override {
     return std::make_unique<CpuShard>(shard, threads_, thread_cpu_time_);
   }
+  double copy_gbps() override { return 2 * host_memcpy_gb_per_s(kCopyBytes, kCopyRuns); }
 
  private:
   int threads_;
@@ -83,6 +88,23 @@ class CpuExecutor : public Executor {
 };
 
 }  // namespace
+
+double host_memcpy_gb_per_s(int64_t bytes, int runs) {
+  ES_CHECK(bytes > 0 && runs >= 1, "host_memcpy_gb_per_s: bytes {} and runs {} must be > 0", bytes,
+           runs);
+  HugeBuffer from(bytes), to(bytes);
+  std::memset(from.data(), 1, bytes);  // fault the pages in before timing
+  std::memset(to.data(), 2, bytes);
+  std::vector<double> gb_per_s;
+  for (int run = -1; run < runs; ++run) {  // run -1: warm-up
+    const auto start = std::chrono::steady_clock::now();
+    std::memcpy(to.data(), from.data(), bytes);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (run >= 0) gb_per_s.push_back(static_cast<double>(bytes) / (s * 1e9));
+  }
+  return median(gb_per_s);
+}
 
 std::string cpu_executor_name(int threads, bool thread_cpu_time) {
   return fmt::format("cpu ({} thread{}{})", threads, threads == 1 ? "" : "s",

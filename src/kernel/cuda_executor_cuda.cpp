@@ -55,6 +55,7 @@ class CudaExecutor : public Executor {
   std::unique_ptr<PreparedShard> prepare(const ShardInput& shard) override {
     return std::make_unique<CudaShard>(shard, device_);
   }
+  double copy_gbps() override { return cuda_d2d_copy_gb_per_s(kCopyBytes, kCopyRuns); }
 
  private:
   int device_;

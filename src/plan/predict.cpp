@@ -48,6 +48,28 @@ TableFeatures piece_features(const TableSpec& table, int cols, int64_t rows,
   return f;
 }
 
+// Each device's physical floors (DeviceCosts::compute_floor_ms, comm_floor_ms).
+void add_floors(const PlanTask& task, const Plan& plan, const Bandwidths& b, PlanPrediction& p) {
+  if (b.memory_gbps > 0) {
+    for (const Shard& s : plan.shards) {
+      p.devices[s.device].compute_floor_ms += floor_ms(
+          fused_work_bytes(shard_features(task, s), task.batch_size, task.memory.bytes_per_weight,
+                           task.memory.optimizer_bytes_per_row)
+              .total(),
+          b.memory_gbps);
+    }
+  }
+  if (b.link_gbps > 0) {
+    double total_dim = 0;
+    for (const DeviceCosts& c : p.devices) total_dim += c.dim_sum;
+    for (DeviceCosts& c : p.devices) {
+      c.comm_floor_ms = floor_ms(
+          2 * alltoall_floor_bytes(c.dim_sum, total_dim, task.num_devices(), task.batch_size),
+          b.link_gbps);
+    }
+  }
+}
+
 }  // namespace
 
 ShardCosts::ShardCosts(const PlanTask& task, const CostModel& model)
@@ -199,6 +221,7 @@ PlanPrediction predict_plan(const PlanTask& task, const Plan& plan, ShardCosts& 
     p.devices[d].compute_ms = ids[d].empty() ? 0.0 : costs.compute().compute_ms(ids[d]);
   }
   finish_prediction(costs.comm(), p);
+  add_floors(task, plan, costs.model().source.bandwidths, p);
   return p;
 }
 

@@ -78,17 +78,19 @@ nlohmann::json prediction_json(const PlanTask& task, const PlanPrediction& p) {
   nlohmann::json devices = nlohmann::json::array();
   for (int d = 0; d < task.num_devices(); ++d) {
     const DeviceCosts& c = p.devices[d];
-    devices.push_back({{"memory_bytes", c.memory_bytes},
-                       {"memory_fraction",
-                        static_cast<double>(c.memory_bytes) / task.device_mem_bytes[d]},
-                       {"compute_ms", c.compute_ms},
-                       {"fwd_comm_ms", c.fwd_comm_ms},
-                       {"bwd_comm_ms", c.bwd_comm_ms},
-                       {"total_ms", c.total_ms()},
-                       {"num_shards", c.num_shards},
-                       {"dim_sum", c.dim_sum},
-                       {"input_bytes", c.input_bytes},
-                       {"output_bytes", c.output_bytes}});
+    devices.push_back(
+        {{"memory_bytes", c.memory_bytes},
+         {"memory_fraction", static_cast<double>(c.memory_bytes) / task.device_mem_bytes[d]},
+         {"compute_ms", c.compute_ms},
+         {"fwd_comm_ms", c.fwd_comm_ms},
+         {"bwd_comm_ms", c.bwd_comm_ms},
+         {"total_ms", c.total_ms()},
+         {"num_shards", c.num_shards},
+         {"dim_sum", c.dim_sum},
+         {"input_bytes", c.input_bytes},
+         {"output_bytes", c.output_bytes},
+         {"compute_floor_ms", c.compute_floor_ms},
+         {"comm_floor_ms", c.comm_floor_ms}});
   }
   return {{"cost_ms", p.cost_ms},
           {"critical_device", p.critical_device},
@@ -148,7 +150,31 @@ nlohmann::json model_source_json(const PlanResult& r) {
       {"comm", m.comm},
       {"comm_devices",
        m.min_devices > 0 ? nlohmann::json({m.min_devices, m.max_devices}) : nlohmann::json()},
-      {"extrapolated", r.extrapolated}};
+      {"extrapolated", r.extrapolated},
+      {"memory_gbps", m.bandwidths.memory_gbps},
+      {"memory_source", m.bandwidths.memory_source},
+      {"link_gbps", m.bandwidths.link_gbps},
+      {"link_source", m.bandwidths.link_source}};
+}
+
+// The floors' line: what they divide by, and how far over them the plan's
+// slowest device is predicted.
+std::string floor_line(const PlanResult& r) {
+  const Bandwidths& b = r.model_source.bandwidths;
+  if (b.memory_gbps <= 0 && b.link_gbps <= 0) {
+    return "physical floors: none (the model set gives no measured bandwidth)\n";
+  }
+  const auto bandwidth = [](double gbps, const std::string& source) {
+    return gbps > 0 ? fmt::format("{:.{}f} GB/s ({})", gbps, gbps < 100 ? 1 : 0, source)
+                    : std::string("unknown");
+  };
+  const DeviceCosts& c = r.predicted.devices[r.predicted.critical_device];
+  const double floor = c.compute_floor_ms + c.comm_floor_ms;
+  return fmt::format(
+      "physical floors: memory {}, link {}; the critical device is {:.1f}x its "
+      "floor {:.3f} ms\n",
+      bandwidth(b.memory_gbps, b.memory_source), bandwidth(b.link_gbps, b.link_source),
+      floor > 0 ? c.total_ms() / floor : 0.0, floor);
 }
 
 }  // namespace
@@ -181,6 +207,7 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
   j["predicted"]["gap"] = r.gap();
   j["predicted"]["search_s"] = r.search_s;
   if (!r.search_summary.empty()) j["predicted"]["search"] = r.search_summary;
+  j["predicted"]["floor_warnings"] = r.floor_warnings;
   if (!r.explanation.empty()) j["explanation"] = explanation_json(task, r.explanation);
   if (r.verification) {
     const Verification& v = *r.verification;
@@ -382,7 +409,7 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
   std::string out;
   if (per_table) add_table_rows(task, r, out);
   TextTable table({"device", "memory GB", "memory %", "compute ms", "fwd comm ms", "bwd comm ms",
-                   "total ms", "shards", "dim sum", "input MB", "output MB"});
+                   "total ms", "floor ms", "shards", "dim sum", "input MB", "output MB"});
   for (int d = 0; d < task.num_devices(); ++d) {
     const DeviceCosts& c = r.predicted.devices[d];
     table.add_row({fmt::format("{}{}", d, d == r.predicted.critical_device ? " *" : ""),
@@ -390,6 +417,7 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
                    fmt::format("{:.1f}", 100.0 * c.memory_bytes / task.device_mem_bytes[d]),
                    fmt::format("{:.3f}", c.compute_ms), fmt::format("{:.3f}", c.fwd_comm_ms),
                    fmt::format("{:.3f}", c.bwd_comm_ms), fmt::format("{:.3f}", c.total_ms()),
+                   fmt::format("{:.3f}", c.compute_floor_ms + c.comm_floor_ms),
                    std::to_string(c.num_shards), fmt::format("{:.0f}", c.dim_sum),
                    fmt::format("{:.2f}", c.input_bytes / 1e6),
                    fmt::format("{:.2f}", c.output_bytes / 1e6)});
@@ -421,6 +449,8 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
                   : "",
       imbalance_lines(r.predicted), sharding_type_summary(task, r.plan), r.search_s,
       r.search_summary.empty() ? "" : "; " + r.search_summary);
+  out += floor_line(r);
+  for (const std::string& w : r.floor_warnings) out += "warning: " + w + "\n";
   if (r.verification) out += verification_report(*r.verification);
   if (!r.explanation.empty()) out += explain_report(task, r.explanation);
   return out;

@@ -220,6 +220,7 @@ PlanResult make_plan(Planner& planner, const PlanTask& task, const CostModel& mo
   validate_found(task, plans, planner.name());
   r.plan = std::move(plans.front());
   r.predicted = predict_plan(task, r.plan, costs);
+  r.floor_warnings = floor_warnings(task, r.plan, r.predicted, costs);
   r.bound = lower_bound(task, costs);
   return r;
 }
@@ -331,8 +332,7 @@ int choose_candidate(const PlanTask& task, ShardCosts& measured, const VerifyOpt
 PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const CostModel& model,
                               const CostModel& truth, const VerifyOptions& o) {
   check_verify_options(o);
-  const int candidates = o.candidates;
-  if (candidates == 0) return make_plan(planner, task, model);
+  if (o.candidates == 0) return make_plan(planner, task, model);
   PlanResult r = result_header(planner, task, model);
   ShardCosts costs(task, model);
   Verification v;
@@ -343,7 +343,7 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
   // The search's best plans, against the model corrected by every set
   // measured so far (none: the model as it is).
   const auto search = [&]() {
-    if (sets.empty()) return planner.plan_candidates(task, costs, candidates);
+    if (sets.empty()) return planner.plan_candidates(task, costs, o.candidates);
     const CostModel corrected{
         std::make_shared<CorrectedComputeModel>(model.compute,
                                                 fit_compute_correction(sets, kCorrectionRidge)),
@@ -354,7 +354,7 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
       std::iota(named.source_table.begin(), named.source_table.end(), 0);
     }
     ShardCosts corrected_costs(named, corrected);
-    return planner.plan_candidates(named, corrected_costs, candidates);
+    return planner.plan_candidates(named, corrected_costs, o.candidates);
   };
   const auto start = std::chrono::steady_clock::now();
   std::vector<Plan> plans = search();
@@ -405,6 +405,7 @@ PlanResult make_verified_plan(Planner& planner, const PlanTask& task, const Cost
       v.tables_s;
   r.plan = v.candidates[v.chosen].plan;
   r.predicted = v.candidates[v.chosen].predicted;
+  r.floor_warnings = floor_warnings(task, r.plan, r.predicted, costs);
   r.verification = std::move(v);
   return r;
 }

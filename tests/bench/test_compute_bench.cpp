@@ -103,6 +103,9 @@ TEST(ComputeBench, ResumesAfterATornRecordWithoutDuplicates) {
   EXPECT_EQ(header["threads"], 1);
   EXPECT_TRUE(header.contains("machine"));
   EXPECT_TRUE(header.contains("embshard_version"));
+  // The executor's copy bandwidth, for physical floors: some GB/s, not a guess.
+  EXPECT_GT(header["copy_gbps"].get<double>(), 0.1);
+  EXPECT_LT(header["copy_gbps"].get<double>(), 1e4);
 
   // More samples extend the run; other options refuse to mix.
   o.samples = 8;

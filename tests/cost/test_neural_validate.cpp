@@ -2,12 +2,15 @@
 // figures by sharding type, records of another ground truth, model sets.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "cost_test_util.h"
 #include "embshard/cost/accuracy_report.h"
 #include "embshard/cost/cost_data.h"
+#include "embshard/cost/floor.h"
 #include "embshard/cost/neural/model.h"
+#include "embshard/cost/neural/train.h"
 #include "embshard/cost/neural/validate.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
@@ -60,6 +63,66 @@ TEST(NeuralValidate, FiguresByShardingTypeAndModelSets) {
   }
   // The pieces' figures are a breakdown, not more records.
   EXPECT_EQ(v.figures["count"], 30);
+}
+
+TEST(NeuralValidate, EveryRecordAgainstItsFloorAtTheModelsBandwidth) {
+  ScratchDir dir("validate_floors");
+  NeuralModel m = testing::random_neural_model(6);
+  save_neural_model(m, dir.file("bare"));
+  set_memory_bandwidth(m, nlohmann::json::array({{{"copy_gbps", 10.0}}}));
+  save_neural_model(m, dir.file("model"));
+  const NeuralModel model = load_neural_model(dir.file("model"));
+  EXPECT_EQ(model.copy_gbps, 10.0);
+  const std::string path = dir.file("data.jsonl");
+  testing::write_synth_compute(path, 30, 9);
+  EXPECT_FALSE(
+      validate_on_file(load_neural_model(dir.file("bare")), "bare", path, silent_reporter())
+          .floors);
+  const FileValidation v = validate_on_file(model, "model", path, silent_reporter());
+  ASSERT_TRUE(v.floors);
+  ASSERT_EQ(v.floors->measured_over.size(), 30u);
+  // Record 0 by hand: its tables' bytes (row-wise Adagrad, fp32) at 10 GB/s.
+  const ComputeData data = load_compute_data(path, {});
+  double bytes = 0;
+  for (const TableFeatures& t : data.records[0].tables) {
+    bytes += fused_work_bytes(t, data.records[0].batch, 4, 4).total();
+  }
+  const Comparison& c = v.comparisons.front();
+  EXPECT_NEAR(v.floors->measured_over[0], c.measured[0] / (bytes / 10e6), 1e-9);
+  EXPECT_NEAR(v.floors->predicted_over[0], c.predicted[0] / (bytes / 10e6), 1e-9);
+  EXPECT_EQ(v.floors->under_count + v.floors->far_over_count > 0,
+            !v.floors->under.empty() || !v.floors->far_over.empty());
+  EXPECT_EQ(v.figures["floors"]["memory_gbps"], 10.0);
+  EXPECT_EQ(v.figures["floors"]["measured_over_floor"]["max"].get<double>(),
+            *std::max_element(v.floors->measured_over.begin(), v.floors->measured_over.end()));
+}
+
+TEST(NeuralValidate, TheMemoryBandwidthIsTheDataFilesMedianAndABadOneIsNamed) {
+  NeuralModel m = testing::random_neural_model(6);
+  set_memory_bandwidth(m, nlohmann::json::array({{{"copy_gbps", 10.0}},
+                                                 {{"copy_gbps", 30.0}},
+                                                 {{"copy_gbps", 20.0}},
+                                                 {{"copy_gbps", nullptr}}}));
+  EXPECT_EQ(m.copy_gbps, 20.0);
+  EXPECT_NE(m.copy_source.find("3 of its 4 data files"), std::string::npos) << m.copy_source;
+  EXPECT_EQ(m.info["memory"]["copy_gbps"], 20.0);
+  set_memory_bandwidth(m, nlohmann::json::array({nlohmann::json::object()}));  // none recorded
+  EXPECT_EQ(m.copy_gbps, 0.0);
+  EXPECT_FALSE(m.info.contains("memory"));
+
+  ScratchDir dir("memory_field");
+  set_memory_bandwidth(m, nlohmann::json::array({{{"copy_gbps", 10.0}}}));
+  save_neural_model(m, dir.file("model"));
+  const std::string manifest = dir.file("model/manifest.json");
+  nlohmann::json j = nlohmann::json::parse(read_file(manifest));
+  j["memory"]["copy_gbps"] = -1;
+  write_file_atomic(manifest, j.dump(2));
+  try {
+    load_neural_model(dir.file("model"));
+    ADD_FAILURE() << "a negative bandwidth was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("memory/copy_gbps is -1"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Registry, UnknownNameListsValidNames) {

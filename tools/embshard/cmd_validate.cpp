@@ -4,12 +4,14 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "options.h"
 #include "embshard/cost/cost_data.h"
 #include "embshard/cost/cost_model.h"
+#include "embshard/cost/floor.h"
 #include "embshard/cost/neural/model_file.h"
 #include "embshard/cost/neural/validate.h"
 #include "embshard/eval/ranking.h"
@@ -17,6 +19,7 @@
 #include "embshard/util/json_field.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/text_table.h"
+#include "embshard/util/units.h"
 
 namespace embshard::cli {
 namespace {
@@ -68,6 +71,41 @@ std::vector<Comparison> rows_of(const FileValidation& v) {
   return rows;
 }
 
+// The records' floors: how far over them measurements and predictions sit,
+// and a warning naming the records predicted under theirs or far over.
+void print_floors(const FloorFigures& f, const json& figures) {
+  const auto spread = [&](const char* key) {
+    const json& s = figures[key];
+    return s.is_null() ? std::string("-")
+                       : fmt::format("{:.2f}-{:.0f}x (median {:.1f}x)", s["min"].get<double>(),
+                                     s["max"].get<double>(), s["median"].get<double>());
+  };
+  fmt::print("physical floors at {:g} GB/s ({}): measured {} over them, {} under; predicted {}\n",
+             f.memory_gbps, f.memory_source, spread("measured_over_floor"), f.measured_under,
+             spread("predicted_over_floor"));
+  const auto named = [](const std::vector<FloorRecord>& records) {
+    std::vector<std::string> out;
+    for (const FloorRecord& r : records) {
+      out.push_back(
+          fmt::format("line {} ({} tables): predicted {:.3f} ms, measured {:.3f} ms, "
+                      "floor {:.4f} ms",
+                      r.line, r.tables, r.predicted_ms, r.measured_ms, r.floor_ms));
+    }
+    return fmt::format("{}", fmt::join(out, "; "));
+  };
+  if (f.under_count > 0) {
+    fmt::print("warning: {} predicted under their physical floors (farthest: {})\n",
+               count_of(static_cast<int64_t>(f.under_count), "record"), named(f.under));
+  }
+  if (f.far_over_count > 0) {
+    fmt::print(
+        "warning: {} predicted over {:g}x their physical floors, {} of all measured so "
+        "(farthest: {})\n",
+        count_of(static_cast<int64_t>(f.far_over_count), "record"), kFarOverFloor,
+        f.measured_far_over, named(f.far_over));
+  }
+}
+
 void print_figures(const FileValidation& v, const ValidateArgs& args) {
   TextTable table({"data", "n", "MAPE %", "p90 APE %", "Kendall tau", "median error %"});
   for (const Comparison& c : rows_of(v)) {
@@ -82,6 +120,7 @@ void print_figures(const FileValidation& v, const ValidateArgs& args) {
                  : "",
              table.render());
   if (v.scale) fmt::print("{}{}\n", v.scale->moved_past_spread ? "warning: " : "", v.scale->text);
+  if (v.floors) print_floors(*v.floors, v.figures["floors"]);
   if (v.most_missed.empty()) return;
   TextTable missed({"line", "tables", "measured ms", "predicted ms", "APE %"});
   for (const MissedRecord& m : v.most_missed) {

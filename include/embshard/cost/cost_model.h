@@ -13,6 +13,7 @@
 
 #include "embshard/cost/comm_model.h"
 #include "embshard/cost/compute_model.h"
+#include "embshard/cost/floor.h"
 
 namespace embshard {
 
@@ -27,6 +28,7 @@ struct ModelSource {
   std::string comm;       // where the communication figures come from
   int min_devices = 0, max_devices = 0;  // device counts the all-to-alls ran on (0: none)
   int64_t comm_min_batch = 0, comm_max_batch = 0;  // the batches they ran at (0: unknown)
+  Bandwidths bandwidths;                           // for physical floors (cost/floor.h); 0: unknown
 };
 
 struct CostModel {

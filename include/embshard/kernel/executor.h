@@ -56,7 +56,19 @@ class Executor {
   // table, ...). The traces must outlive the prepared shard: an executor may
   // read them in place.
   virtual std::unique_ptr<PreparedShard> prepare(const ShardInput& shard) = 0;
+  // The bandwidth of a large copy in the memory the shards live in, bytes
+  // read plus written per second (1e9): the median of a few copies of 256
+  // MiB. What physical floors (cost/floor.h) divide by.
+  virtual double copy_gbps() = 0;
 };
+
+// The median one-way bandwidth of memcpy (bytes copied once / time, 1e9 per
+// second) of a buffer of `bytes` in host memory, which should be far larger
+// than the last-level cache, over `runs` copies after one to warm up.
+double host_memcpy_gb_per_s(int64_t bytes, int runs);
+// The copy executors measure for copy_gbps.
+constexpr int64_t kCopyBytes = int64_t{256} << 20;
+constexpr int kCopyRuns = 5;
 
 struct ExecutorOptions {
   int threads = 1;  // cpu: OpenMP threads of the fused kernels

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -72,6 +73,10 @@ struct DeviceCosts {
   // device's shards receive (8 bytes each) and the pooled embeddings it sends
   // forward (global batch x its dim sum x 4 bytes), per iteration.
   double input_bytes = 0, output_bytes = 0;
+  // Physical floors (cost/floor.h; 0 where the model set gives no bandwidth):
+  // its shards' fused work bytes over the memory bandwidth, and the busier
+  // direction of its pooled all-to-all, forward and backward, over the link's.
+  double compute_floor_ms = 0, comm_floor_ms = 0;
   double total_ms() const { return compute_ms + fwd_comm_ms + bwd_comm_ms; }
 };
 
@@ -115,5 +120,15 @@ class IterationCost {
 void finish_prediction(const CommModel& comm, PlanPrediction& p);
 
 PlanPrediction predict_plan(const PlanTask& task, const Plan& plan, ShardCosts& costs);
+
+// A plan's predictions against their physical floors (predict_plan's
+// compute_floor_ms and comm_floor_ms), one line each, naming what to look at:
+// each device predicted under its compute or all-to-all floor; the devices
+// more than kFarOverFloor over their compute floors (how many, the
+// farthest); the shards whose own prediction is under their own floor, and
+// where a device is far over, those far over theirs (how many, the three
+// farthest). Empty: none, or the model set gives no bandwidths.
+std::vector<std::string> floor_warnings(const PlanTask& task, const Plan& plan,
+                                        const PlanPrediction& prediction, ShardCosts& costs);
 
 }  // namespace embshard

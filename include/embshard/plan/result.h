@@ -85,6 +85,7 @@ struct PlanResult {
   std::string search_summary;  // Planner::search_summary()
   std::optional<Verification> verification;  // plan = the chosen candidate's
   std::vector<Decision> explanation;          // with --explain: why, table by table
+  std::vector<std::string> floor_warnings;    // predicted against the physical floors
   double gap() const {  // (cost - bound) / bound
     const double lb = bound.total_ms();
     return lb > 0 ? (predicted.cost_ms - lb) / lb : 0.0;

@@ -176,18 +176,9 @@ std::vector<ProbeResult> run_probes(const std::vector<Probe>& probes,
   return results;
 }
 
-// Streaming bandwidth: memcpy of a buffer well past the cache, median of runs.
+// Streaming bandwidth: memcpy of a buffer well past the cache, one way.
 double measure_seq_gbps(bool quick) {
-  const size_t bytes = quick ? (size_t{64} << 20) : (size_t{256} << 20);
-  std::vector<char> src(bytes, 1), dst(bytes, 0);
-  std::vector<double> gbps;
-  for (int run = 0; run < (quick ? 3 : 5); ++run) {
-    const auto t0 = Clock::now();
-    std::memcpy(dst.data(), src.data(), bytes);
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    gbps.push_back(bytes / s * 1e-9);  // bytes copied per second
-  }
-  return median(gbps);
+  return host_memcpy_gb_per_s(quick ? (int64_t{64} << 20) : kCopyBytes, quick ? 3 : kCopyRuns);
 }
 
 int64_t last_level_cache_bytes() {

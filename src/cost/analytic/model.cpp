@@ -125,12 +125,31 @@ std::string analytic_comm_source(const Calibration& c) {
                      collectives);
 }
 
+Bandwidths calibration_bandwidths(const Calibration& c) {
+  Bandwidths b;
+  if (c.seq_gbps > 0 && c.seq_gbps < kUnboundedGbps) {
+    b.memory_gbps = 2 * c.seq_gbps;
+    b.memory_source =
+        fmt::format("2 x the memcpy of {} GB/s embshard calibrate measured on {}", c.seq_gbps,
+                    c.machine_cpu.empty() ? "its machine" : c.machine_cpu);
+  }
+  if (c.comm_gbps > 0 && c.comm_gbps < kUnboundedGbps) {
+    b.link_gbps = c.comm_gbps;
+    b.link_source = c.comm_source == "default"
+                        ? std::string("the default all-to-all constants")
+                        : fmt::format("the all-to-all bandwidth from {}",
+                                      std::filesystem::path(c.comm_source).filename().string());
+  }
+  return b;
+}
+
 CostModel make_analytic_cost_model(const Calibration& c, int64_t batch_size) {
   ModelSource source;
   source.hardware = fmt::format("{} on {}, analytic terms fitted", c.executor, c.machine_cpu);
   source.host_cpu = c.machine_cpu;
   source.min_batch = source.max_batch = c.batch_size;
   source.comm = analytic_comm_source(c);
+  source.bandwidths = calibration_bandwidths(c);
   return {make_analytic_compute_model(c, batch_size), make_analytic_comm_model(c, batch_size),
           "analytic", source};
 }

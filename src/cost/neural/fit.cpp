@@ -218,6 +218,7 @@ FitResult fit_neural_model(const FitOptions& o, Reporter& reporter) {
   r.test_idx.assign(order.begin() + n_fit, order.end());
   fit_plane(data, r.fit_idx, predicted, r);
   judge_fit(data, predicted, r);
+  set_memory_bandwidth(r.model, scale["compute"]);  // the fit's machine's, not the model's
   r.model.info["fitted"] = fitted_info(o, r, data, std::move(scale));
   reporter.note(fmt::format("fit: log ms' = {:.4f} + {:.4f} log ms + {:.4f} log(batch / {}) over "
                             "{} records; test MAPE {:.2f}% -> {:.2f}% ({} records)",

@@ -364,6 +364,10 @@ ModelSource neural_source(const NeuralModel& model, const std::optional<Calibrat
   } else {
     s.comm = constants ? analytic_comm_source(*constants) : "none";
   }
+  if (constants) s.bandwidths = calibration_bandwidths(*constants);
+  // The memory figure is the set's own (its calibration may be another machine's).
+  s.bandwidths.memory_gbps = model.copy_gbps;
+  s.bandwidths.memory_source = model.copy_source;
   return s;
 }
 

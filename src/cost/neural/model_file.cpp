@@ -335,6 +335,12 @@ NeuralModel load_neural_model(const std::string& given) {
   ES_CHECK(!m.has_comm || (m.comm_batch_size > 0 && m.comm_max_batch_size >= m.comm_batch_size),
            "{}: comm_batch_size {} / comm_max_batch_size {} invalid", path, m.comm_batch_size,
            m.comm_max_batch_size);
+  if (json_optional(manifest, "/memory", JsonKind::kObject, path) != nullptr) {
+    m.copy_gbps = json_field(manifest, "/memory/copy_gbps", JsonKind::kNumber, path).get<double>();
+    ES_CHECK(std::isfinite(m.copy_gbps) && m.copy_gbps > 0 && m.copy_gbps < 1e6,
+             "{}: memory/copy_gbps is {}, must be a number of GB/s in (0, 1e6)", path, m.copy_gbps);
+    m.copy_source = json_field(manifest, "/memory/source", JsonKind::kString, path);
+  }
   m.info = manifest;
   return m;
 }

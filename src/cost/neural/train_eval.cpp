@@ -9,6 +9,7 @@
 #include "embshard/util/reporter.h"
 #include "embshard/util/error.h"
 #include "embshard/util/machine.h"
+#include "embshard/util/statistics.h"
 
 namespace embshard {
 
@@ -43,7 +44,28 @@ json data_file_entry(const std::string& path, const json& header, size_t records
           {"probe", header.value("probe", json())},
           // How the file's scale was set (bench compute's "scale", without
           // the anchors one by one).
-          {"scale", scale_entry(header)}};
+          {"scale", scale_entry(header)},
+          // The copy bandwidth measured beside it, for physical floors.
+          {"copy_gbps", header.value("copy_gbps", json())}};
+}
+
+void set_memory_bandwidth(NeuralModel& model, const json& entries) {
+  std::vector<double> gbps;
+  for (const json& e : entries) {
+    const auto it = e.find("copy_gbps");
+    if (it != e.end() && it->is_number() && it->get<double>() > 0)
+      gbps.push_back(it->get<double>());
+  }
+  model.info.erase("memory");
+  model.copy_gbps = 0;
+  model.copy_source.clear();
+  if (gbps.empty()) return;
+  model.copy_gbps = median(gbps);
+  model.copy_source = fmt::format(
+      "the median of the copies bench compute measured with {} of its "
+      "{} data files",
+      gbps.size(), entries.size());
+  model.info["memory"] = {{"copy_gbps", model.copy_gbps}, {"source", model.copy_source}};
 }
 
 namespace {
@@ -133,6 +155,7 @@ void evaluate_trained_model(const TrainOptions& o, const ComputeData& compute,
   json accuracy = json::object();
   for (const Comparison& c : cmp) accuracy[c.name] = to_json(embshard::accuracy(c.predicted, c.measured));
   model.info["data"] = data;
+  set_memory_bandwidth(model, data["compute"]);
   model.info["machine"] = machine_info();
   model.info["batches"] = {model.batch_size, model.max_batch_size};
   model.info["threads"] = compute.header.value("threads", 1);

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "embshard/cost/anchors.h"
+#include "embshard/cost/floor.h"
 #include "embshard/cost/neural/model.h"
 #include "embshard/util/error.h"
 #include "embshard/util/reporter.h"
@@ -38,6 +39,85 @@ void check_normalized(const std::string& path, bool normalized, bool raw) {
            "reference probe): the model learned normalized costs. Measure the file again with "
            "this embshard (bench compute / bench comm), or judge on raw medians with --raw",
            path);
+}
+
+json floors_json(const FloorFigures& f) {
+  const auto records = [](const std::vector<FloorRecord>& list) {
+    json out = json::array();
+    for (const FloorRecord& r : list) {
+      out.push_back({{"line", r.line},
+                     {"tables", r.tables},
+                     {"floor_ms", r.floor_ms},
+                     {"measured_ms", r.measured_ms},
+                     {"predicted_ms", r.predicted_ms}});
+    }
+    return out;
+  };
+  const auto spread = [](std::vector<double> x) {
+    if (x.empty()) return json();
+    std::sort(x.begin(), x.end());
+    return json{{"min", x.front()}, {"median", x[x.size() / 2]}, {"max", x.back()}};
+  };
+  return {{"memory_gbps", f.memory_gbps},
+          {"memory_source", f.memory_source},
+          {"measured_over_floor", spread(f.measured_over)},
+          {"predicted_over_floor", spread(f.predicted_over)},
+          {"measured_under", f.measured_under},
+          {"measured_far_over", f.measured_far_over},
+          {"predicted_under", f.under_count},
+          {"predicted_far_over", f.far_over_count},
+          {"under", records(f.under)},
+          {"far_over", records(f.far_over)}};
+}
+
+// The kMissedRecords of `records` farthest from their floors, farthest first.
+void keep_farthest(std::vector<FloorRecord>& records) {
+  const auto far = [](const FloorRecord& r) {
+    const double x = r.predicted_ms / r.floor_ms;
+    return std::max(x, 1 / x);
+  };
+  const size_t keep = std::min(kMissedRecords, records.size());
+  std::partial_sort(records.begin(), records.begin() + keep, records.end(),
+                    [&](const FloorRecord& a, const FloorRecord& b) { return far(a) > far(b); });
+  records.resize(keep);
+}
+
+// Every record's measurement and prediction against its floor.
+std::optional<FloorFigures> floor_figures(const NeuralModel& model, const ComputeData& data,
+                                          const Comparison& c) {
+  if (model.copy_gbps <= 0) return std::nullopt;
+  FloorFigures f;
+  f.memory_gbps = model.copy_gbps;
+  f.memory_source = model.copy_source;
+  // Row-wise Adagrad keeps one fp32 per row; SGD none.
+  const int64_t state = data.header.value("optimizer", std::string()) == "sgd" ? 0 : 4;
+  for (size_t i = 0; i < data.records.size(); ++i) {
+    const ComputeRecord& r = data.records[i];
+    double bytes = 0;
+    for (const TableFeatures& t : r.tables) bytes += fused_work_bytes(t, r.batch, 4, state).total();
+    const FloorRecord fr{r.line, r.tables.size(), floor_ms(bytes, f.memory_gbps), c.measured[i],
+                         c.predicted[i]};
+    if (fr.floor_ms <= 0) continue;
+    f.measured_over.push_back(fr.measured_ms / fr.floor_ms);
+    f.predicted_over.push_back(fr.predicted_ms / fr.floor_ms);
+    f.measured_under += check_floor(fr.measured_ms, fr.floor_ms) == FloorCheck::kUnder;
+    f.measured_far_over += check_floor(fr.measured_ms, fr.floor_ms) == FloorCheck::kFarOver;
+    switch (check_floor(fr.predicted_ms, fr.floor_ms)) {
+      case FloorCheck::kUnder:
+        f.under.push_back(fr);
+        break;
+      case FloorCheck::kFarOver:
+        f.far_over.push_back(fr);
+        break;
+      case FloorCheck::kWithin:
+        break;
+    }
+  }
+  f.under_count = f.under.size();
+  f.far_over_count = f.far_over.size();
+  keep_farthest(f.under);
+  keep_farthest(f.far_over);
+  return f;
 }
 
 FileValidation validate_compute(const NeuralModel& model, const std::string& path,
@@ -74,6 +154,7 @@ FileValidation validate_compute(const NeuralModel& model, const std::string& pat
                     });
   v.most_missed.resize(keep);
   v.by_piece = piece_comparisons(data, all, c);
+  v.floors = floor_figures(model, data, c);
   return v;
 }
 
@@ -189,6 +270,7 @@ FileValidation validate_on_file(const NeuralModel& model, const std::string& mod
                         {"ape_pct", m.ape_pct}});
     }
   }
+  if (v.floors) v.figures["floors"] = floors_json(*v.floors);
   for (const Comparison& c : v.by_piece) {  // "compute_row_blocks" -> "row_blocks"
     const std::string key = c.name.substr(v.comparisons.front().name.size() + 1);
     v.figures["by_piece"][key] = to_json(accuracy(c.predicted, c.measured));

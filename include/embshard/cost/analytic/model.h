@@ -19,5 +19,9 @@ std::shared_ptr<const CommModel> make_analytic_comm_model(const Calibration& c,
 CostModel make_analytic_cost_model(const Calibration& c, int64_t batch_size);
 // Where a calibration's all-to-all constants come from, for ModelSource::comm.
 std::string analytic_comm_source(const Calibration& c);
+// A calibration's bandwidths for physical floors: memory twice its memcpy
+// (bytes read plus written; 0 where it measured none), the link its all-to-all
+// bandwidth. A neural set's memory figure is its manifest's instead.
+Bandwidths calibration_bandwidths(const Calibration& c);
 
 }  // namespace embshard

@@ -54,6 +54,12 @@ struct NeuralModel {
   // A fitted model's correction for the batch (embshard fit): compute costs
   // are multiplied by (batch / batch_size)^batch_correction. 0: none.
   double batch_correction = 0;
+  // The memory bandwidth of the hardware the model predicts for (the
+  // manifest's "memory": a large copy's bytes read plus written per second,
+  // 1e9, and where the figure comes from); 0: unknown. Physical floors
+  // (cost/floor.h) divide by it.
+  double copy_gbps = 0;
+  std::string copy_source;
   // Everything else the manifest says (data files, machine, options, accuracy).
   nlohmann::json info = nlohmann::json::object();
 };

@@ -56,6 +56,12 @@ struct TrainResult {
 nlohmann::json data_file_entry(const std::string& path, const nlohmann::json& header,
                                size_t records, size_t skipped);
 
+// The model's memory bandwidth (NeuralModel::copy_gbps, the manifest's
+// "memory") from the data files it was made from (`entries`, data_file_entry's):
+// the median of the copies their `bench compute` runs measured; none (and
+// the manifest's "memory" removed) where no file recorded one.
+void set_memory_bandwidth(NeuralModel& model, const nlohmann::json& entries);
+
 // Trains, evaluates on the held-out splits and returns the model (not saved).
 TrainResult train_neural_model(const TrainOptions& options);
 

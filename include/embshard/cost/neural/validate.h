@@ -45,6 +45,26 @@ struct MissedRecord {
 };
 constexpr size_t kMissedRecords = 5;
 
+// A compute file's records against their physical floors (cost/floor.h) at
+// the model set's memory bandwidth: how far over them the measurements and
+// the predictions sit, and the records whose prediction is under its floor
+// or more than kFarOverFloor over it.
+struct FloorRecord {
+  int64_t line = 0;
+  size_t tables = 0;
+  double floor_ms = 0, measured_ms = 0, predicted_ms = 0;
+};
+struct FloorFigures {
+  double memory_gbps = 0;
+  std::string memory_source;
+  std::vector<double> measured_over, predicted_over;  // per record: ms / floor
+  size_t measured_under = 0, measured_far_over = 0;
+  // Predictions under their floor, and far over it: every one counted, the
+  // kMissedRecords farthest kept, farthest first.
+  size_t under_count = 0, far_over_count = 0;
+  std::vector<FloorRecord> under, far_over;
+};
+
 struct FileValidation {
   CostDataKind kind = CostDataKind::kCompute;
   std::vector<Comparison> comparisons;  // compute: one; comm: forward, backward
@@ -59,6 +79,8 @@ struct FileValidation {
   // compute: the file's scale against the model's data (noted when it moved
   // past their spread); empty where either has no probe reference.
   std::optional<ScaleCheck> scale;
+  // compute, where the model set gives a memory bandwidth
+  std::optional<FloorFigures> floors;
   // accuracy() figures: compute's, or both comm directions pooled at the top
   // level and each under "fwd" / "bwd"; plus kind, model, data, skipped and
   // (compute) "most_missed" and "by_piece" (name -> figures).
