@@ -125,6 +125,11 @@ bool check_eval_options(const EvalOptions& o, bool comm_measured) {
   ES_CHECK(o.measure.compute_passes == 1 || !o.predict_only,
            "eval: --compute-passes {} measures compute again, and --predict-only measures nothing",
            o.measure.compute_passes);
+  ES_CHECK(o.measure.executor == "cpu" || !comm_measured,
+           "eval: --executor {} under mpirun: every rank would measure on the one {}. Run it "
+           "without mpirun: one process measures each device's compute on it in turn and takes "
+           "the all-to-alls from the cost model",
+           o.measure.executor, o.measure.executor);
   ES_CHECK(!o.measure.raw_clock || comm_measured,
            "eval: --raw-clock measures the all-to-alls on the raw clock, which needs mpirun (one "
            "process takes its communication from the cost model, whose scale is normalized)");

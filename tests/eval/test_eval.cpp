@@ -6,11 +6,14 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "embshard/cost/cost_data.h"
+#include "embshard/cost/neural/model_file.h"
 #include "embshard/eval/eval.h"
 #include "embshard/util/error.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/record_file.h"
 #include "embshard/util/statistics.h"
+#include "cost/cost_test_util.h"
 #include "eval_test_util.h"
 
 namespace embshard {
@@ -270,6 +273,40 @@ TEST(Eval, RunsResumesAndSummarises) {
   const std::string refused = testing::error_of([&] { run_eval(o, silent_reporter()); });
   EXPECT_NE(refused.find("executor"), std::string::npos) << refused;
   EXPECT_EQ(slurp(o.out_path), before);
+}
+
+// A model that learned raw medians (a GPU set's) is judged on the raw clock,
+// and the header says so; an executor other than the CPU is refused under
+// mpirun (each rank would measure on the one device), naming it.
+TEST(Eval, AModelOfRawMediansIsJudgedOnRawMediansAndOneDeviceIsNotShared) {
+  ScratchDir dir("eval_raw_truth");
+  NeuralModel model = testing::random_neural_model(3);
+  model.info["data"]["ground_truth"] = ground_truth_label(false);
+  save_neural_model(model, dir.file("raw_model"));
+  EvalOptions o;
+  o.tasks_path = make_tasks(dir);
+  o.algos = {"size_greedy"};
+  o.devices = 2;
+  o.cost_model = "neural";
+  o.model_dir = dir.file("raw_model");
+  o.out_path = dir.file("eval.jsonl");
+  o.measure.reference_window_s = 0.3;
+  o.trace_dir = dir.file("traces");
+  const auto records = run_eval(o, silent_reporter());
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_GT(records[0]["algos"]["size_greedy"]["measured_ms"].get<double>(), 0);
+  json header;
+  RecordFile::read_all(o.out_path, &header, nullptr);
+  EXPECT_EQ(header["ground_truth"], ground_truth_label(false));
+  // The iteration's trace names what measured it.
+  EXPECT_NE(slurp(dir.file("traces/task0_size_greedy.json")).find("measured compute (raw medians)"),
+            std::string::npos);
+
+  o.measure.executor = "cuda";
+  const std::string e = testing::error_of([&] { check_eval_options(o, true); });
+  EXPECT_NE(e.find("--executor cuda under mpirun"), std::string::npos) << e;
+  o.measure.executor = "cpu";
+  EXPECT_NO_THROW(check_eval_options(o, true));
 }
 
 // --predict-only: the plans and their predicted costs, nothing executed; the

@@ -70,6 +70,9 @@ void run_eval_command(EvalArgs& a, bool devices_given, bool rounds_given) {
 // How eval measures: the executor, the passes, the scale.
 void add_measurement_options(CLI::App* eval, EvalArgs& e) {
   EvalMeasurement& m = e.options.measure;
+  add_executor_option(eval, m.executor,
+                      "Where each device's compute runs (not cpu: one process measures the "
+                      "devices in turn, all-to-alls from the cost model): ");
   eval->add_option("--threads", m.threads, "Executor threads per device")->capture_default_str();
   add_thread_cpu_time_flag(eval, m.thread_cpu_time);
   eval->add_option(

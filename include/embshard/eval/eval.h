@@ -55,6 +55,11 @@ std::vector<EvalTask> load_tasks(const std::string& path, std::string* pool_dir)
 
 // How eval measures each plan.
 struct EvalMeasurement {
+  // Where each device's compute runs (create_executor's names). One process
+  // measures every device in turn on it, its all-to-alls from the cost model;
+  // under mpirun each rank measures its own on the CPU. A model that learned
+  // raw medians (a GPU set's) is judged on the raw clock.
+  std::string executor = "cpu";
   int threads = 1;               // executor threads per device
   bool thread_cpu_time = false;  // ExecutorOptions::thread_cpu_time
   // After a task's plans are measured, every device's compute is measured
