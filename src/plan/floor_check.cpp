@@ -45,11 +45,7 @@ void shard_warnings(const PlanTask& task, const Plan& plan, ShardCosts& costs, b
   const Bandwidths& b = costs.model().source.bandwidths;
   std::vector<Flagged> flagged[2];  // under, far over
   for (const Shard& s : plan.shards) {
-    const double floor =
-        floor_ms(fused_work_bytes(shard_features(task, s), task.batch_size,
-                                  task.memory.bytes_per_weight, task.memory.optimizer_bytes_per_row)
-                     .total(),
-                 b.memory_gbps);
+    const double floor = shard_floor_ms(task, s, b.memory_gbps);
     const double ms = costs.single_ms(costs.shard_id(s));
     const FloorCheck check = check_floor(ms, floor);
     if (check == FloorCheck::kWithin || (check == FloorCheck::kFarOver && !over)) continue;

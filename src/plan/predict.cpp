@@ -52,11 +52,7 @@ TableFeatures piece_features(const TableSpec& table, int cols, int64_t rows,
 void add_floors(const PlanTask& task, const Plan& plan, const Bandwidths& b, PlanPrediction& p) {
   if (b.memory_gbps > 0) {
     for (const Shard& s : plan.shards) {
-      p.devices[s.device].compute_floor_ms += floor_ms(
-          fused_work_bytes(shard_features(task, s), task.batch_size, task.memory.bytes_per_weight,
-                           task.memory.optimizer_bytes_per_row)
-              .total(),
-          b.memory_gbps);
+      p.devices[s.device].compute_floor_ms += shard_floor_ms(task, s, b.memory_gbps);
     }
   }
   if (b.link_gbps > 0) {
@@ -101,6 +97,13 @@ TableFeatures shard_features(const PlanTask& task, const Shard& s) {
   f.row_piece = row_piece;
   if (s.replica) f.batch_slice = s.device, f.batch_slices = task.num_devices();
   return f;
+}
+
+double shard_floor_ms(const PlanTask& task, const Shard& s, double memory_gbps) {
+  const WorkBytes bytes =
+      fused_work_bytes(shard_features(task, s), task.batch_size, task.memory.bytes_per_weight,
+                       task.memory.optimizer_bytes_per_row);
+  return floor_ms(bytes.total(), memory_gbps);
 }
 
 size_t ShardCosts::KeyHash::operator()(const Key& k) const {

@@ -50,7 +50,16 @@ std::vector<std::string> wrapped(const std::string& s, size_t chars) {
   return lines;
 }
 
-std::string legend(double x, double y) {
+// A device's physical floor: a black line across its bar.
+std::string floor_mark(double x, double width, double y, int device, double floor_ms) {
+  return fmt::format(
+      "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
+      "stroke=\"black\" stroke-width=\"2\"><title>device {} physical floor: "
+      "{:.3f} ms</title></line>\n",
+      x, y, x + width, y, device, floor_ms);
+}
+
+std::string legend(double x, double y, bool floors) {
   std::string out;
   const std::pair<const char*, const char*> items[] = {
       {kComputeColor, "compute"}, {kFwdColor, "fwd comm"}, {kBwdColor, "bwd comm"},
@@ -59,6 +68,13 @@ std::string legend(double x, double y) {
     out += rect(x, y - 10, 12, 12, color, label);
     out += text(x + 16, y, label, "start");
     x += 110;
+  }
+  if (floors) {
+    out += fmt::format(
+        "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
+        "stroke=\"black\" stroke-width=\"2\"/>\n",
+        x, y - 4, x + 12, y - 4);
+    out += text(x + 16, y, "physical floor", "start");
   }
   return out;
 }
@@ -73,7 +89,7 @@ std::string plan_svg(const PlanTask& task, const PlanResult& r) {
       fmt::format("{}: {} on {}, predicted {:.3f} ms, gap to bound {:.1f}%", r.algorithm,
                   count_of(task.num_tables(), "table"), count_of(n, "device"),
                   r.predicted.cost_ms, 100 * r.gap());
-  const int width = std::max({kLeft + static_cast<int>(step * n) + 40, 560,
+  const int width = std::max({kLeft + static_cast<int>(step * n) + 40, 640,
                               kLeft + static_cast<int>(text_width(title, 14)) + 10});
   // The caption under the plot, wrapped to the picture's width.
   std::vector<std::string> caption;
@@ -86,6 +102,9 @@ std::string plan_svg(const PlanTask& task, const PlanResult& r) {
   const int height = kTop + kPlotHeight + kGap + kMemHeight + 47 +
                      kCaptionLine * static_cast<int>(caption.size());
   double max_ms = std::max(r.bound.total_ms(), r.predicted.cost_ms);
+  for (const DeviceCosts& c : r.predicted.devices) {  // a floor over a prediction shows too
+    max_ms = std::max(max_ms, c.compute_floor_ms + c.comm_floor_ms);
+  }
   if (max_ms <= 0) max_ms = 1;
   const double scale = kPlotHeight / (max_ms * 1.05);
   std::string s = fmt::format(
@@ -97,7 +116,7 @@ std::string plan_svg(const PlanTask& task, const PlanResult& r) {
     s += text(10, height - 8 - kCaptionLine * static_cast<double>(caption.size() - 1 - i),
               caption[i], "start", 10);
   }
-  s += legend(kLeft, 44);
+  s += legend(kLeft, 44, r.model_source.bandwidths.memory_gbps > 0);
   const double base = kTop + kPlotHeight;
   s += text(kLeft - 8, kTop + 4, fmt::format("{:.2f} ms", max_ms * 1.05), "end", 11);
   s += text(kLeft - 8, base, "0", "end", 11);
@@ -122,6 +141,8 @@ std::string plan_svg(const PlanTask& task, const PlanResult& r) {
                 fmt::format("device {} {}: {:.3f} ms", d, names[k], parts[k].first));
     }
     if (d == r.predicted.critical_device) s += text(x + bar / 2, y - 4, "*", "middle", 14);
+    const double floor = c.compute_floor_ms + c.comm_floor_ms;
+    if (floor > 0) s += floor_mark(x, bar, base - floor * scale, d, floor);
     const double frac = static_cast<double>(c.memory_bytes) / task.device_mem_bytes[d];
     s += rect(x, mem_base - kMemHeight, bar, kMemHeight, "#eeeeee", "capacity");
     s += rect(x, mem_base - frac * kMemHeight, bar, frac * kMemHeight, kMemColor,

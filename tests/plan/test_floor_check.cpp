@@ -1,6 +1,6 @@
 // A plan's predictions against their physical floors: per device in the
-// prediction, the report and the JSON, and the warnings that name devices and
-// shards.
+// prediction, the report, the JSON and the picture, and the warnings that
+// name devices and shards.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -120,6 +120,7 @@ TEST(FloorCheck, WithoutBandwidthsThereAreNoFloorsAndTheReportSaysSo) {
   EXPECT_TRUE(none.floor_warnings.empty());
   EXPECT_EQ(none.predicted.devices[0].compute_floor_ms, 0);
   EXPECT_NE(plan_report(rig.task, none, false).find("physical floors: none"), std::string::npos);
+  EXPECT_EQ(plan_svg(rig.task, none).find("physical floor"), std::string::npos);
 
   const PlanResult under = rig.result(fixed_model(1e-9, 20, 5));
   const std::string report = plan_report(rig.task, under, false);
@@ -129,6 +130,10 @@ TEST(FloorCheck, WithoutBandwidthsThereAreNoFloorsAndTheReportSaysSo) {
   EXPECT_GT(j["predicted"]["devices"][0]["compute_floor_ms"].get<double>(), 0);
   EXPECT_EQ(j["predicted"]["floor_warnings"].size(), under.floor_warnings.size());
   EXPECT_EQ(j["cost_model_source"]["memory_gbps"].get<double>(), 20);
+  // The picture marks each device's floor on its bar, and says so in the legend.
+  const std::string svg = plan_svg(rig.task, under);
+  EXPECT_NE(svg.find("device 1 physical floor: "), std::string::npos);
+  EXPECT_NE(svg.find(">physical floor</text>"), std::string::npos);
 }
 
 }  // namespace

@@ -87,9 +87,9 @@ void print_floors(const FloorFigures& f, const json& figures) {
     std::vector<std::string> out;
     for (const FloorRecord& r : records) {
       out.push_back(
-          fmt::format("line {} ({} tables): predicted {:.3f} ms, measured {:.3f} ms, "
-                      "floor {:.4f} ms",
-                      r.line, r.tables, r.predicted_ms, r.measured_ms, r.floor_ms));
+          fmt::format("line {} ({}): predicted {:.3f} ms, measured {:.3f} ms, floor {:.4f} ms",
+                      r.line, count_of(static_cast<int64_t>(r.tables), "table"), r.predicted_ms,
+                      r.measured_ms, r.floor_ms));
     }
     return fmt::format("{}", fmt::join(out, "; "));
   };

@@ -3,7 +3,7 @@
 // measured on the hardware a model set describes. A prediction under its
 // floor is impossible; one far over it says the work is bound by something
 // other than bytes (launches, sorting, latency) or that the model errs.
-// docs/guide.md ("Physical floors") explains what is and is not counted.
+// docs/guide.md ("Read the report") says what they are for users.
 #pragma once
 
 #include <cstdint>

@@ -121,6 +121,10 @@ void finish_prediction(const CommModel& comm, PlanPrediction& p);
 
 PlanPrediction predict_plan(const PlanTask& task, const Plan& plan, ShardCosts& costs);
 
+// A shard's physical floor at `memory_gbps` (cost/floor.h): its fused work's
+// bytes under the task's memory model over the bandwidth; 0 for none.
+double shard_floor_ms(const PlanTask& task, const Shard& shard, double memory_gbps);
+
 // A plan's predictions against their physical floors (predict_plan's
 // compute_floor_ms and comm_floor_ms), one line each, naming what to look at:
 // each device predicted under its compute or all-to-all floor; the devices

@@ -62,8 +62,8 @@ void set_memory_bandwidth(NeuralModel& model, const json& entries) {
   if (gbps.empty()) return;
   model.copy_gbps = median(gbps);
   model.copy_source = fmt::format(
-      "the median of the copies bench compute measured with {} of its "
-      "{} data files",
+      "the median copy bench compute measured with {} of its {} "
+      "data files",
       gbps.size(), entries.size());
   model.info["memory"] = {{"copy_gbps", model.copy_gbps}, {"source", model.copy_source}};
 }
