@@ -159,7 +159,7 @@ TEST_F(NeuralTrain, NonsenseSettingsAreErrors) {
       {[](TrainOptions& o) { o.hidden = 0; }, "--hidden 0"},
       {[](TrainOptions& o) { o.embed = -1; }, "--embed -1"},
       {[](TrainOptions& o) { o.threads = 0; }, "--threads 0"},
-      {[](TrainOptions& o) { o.reuse_tail_bin = 0; }, "--reuse-tail-bin 0"},
+      {[](TrainOptions& o) { o.reuse_tail_bin = -1; }, "--reuse-tail-bin -1"},
       {[](TrainOptions& o) { o.reuse_tail_bin = kReuseBins; }, "--reuse-tail-bin 17"},
   };
   for (const auto& c : cases) {
@@ -214,6 +214,28 @@ TEST_F(NeuralTrain, WeightAverageLearnsIsDeterministicAndIsRecorded) {
   EXPECT_EQ(a.model.info["training"]["weight_average"], 0.99);
   EXPECT_EQ(a.model.info["training"]["reuse_tail_bin"], kDefaultReuseTailBin);
   EXPECT_EQ(a.model.compute.reuse_tail_bin, kDefaultReuseTailBin);
+}
+
+// By default the histograms' tail is merged on a CPU's data and kept whole on
+// a GPU's (its backward sums a row's lookups in one warp: the hottest rows
+// set the time); an explicit bin wins.
+TEST_F(NeuralTrain, TheReuseTailFollowsTheDatasExecutor) {
+  ScratchDir dir("neural_tail");
+  const std::string gpu = dir.file("gpu.jsonl");
+  std::string text = read_file(dir_->file("compute.jsonl"));
+  nlohmann::json header = nlohmann::json::parse(text.substr(0, text.find('\n')));
+  header["executor"] = "cuda (a test GPU)";
+  write_file_atomic(gpu, header.dump() + text.substr(text.find('\n')));
+  TrainOptions o = options();
+  o.comm_paths.clear();
+  o.max_epochs = 2;
+  EXPECT_EQ(train_neural_model(o).model.compute.reuse_tail_bin, kDefaultReuseTailBin);
+  o.compute_paths = {gpu};
+  const TrainResult on_gpu = train_neural_model(o);
+  EXPECT_EQ(on_gpu.model.compute.reuse_tail_bin, kNoReuseTail);
+  EXPECT_EQ(on_gpu.model.info["training"]["reuse_tail_bin"], kNoReuseTail);
+  o.reuse_tail_bin = 5;
+  EXPECT_EQ(train_neural_model(o).model.compute.reuse_tail_bin, 5);
 }
 
 TEST_F(NeuralTrain, CliTrainAndValidate) {

@@ -402,9 +402,19 @@ void check_train_options(const TrainOptions& o) {
                o.embed <= Mlp::kMaxWidth && o.threads >= 1,
            "train: --hidden {} and --embed {} must be in 1..{}, --threads {} at least 1",
            o.hidden, o.embed, Mlp::kMaxWidth, o.threads);
-  ES_CHECK(o.reuse_tail_bin >= 1 && o.reuse_tail_bin <= kNoReuseTail,
-           "train: --reuse-tail-bin {} must be in 1..{} ({}: nothing merged)", o.reuse_tail_bin,
-           kNoReuseTail, kNoReuseTail);
+  ES_CHECK(o.reuse_tail_bin >= 0 && o.reuse_tail_bin <= kNoReuseTail,
+           "train: --reuse-tail-bin {} must be in 0..{} (0: by the data's executor; {}: nothing "
+           "merged)",
+           o.reuse_tail_bin, kNoReuseTail, kNoReuseTail);
+}
+
+// --reuse-tail-bin 0: by where the data were measured. A GPU's backward sums
+// each row's lookups in one warp, so the hottest rows set its time and the
+// whole histogram counts; on a CPU the tail past kDefaultReuseTailBin merged.
+int reuse_tail_bin_for(const TrainOptions& o, const ComputeData& compute) {
+  if (o.reuse_tail_bin > 0) return o.reuse_tail_bin;
+  const std::string executor = compute.header.value("executor", std::string("cpu"));
+  return executor.rfind("cuda", 0) == 0 ? kNoReuseTail : kDefaultReuseTailBin;
 }
 
 ComputeData load_training_compute(const TrainOptions& o, Reporter& reporter) {
@@ -420,15 +430,17 @@ ComputeData load_training_compute(const TrainOptions& o, Reporter& reporter) {
 
 }  // namespace
 
-TrainResult train_neural_model(const TrainOptions& o) {
-  check_train_options(o);
-  torch::manual_seed(o.seed);
-  torch::set_num_threads(o.threads);
+TrainResult train_neural_model(const TrainOptions& options) {
+  check_train_options(options);
+  torch::manual_seed(options.seed);
+  torch::set_num_threads(options.threads);
   TrainResult result;
   NeuralModel& model = result.model;
-  Reporter& reporter = o.reporter != nullptr ? *o.reporter : silent_reporter();
-  ES_CHECK(!o.compute_paths.empty(), "train: no compute data (--compute FILE)");
-  const ComputeData compute = load_training_compute(o, reporter);
+  Reporter& reporter = options.reporter != nullptr ? *options.reporter : silent_reporter();
+  ES_CHECK(!options.compute_paths.empty(), "train: no compute data (--compute FILE)");
+  const ComputeData compute = load_training_compute(options, reporter);
+  TrainOptions o = options;
+  o.reuse_tail_bin = reuse_tail_bin_for(options, compute);
   model.batch_size = compute.batch_size;
   model.max_batch_size = compute.max_batch_size;
   const ComputeSplit split =

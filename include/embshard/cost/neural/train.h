@@ -37,8 +37,10 @@ struct TrainOptions {
   double weight_average = 0.999;
   int hidden = 64;      // width of hidden layers
   int embed = 32;       // per-table MLP output width
-  // The reuse bin the histograms' tail is merged into (compute_raw_features).
-  int reuse_tail_bin = kDefaultReuseTailBin;
+  // The reuse bin the histograms' tail is merged into (compute_raw_features);
+  // 0: by the data's executor (a GPU's: nothing merged, kNoReuseTail; a CPU's:
+  // kDefaultReuseTailBin).
+  int reuse_tail_bin = 0;
   int threads = 1;      // torch intra-op threads (1: deterministic and quiet)
   Reporter* reporter = nullptr;  // epochs and stopping points (null: silent)
 };
