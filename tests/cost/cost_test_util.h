@@ -243,4 +243,15 @@ inline NeuralModel random_neural_model(uint64_t seed) {
   return m;
 }
 
+// A table whose every row is accessed once: distinct rows = min(lookups, rows).
+inline TableFeatures uniform_table(int64_t rows, int dim, double pooling) {
+  TableFeatures t;
+  t.rows = rows;
+  t.dim = dim;
+  t.pooling_factor = pooling;
+  t.row_reuse[0] = 1;
+  t.lookup_reuse[0] = 1;
+  return t;
+}
+
 }  // namespace embshard::testing

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cost_test_util.h"
 #include "embshard/cost/analytic/calibrate.h"
 #include "embshard/cost/analytic/model.h"
 #include "embshard/cost/analytic/terms.h"
@@ -40,17 +41,6 @@ Calibration hand_calibration() {
   return c;
 }
 
-// Every row accessed once: distinct rows = min(lookups, rows).
-TableFeatures uniform_table(int64_t rows, int dim, double pooling) {
-  TableFeatures t;
-  t.rows = rows;
-  t.dim = dim;
-  t.pooling_factor = pooling;
-  t.row_reuse[0] = 1;
-  t.lookup_reuse[0] = 1;
-  return t;
-}
-
 double single_ms(ComputeModel& m, const TableFeatures& t) {
   const int id = m.add_table(t);
   return m.compute_ms(std::span<const int>(&id, 1));
@@ -61,7 +51,7 @@ TEST(AnalyticModel, MonotoneInLookupsDimAndRows) {
   EXPECT_EQ(m->batch_size(), 1024);
   double last = 0;
   for (double pooling : {0.5, 1.0, 4.0, 16.0, 64.0}) {
-    const double ms = single_ms(*m, uniform_table(1 << 20, 32, pooling));
+    const double ms = single_ms(*m, testing::uniform_table(1 << 20, 32, pooling));
     EXPECT_GT(ms, last) << "pooling " << pooling;
     last = ms;
   }
@@ -70,24 +60,24 @@ TEST(AnalyticModel, MonotoneInLookupsDimAndRows) {
   for (auto dims : {std::vector<int>{8, 16, 32, 64, 128}, std::vector<int>{4, 24, 200, 512}}) {
     last = 0;
     for (int dim : dims) {
-      const double ms = single_ms(*m, uniform_table(1 << 20, dim, 8));
+      const double ms = single_ms(*m, testing::uniform_table(1 << 20, dim, 8));
       EXPECT_GT(ms, last) << "dim " << dim;
       last = ms;
     }
   }
   last = 0;
   for (int64_t rows : {64, 1000, 4000, 1 << 16, 1 << 24}) {
-    const double ms = single_ms(*m, uniform_table(rows, 64, 8));
+    const double ms = single_ms(*m, testing::uniform_table(rows, 64, 8));
     EXPECT_GE(ms, last) << "rows " << rows;
     last = ms;
   }
-  EXPECT_GT(last, single_ms(*m, uniform_table(64, 64, 8)));
+  EXPECT_GT(last, single_ms(*m, testing::uniform_table(64, 64, 8)));
 }
 
 TEST(AnalyticModel, FusedShardCostsMoreThanItsLargestTableAndIsFinite) {
   auto m = make_analytic_compute_model(hand_calibration(), 2048);
-  const int a = m->add_table(uniform_table(1 << 20, 64, 8));
-  const int b = m->add_table(uniform_table(1 << 22, 16, 20));
+  const int a = m->add_table(testing::uniform_table(1 << 20, 64, 8));
+  const int b = m->add_table(testing::uniform_table(1 << 22, 16, 20));
   const std::vector<int> both = {a, b};
   const double ab = m->compute_ms(both);
   EXPECT_TRUE(std::isfinite(ab));
@@ -96,7 +86,7 @@ TEST(AnalyticModel, FusedShardCostsMoreThanItsLargestTableAndIsFinite) {
   EXPECT_EQ(m->compute_ms(std::span<const int>()), 0.0);
   const std::vector<int> bad = {7};
   EXPECT_THROW(m->compute_ms(bad), Error);
-  TableFeatures nan_table = uniform_table(10, 4, std::numeric_limits<double>::quiet_NaN());
+  TableFeatures nan_table = testing::uniform_table(10, 4, std::numeric_limits<double>::quiet_NaN());
   EXPECT_THROW(m->add_table(nan_table), Error);
 }
 
@@ -129,13 +119,13 @@ TEST(AnalyticModel, IncrementalStateEqualsComputeMs) {
 }
 
 TEST(AnalyticModel, DistinctRowsFromHistograms) {
-  TableFeatures t = uniform_table(1 << 20, 16, 4);
+  TableFeatures t = testing::uniform_table(1 << 20, 16, 4);
   t.row_reuse = {};
   t.lookup_reuse = {};
   t.row_reuse[0] = 0.8, t.row_reuse[1] = 0.2;        // 80% of rows seen once
   t.lookup_reuse[0] = 0.5, t.lookup_reuse[1] = 0.5;  // half the lookups
   EXPECT_DOUBLE_EQ(estimate_distinct_rows(t, 1000), 1000 * 0.5 / 0.8);
-  EXPECT_DOUBLE_EQ(estimate_distinct_rows(uniform_table(100, 4, 1), 1000), 100);  // capped
+  EXPECT_DOUBLE_EQ(estimate_distinct_rows(testing::uniform_table(100, 4, 1), 1000), 100);  // capped
 }
 
 TEST(AnalyticModel, CommIsLatencyPlusBytesOverBandwidthPlusStragglerWait) {
@@ -237,8 +227,8 @@ TEST(Calibrate, QuickRunFitsRealProbesWithinSeconds) {
   // Measured, not assumed: a shard over a big table read at random costs more
   // than the same lookups over a small hot table.
   auto m = make_analytic_compute_model(c, 0);
-  EXPECT_GT(single_ms(*m, uniform_table(1 << 22, 128, 32)),
-            single_ms(*m, uniform_table(1000, 128, 32)));
+  EXPECT_GT(single_ms(*m, testing::uniform_table(1 << 22, 128, 32)),
+            single_ms(*m, testing::uniform_table(1000, 128, 32)));
 }
 
 TEST(Calibrate, CliWritesALoadableFile) {
