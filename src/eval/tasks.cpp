@@ -18,6 +18,16 @@ using nlohmann::json;
 
 std::vector<EvalTask> generate_tasks(const Workload& pool, const TaskGenOptions& o) {
   const int pool_size = static_cast<int>(pool.tables.size());
+  if (o.whole_pool) {
+    ES_CHECK(o.mem_cap_bytes > 0, "tasks: --mem-cap is {}, must be positive", o.mem_cap_bytes);
+    EvalTask task;
+    task.mem_cap_bytes = o.mem_cap_bytes;
+    for (int t = 0; t < pool_size; ++t) {
+      task.tables.push_back(t);
+      task.dims.push_back(pool.tables[t].dim);
+    }
+    return {task};
+  }
   ES_CHECK(o.min_tables >= 1 && o.max_tables >= o.min_tables,
            "tasks: --tables {}-{}: need 1 <= min <= max", o.min_tables, o.max_tables);
   ES_CHECK(o.min_tables <= pool_size, "tasks: --tables asks for at least {} tables, the pool '{}' "

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "kernel/cuda_buffer.h"
@@ -66,7 +67,7 @@ struct CudaTbe::Impl {
   std::vector<DeviceBuffer> weights, momentum;  // each followed by kGuardFloats guards
   DeviceBuffer tables, warp_begin, row_begin, offsets, indices, per_sample_weights;
   DeviceBuffer output, grad_output;
-  DeviceBuffer keys_in, keys_out, values_in, values_out, run_starts, num_runs, temp;
+  DeviceBuffer keys_in, keys_out, values_in, values_out, run_starts, num_runs, temp, hot_grads;
   cuda_detail::DeviceBatch batch;
   cuda_detail::BackwardScratch scratch;
 
@@ -194,6 +195,12 @@ void CudaTbe::Impl::allocate_scratch() {
   size_t temp_bytes = 0;
   if (n > 0) ES_CUDA_CHECK(cuda_detail::backward_temp_bytes(n, batch.total_rows, &temp_bytes));
   temp = DeviceBuffer(temp_bytes, "CUB temporary storage");
+  int max_dim = 0;
+  for (int dim : dims) max_dim = std::max(max_dim, dim);
+  scratch.hot_stride = (max_dim + 3) / 4 * 4;
+  hot_grads = DeviceBuffer(cuda_detail::run_chunks(n) * scratch.hot_stride * sizeof(float),
+                           "hot rows' gradients");
+  scratch.hot_grads = hot_grads.as<float>();
   scratch.keys_in = keys_in.get();
   scratch.keys_out = keys_out.get();
   scratch.values_in = values_in.as<uint64_t>();

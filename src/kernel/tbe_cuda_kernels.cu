@@ -10,7 +10,11 @@
 // occurrence scale) per lookup, a stable radix sort by key (CUB), run heads
 // selected into segment starts (CUB), then one warp per distinct row: groups
 // of lanes_t lanes sum the segment's gradient rows in parallel, a shuffle
-// reduction combines the groups, and the optimizer is applied once.
+// reduction combines the groups, and the optimizer is applied once. A hot
+// row's segment (longer than kRunChunk) is first summed by one warp per chunk
+// of kRunChunk positions, each adding its part into the row's gradient with
+// atomics, so that a row looked up millions of times does not hold one warp
+// for the whole step.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
@@ -193,14 +197,34 @@ struct IsRunHead {
   __device__ bool operator()(int32_t i) const { return i == 0 || keys[i] != keys[i - 1]; }
 };
 
+// The sum of occurrences values[begin, end) of vector v of a row's gradient,
+// over this lane's group (groups of lanes step through the occurrences).
+template <typename V>
+__device__ __forceinline__ V sum_occurrences(const DeviceBatch& b, const DeviceTable& table,
+                                             const uint64_t* __restrict__ values, int32_t begin,
+                                             int32_t end, int v, int group, int groups) {
+  V acc;
+  set_zero(acc);
+#pragma unroll 4
+  for (int32_t i = begin + group; i < end; i += groups) {
+    const uint64_t info = values[i];
+    const int64_t bag = static_cast<int64_t>(info >> 32);
+    const float s = __uint_as_float(static_cast<uint32_t>(info));
+    const float* g = b.grad_output + bag * b.total_dim + table.column;
+    axpy(s, load_io<V>(g, v, table.vector_io), acc);
+  }
+  return acc;
+}
+
 // The gradient of one distinct row, summed from its occurrences
-// values[begin, end), then the optimizer step. `grad` is this warp's
-// shared-memory row (the whole gradient is needed before row-wise Adagrad
-// can scale any element).
+// values[begin, end) (or read from `hot_grad`, its chunks' sum, for a hot
+// row), then the optimizer step. `grad` is this warp's shared-memory row (the
+// whole gradient is needed before row-wise Adagrad can scale any element).
 template <typename V>
 __device__ void update_row(const DeviceBatch& b, const DeviceTable& table, int64_t row,
                            const uint64_t* __restrict__ values, int32_t begin, int32_t end,
-                           float* grad, int lane, const UpdateParams& params) {
+                           const float* hot_grad, float* grad, int lane,
+                           const UpdateParams& params) {
   constexpr int kWidth = sizeof(V) / sizeof(float);
   const int vectors = table.dim / kWidth;
   const int lanes = table.lanes, group = lane / lanes, sub = lane % lanes;
@@ -218,14 +242,10 @@ __device__ void update_row(const DeviceBatch& b, const DeviceTable& table, int64
     const int v = v0 + sub;
     V acc;
     set_zero(acc);
-    if (v < vectors) {
-      for (int32_t i = begin + group; i < end; i += groups) {
-        const uint64_t info = values[i];
-        const int64_t bag = static_cast<int64_t>(info >> 32);
-        const float s = __uint_as_float(static_cast<uint32_t>(info));
-        const float* g = b.grad_output + bag * b.total_dim + table.column;
-        axpy(s, load_io<V>(g, v, table.vector_io), acc);
-      }
+    if (v < vectors && hot_grad == nullptr) {
+      acc = sum_occurrences<V>(b, table, values, begin, end, v, group, groups);
+    } else if (v < vectors && group == 0) {
+      acc = reinterpret_cast<const V*>(hot_grad)[v];
     }
     for (int offset = lanes; offset < kWarpSize; offset *= 2) shuffle_add(acc, offset);
     if (group == 0 && v < vectors) {
@@ -252,11 +272,100 @@ __device__ void update_row(const DeviceBatch& b, const DeviceTable& table, int64
   __syncwarp();  // the next run reuses `grad`
 }
 
+// The run (segment) holding sorted position p: the last start <= p.
+__device__ __forceinline__ int32_t run_holding(const int32_t* run_starts, int32_t runs, int32_t p) {
+  int32_t lo = 0, hi = runs - 1;
+  while (lo < hi) {
+    const int32_t mid = (lo + hi + 1) / 2;
+    if (run_starts[mid] <= p) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+__device__ __forceinline__ void atomic_add(float* a, float x) { atomicAdd(a, x); }
+__device__ __forceinline__ void atomic_add(float4* a, const float4& x) {
+  float* f = reinterpret_cast<float*>(a);
+  atomicAdd(f, x.x);
+  atomicAdd(f + 1, x.y);
+  atomicAdd(f + 2, x.z);
+  atomicAdd(f + 3, x.w);
+}
+
+// Adds occurrences values[begin, end) of the hot row whose key is keys[begin]
+// into its gradient row `out`.
+template <typename V, typename Key>
+__device__ void add_hot_part_of(const DeviceBatch& b, const Key* __restrict__ keys,
+                                const uint64_t* __restrict__ values, int32_t begin, int32_t end,
+                                float* out, int lane) {
+  const int t = find_table(b.table_row_begin, b.num_tables, static_cast<int64_t>(keys[begin]));
+  const DeviceTable& table = b.tables[t];
+  constexpr int kWidth = sizeof(V) / sizeof(float);
+  const int vectors = table.dim / kWidth;
+  const int lanes = table.lanes, group = lane / lanes, sub = lane % lanes;
+  for (int v0 = 0; v0 < vectors; v0 += lanes) {
+    const int v = v0 + sub;
+    V acc;
+    set_zero(acc);
+    if (v < vectors) {
+      acc = sum_occurrences<V>(b, table, values, begin, end, v, group, kWarpSize / lanes);
+    }
+    for (int offset = lanes; offset < kWarpSize; offset *= 2) shuffle_add(acc, offset);
+    if (group == 0 && v < vectors) atomic_add(reinterpret_cast<V*>(out) + v, acc);
+  }
+}
+
+template <typename Key>
+__device__ void add_hot_part(const DeviceBatch& b, const Key* keys, const uint64_t* values,
+                             int32_t begin, int32_t end, float* out, int lane) {
+  const int t = find_table(b.table_row_begin, b.num_tables, static_cast<int64_t>(keys[begin]));
+  if (b.tables[t].dim % 4 == 0) {
+    add_hot_part_of<float4, Key>(b, keys, values, begin, end, out, lane);
+  } else {
+    add_hot_part_of<float, Key>(b, keys, values, begin, end, out, lane);
+  }
+}
+
+// One warp per chunk of kRunChunk sorted positions adds the parts of hot
+// runs in it into their gradient rows: the run holding the chunk's first
+// position, and the run that starts inside the chunk and runs past it. A hot
+// run's row is hot_grads[its first position / kRunChunk] (no other hot run
+// starts in that chunk).
+template <typename Key>
+__global__ void __launch_bounds__(kBlockThreads)
+    hot_chunk_kernel(DeviceBatch b, const Key* __restrict__ keys,
+                     const uint64_t* __restrict__ values, const int32_t* __restrict__ run_starts,
+                     const int32_t* __restrict__ num_runs, float* hot_grads, int64_t stride) {
+  const int64_t chunk = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarpSize;
+  const int32_t n = static_cast<int32_t>(b.lookups);
+  if (chunk * kRunChunk >= n) return;
+  const int lane = threadIdx.x % kWarpSize;
+  const int32_t runs = *num_runs;
+  const int32_t first = static_cast<int32_t>(chunk * kRunChunk);
+  const int32_t last = n - first > kRunChunk ? first + kRunChunk : n;  // exclusive
+  int32_t r = run_holding(run_starts, runs, first);
+  int32_t begin = run_starts[r], end = r + 1 < runs ? run_starts[r + 1] : n;
+  if (end - begin > kRunChunk) {
+    add_hot_part(b, keys, values, first, end < last ? end : last,
+                 hot_grads + (begin / kRunChunk) * stride, lane);
+  }
+  if (end >= last) return;
+  r = run_holding(run_starts, runs, last - 1);
+  begin = run_starts[r];
+  end = r + 1 < runs ? run_starts[r + 1] : n;
+  if (end - begin > kRunChunk) {
+    add_hot_part(b, keys, values, begin, last, hot_grads + (begin / kRunChunk) * stride, lane);
+  }
+}
+
 template <typename Key>
 __global__ void __launch_bounds__(kBlockThreads)
     update_kernel(DeviceBatch b, const Key* __restrict__ keys, const uint64_t* __restrict__ values,
                   const int32_t* __restrict__ run_starts, const int32_t* __restrict__ num_runs,
-                  UpdateParams params) {
+                  const float* __restrict__ hot_grads, int64_t stride, UpdateParams params) {
   __shared__ __align__(16) float grad_rows[kWarpsPerBlock][kMaxDim];
   const int warp_in_block = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int32_t runs = *num_runs;
@@ -270,11 +379,12 @@ __global__ void __launch_bounds__(kBlockThreads)
     const int t = find_table(b.table_row_begin, b.num_tables, key);
     const DeviceTable table = b.tables[t];
     const int64_t row = key - b.table_row_begin[t];
+    const float* hot = end - begin > kRunChunk ? hot_grads + (begin / kRunChunk) * stride : nullptr;
     float* grad = grad_rows[warp_in_block];
     if (table.dim % 4 == 0) {
-      update_row<float4>(b, table, row, values, begin, end, grad, lane, params);
+      update_row<float4>(b, table, row, values, begin, end, hot, grad, lane, params);
     } else {
-      update_row<float>(b, table, row, values, begin, end, grad, lane, params);
+      update_row<float>(b, table, row, values, begin, end, hot, grad, lane, params);
     }
   }
 }
@@ -322,6 +432,13 @@ cudaError_t backward_update(const DeviceBatch& b, const BackwardScratch& s,
   err = cub::DeviceSelect::If(s.temp, bytes, thrust::counting_iterator<int32_t>(0), s.run_starts,
                               s.num_runs, n, IsRunHead<Key>{keys_out}, stream);
   if (err != cudaSuccess) return err;
+  const int64_t chunks = run_chunks(b.lookups);
+  err = cudaMemsetAsync(s.hot_grads, 0, chunks * s.hot_stride * sizeof(float), stream);
+  if (err != cudaSuccess) return err;
+  hot_chunk_kernel<Key><<<blocks_for(chunks * kWarpSize), kBlockThreads, 0, stream>>>(
+      b, keys_out, s.values_out, s.run_starts, s.num_runs, s.hot_grads, s.hot_stride);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
   // At most one warp per lookup, and no more blocks than fit at once (the
   // rest would run after the first wave, doubling the tail): warps loop.
   int blocks_per_sm = 0;
@@ -331,8 +448,8 @@ cudaError_t backward_update(const DeviceBatch& b, const BackwardScratch& s,
   const int64_t max_blocks = int64_t{num_sms} * (blocks_per_sm > 0 ? blocks_per_sm : 1);
   const int64_t needed = (b.lookups + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const int64_t grid = needed < max_blocks ? needed : max_blocks;
-  update_kernel<Key><<<grid, kBlockThreads, 0, stream>>>(b, keys_out, s.values_out, s.run_starts,
-                                                         s.num_runs, params);
+  update_kernel<Key><<<grid, kBlockThreads, 0, stream>>>(
+      b, keys_out, s.values_out, s.run_starts, s.num_runs, s.hot_grads, s.hot_stride, params);
   return cudaGetLastError();
 }
 

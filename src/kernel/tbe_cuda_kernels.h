@@ -55,8 +55,14 @@ struct DeviceBatch {
   const float* grad_output = nullptr;  // [batch_size, total_dim]
 };
 
+// A row with more occurrences than this (a hot row) is summed by one warp per
+// chunk of kRunChunk sorted positions, not by one warp alone.
+constexpr int kRunChunk = 256;
+inline int64_t run_chunks(int64_t lookups) { return (lookups + kRunChunk - 1) / kRunChunk; }
+
 // Scratch of one backward: sort keys and values (double-buffered), segment
-// starts, the segment count and CUB's temporary storage.
+// starts, the segment count, CUB's temporary storage, and the gradient rows
+// of hot rows (one per chunk: at most one hot row starts in a chunk).
 struct BackwardScratch {
   void* keys_in = nullptr;   // [lookups] of key_bytes(total_rows) each
   void* keys_out = nullptr;
@@ -66,6 +72,8 @@ struct BackwardScratch {
   int32_t* num_runs = nullptr;    // [1]
   void* temp = nullptr;
   size_t temp_bytes = 0;
+  float* hot_grads = nullptr;  // [run_chunks(lookups), hot_stride]
+  int64_t hot_stride = 0;      // floats per row: the widest table's dim, rounded up to 4
 };
 
 // Sort keys are global rows: 4 bytes when total_rows <= 2^32, else 8.

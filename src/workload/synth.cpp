@@ -355,4 +355,52 @@ SynthPlan plan_synth(const SynthOptions& options, const PublishedStats& target) 
   return plan;
 }
 
+SynthPlan plan_synth_from_specs(const Workload& specs, uint64_t seed, uint32_t index_bytes) {
+  ES_CHECK(!specs.tables.empty() && specs.batch_size > 0,
+           "synth: {} has no tables or no batch size", specs.source);
+  SynthPlan plan;
+  plan.options.num_tables = static_cast<int64_t>(specs.tables.size());
+  plan.options.batch_size = specs.batch_size;
+  plan.options.seed = seed;
+  plan.options.index_bytes = index_bytes;
+  for (size_t t = 0; t < specs.tables.size(); ++t) {
+    const TableSpec& spec = specs.tables[t];
+    // The table's own statistics stand in for a profile's.
+    PublishedStats own;
+    own.row_reuse = spec.row_reuse;
+    own.lookup_reuse = spec.lookup_reuse;
+    own.avg_pooling_factor = spec.pooling_factor;
+    const int64_t lookups = std::llround(spec.pooling_factor * specs.batch_size);
+    own.unique_ratio = lookups > 0 ? static_cast<double>(spec.unique_rows) / lookups : 1.0;
+    SynthTablePlan p;
+    if (lookups > 0) {
+      const BinTotals bins = bin_totals(own, lookups);
+      p.rows_per_bin = bins.rows;
+      p.lookups_per_bin = bins.lookups;
+    }
+    if (p.unique_rows() > spec.rows) {
+      // Fewer rows than the histograms need: every row looked up q or q + 1
+      // times (lookups > distinct rows > rows, so q >= 1).
+      p.rows_per_bin = {};
+      p.lookups_per_bin = {};
+      const int64_t q = lookups / spec.rows, more = lookups % spec.rows;
+      p.rows_per_bin[reuse_bin(q)] += spec.rows - more;
+      p.lookups_per_bin[reuse_bin(q)] += (spec.rows - more) * q;
+      p.rows_per_bin[reuse_bin(q + 1)] += more;
+      p.lookups_per_bin[reuse_bin(q + 1)] += more * (q + 1);
+    }
+    p.name = spec.name;
+    p.rows = std::max(spec.rows, p.unique_rows());
+    p.dim = spec.dim;
+    p.seed = mix_seed(seed, t + 1);
+    p.empty_bag_share = 0;
+    p.bag_shape = 2;
+    ES_CHECK(index_bytes == 8 || p.rows <= std::numeric_limits<int32_t>::max(),
+             "synth: table {} needs {} rows, more than 4-byte indices hold; use --index-bytes 8",
+             p.name, p.rows);
+    plan.tables.push_back(p);
+  }
+  return plan;
+}
+
 }  // namespace embshard

@@ -142,25 +142,47 @@ std::vector<TableSpec> write_synth_traces(const SynthPlan& plan, TraceWriter& wr
   return specs;
 }
 
-Workload synthesize_workload(const SynthOptions& options, const PublishedStats& target,
-                             const std::string& out_dir, const SynthProgress& progress) {
-  const SynthPlan plan = plan_synth(options, target);
+namespace {
+
+// The plan's traces into out_dir (trace.bin, then tables.json), nothing left
+// behind on failure.
+Workload write_synth_workload(const SynthPlan& plan, const std::string& source,
+                              const std::string& out_dir, const SynthProgress& progress) {
   OutputDirectoryGuard directory(out_dir);
   Workload w;
   w.dir = out_dir;
-  w.batch_size = options.batch_size;
-  w.source = fmt::format("synth profile {} seed {} ({} tables x batch {}, calibrated to {})",
-                         options.profile, options.seed, options.num_tables, options.batch_size,
-                         target.dataset);
+  w.batch_size = plan.options.batch_size;
+  w.source = source;
   w.trace_file = kTraceFile;
   TraceWriter writer((std::filesystem::path(out_dir) / kTraceFile).string(),
-                     static_cast<uint64_t>(options.num_tables),
-                     static_cast<uint64_t>(options.batch_size), options.index_bytes);
+                     static_cast<uint64_t>(plan.tables.size()),
+                     static_cast<uint64_t>(plan.options.batch_size), plan.options.index_bytes);
   w.tables = write_synth_traces(plan, writer, progress);
   writer.finish();
   save_workload_specs(w, out_dir);
   directory.keep();
   return w;
+}
+
+}  // namespace
+
+Workload synthesize_workload(const SynthOptions& options, const PublishedStats& target,
+                             const std::string& out_dir, const SynthProgress& progress) {
+  return write_synth_workload(
+      plan_synth(options, target),
+      fmt::format("synth profile {} seed {} ({} tables x batch {}, calibrated to {})",
+                  options.profile, options.seed, options.num_tables, options.batch_size,
+                  target.dataset),
+      out_dir, progress);
+}
+
+Workload synthesize_from_specs(const Workload& specs, uint64_t seed, uint32_t index_bytes,
+                               const std::string& out_dir, const SynthProgress& progress) {
+  return write_synth_workload(
+      plan_synth_from_specs(specs, seed, index_bytes),
+      fmt::format("synth seed {} from the table specs {} ({} tables x batch {})", seed,
+                  specs.source, specs.tables.size(), specs.batch_size),
+      out_dir, progress);
 }
 
 }  // namespace embshard

@@ -51,7 +51,9 @@ TEST(Fit, RecoversAKnownDistortionAndSavesIt) {
   const NeuralModel back = load_neural_model(dir.file("fitted"));
   EXPECT_DOUBLE_EQ(back.batch_correction, r.model.batch_correction);
   EXPECT_EQ(back.info["fitted"]["from"], o.model_dir);
-  // It describes the machine it was fitted to, not the pre-training's.
+  // It describes the machine it was fitted to (the files' machine, not the
+  // one fit ran on), not the pre-training's.
+  EXPECT_EQ(back.info["fitted"]["machine"]["cpu"], "synthetic");
   const auto fitted_model = std::make_shared<const NeuralModel>(back);
   EXPECT_EQ(make_neural_cost_model(fitted_model, 2048, std::nullopt).source.hardware,
             "cpu on synthetic");

@@ -41,6 +41,17 @@ TEST(Eval, TasksRoundTripAndRejectBadIds) {
       EXPECT_LE(pool.tables[t.tables[k]].rows * t.dims[k] * 4, o.mem_cap_bytes);
     }
   }
+  // --whole-pool: one task of every table at its own dim, however large.
+  TaskGenOptions whole = o;
+  whole.whole_pool = true;
+  whole.mem_cap_bytes = 1;
+  const auto one = generate_tasks(pool, whole);
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_EQ(one[0].tables.size(), pool.tables.size());
+  for (size_t t = 0; t < pool.tables.size(); ++t) {
+    EXPECT_EQ(one[0].tables[t], static_cast<int>(t));
+    EXPECT_EQ(one[0].dims[t], pool.tables[t].dim);
+  }
   const std::string path = dir.file("tasks.json");
   save_tasks(path, pool_dir, tasks);
   std::string back_pool;

@@ -1,12 +1,14 @@
-// The CUDA TBE operator against the scalar reference (tbe_forward_ref,
-// tbe_backward_update_ref) on random problems with fixed seeds: dims,
-// pooling modes, weights, optimizers, duplicates, many tables, bad indices.
+// The CUDA TBE operator against the scalar reference (tbe_forward_ref, and
+// tbe_backward_update_ref's steps summed in double) on random problems with
+// fixed seeds: dims, pooling modes, weights, optimizers, duplicates, many
+// tables, bad indices.
 // Guards past every device buffer a kernel writes (output, weights,
 // momentum) must survive. Every test is skipped, saying why, without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <utility>
 #include <string>
@@ -73,15 +75,52 @@ void expect_state(const CudaTbe& tbe, const Problem& p, const Problem::State& wa
   }
 }
 
+// The scalar reference's backward and update (tbe_backward_update_ref) with
+// each row's gradient summed in double: the kernel sums a hot row's
+// thousands of occurrences in chunks, in another order than the float
+// reference, and both are then within rounding of this one, not of each other.
+void backward_update_f64(const Problem& p, Problem::State& state, const OptimizerConfig& opt) {
+  int64_t total_dim = 0, column = 0;
+  for (const TableShape& shape : p.shapes) total_dim += shape.dim;
+  for (size_t t = 0; t < p.shapes.size(); ++t) {
+    const int dim = p.shapes[t].dim;
+    std::map<int64_t, std::vector<double>> grads;
+    for (int64_t b = 0; b < p.batch_size; ++b) {
+      const int64_t begin = p.offsets[t][b], end = p.offsets[t][b + 1];
+      const float* g = p.grad_output.data() + b * total_dim + column;
+      for (int64_t i = begin; i < end; ++i) {
+        std::vector<double>& acc = grads[p.indices[t][i]];
+        acc.resize(dim, 0.0);
+        const float scale = p.pooling == PoolingMode::kMean ? 1.0f / static_cast<float>(end - begin)
+                            : p.shapes[t].weighted          ? p.per_sample_weights[t][i]
+                                                            : 1.0f;
+        for (int d = 0; d < dim; ++d) acc[d] += static_cast<double>(scale * g[d]);
+      }
+    }
+    for (const auto& [row, grad] : grads) {
+      float* w = state.weights[t].data() + row * dim;
+      double step = opt.learning_rate;
+      if (opt.type == OptimizerType::kRowWiseAdagrad) {
+        double sum_sq = 0;
+        for (double x : grad) sum_sq += x * x;
+        const double m = state.momentum[t][row] + sum_sq / dim;
+        state.momentum[t][row] = static_cast<float>(m);
+        step = opt.learning_rate / (std::sqrt(m) + opt.eps);
+      }
+      for (int d = 0; d < dim; ++d) w[d] = static_cast<float>(w[d] - step * grad[d]);
+    }
+    column += dim;
+  }
+}
+
 // Two backward calls (the second reuses every scratch buffer) against two
 // reference calls.
 void check_backward(const Problem& p, const OptimizerConfig& opt, const std::string& what) {
   Problem::State ref = p.initial_state(), ours = p.initial_state();
-  const FusedBatch ref_batch = p.batch(ref);
   CudaTbe tbe(p.batch(ours), opt);
   tbe.set_grad_output(p.grad_output.data());
   for (int call = 0; call < 2; ++call) {
-    ASSERT_TRUE(tbe_backward_update_ref(ref_batch, p.grad_output.data(), opt).ok()) << what;
+    backward_update_f64(p, ref, opt);
     const Status s = tbe.backward_update();
     ASSERT_TRUE(s.ok()) << what << ": " << s.message();
     expect_state(tbe, p, ref, what + " call " + std::to_string(call));
@@ -187,6 +226,21 @@ TEST(CudaTbeBackward, ManyDuplicateIndices) {
   check_forward(p, "duplicates");
   check_backward(p, kSgd, "duplicates sgd");
   check_backward(p, kAdagrad, "duplicates adagrad");
+}
+
+// Rows with about as many occurrences as a backward chunk (kRunChunk, 256):
+// some summed by one warp, some split across chunks, hot runs side by side
+// and starting anywhere in a chunk.
+TEST(CudaTbeBackward, RowsNearTheHotThreshold) {
+  SKIP_WITHOUT_CUDA();
+  for (int dim : {1, 16, 129}) {
+    const Problem p =
+        make_problem({TableShape{80, dim, 40, false, 0.0}, TableShape{1, dim, 1, true, 0.5},
+                      TableShape{40, dim, 20, true, 0.0}},
+                     1000, PoolingMode::kSum, 300 + dim);
+    check_backward(p, kSgd, "near the threshold dim " + std::to_string(dim) + " sgd");
+    check_backward(p, kAdagrad, "near the threshold dim " + std::to_string(dim) + " adagrad");
+  }
 }
 
 TEST(CudaTbeFused, OneRowTablesSumEveryOccurrence) {
@@ -367,8 +421,9 @@ struct Owned {
   FusedBatch batch;
 };
 
+// Rows drawn uniformly, except that a `hot_share` of the lookups go to row 0.
 Owned uniform_batch(const std::vector<std::pair<int64_t, int>>& tables, int64_t batch_size,
-                    int pooling, uint64_t seed) {
+                    int pooling, uint64_t seed, double hot_share = 0.0) {
   Owned o;
   std::mt19937_64 rng(seed);
   o.batch.batch_size = batch_size;
@@ -382,7 +437,10 @@ Owned uniform_batch(const std::vector<std::pair<int64_t, int>>& tables, int64_t 
     o.offsets.emplace_back();
     o.indices.emplace_back();
     for (int64_t b = 0; b <= batch_size; ++b) o.offsets.back().push_back(b * pooling);
-    for (int64_t i = 0; i < batch_size * pooling; ++i) o.indices.back().push_back(row(rng));
+    std::bernoulli_distribution hot(hot_share);
+    for (int64_t i = 0; i < batch_size * pooling; ++i) {
+      o.indices.back().push_back(hot(rng) ? 0 : row(rng));
+    }
   }
   for (size_t t = 0; t < tables.size(); ++t) {
     TableBatch tb;
@@ -436,6 +494,12 @@ TEST(CudaTbeTiming, ReportsFiguresOnLargeTables) {
     for (int t = 0; t < 16; ++t) tables.emplace_back(250000, dims[t % 4]);
     const Owned o = uniform_batch(tables, 4096, 16, 2);
     report_step("16 tables 250K x {128,32,64,32}, B 4096, pooling 16", o.batch, d2d);
+  }
+  for (double hot_share : {0.0, 0.5}) {  // a hot row must not hold the backward up
+    const Owned o = uniform_batch({{2000000, 64}}, 16384, 32, 3, hot_share);
+    report_step(std::string("1 table 2M x 64, B 16384, pooling 32, ") +
+                    (hot_share > 0 ? "half the lookups on one row" : "uniform rows"),
+                o.batch, d2d);
   }
 }
 

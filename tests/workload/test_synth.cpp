@@ -10,6 +10,7 @@
 #include "embshard/util/file.h"
 #include "embshard/workload/stats.h"
 #include "embshard/workload/synth.h"
+#include "embshard/workload/table_specs.h"
 #include "test_util.h"
 
 namespace embshard {
@@ -175,6 +176,48 @@ TEST(Synth, TinyWorkloadsStayValid) {
     const WorkloadStats s = measure(w);
     EXPECT_EQ(s.num_indices, std::llround(target.avg_pooling_factor * 2 * batch));
   }
+}
+
+double tv_distance(const ReuseHistogram& a, const ReuseHistogram& b) {
+  double d = 0;
+  for (int k = 0; k < kReuseBins; ++k) d += std::fabs(a[k] - b[k]);
+  return d / 2;
+}
+
+// synth --spec: every table of a spec file, one for one, with its own rows,
+// dim, pooling factor, distinct rows and reuse histograms (the profile's
+// where the spec gives none), and the same bytes for the same seed. A table
+// with few lookups cannot hold the top reuse bins' rows: their lookups fold
+// into fewer rows, so its histogram is checked only past 200,000 lookups.
+TEST(Synth, FromSpecsFollowsEachTable) {
+  const Workload specs = parse_table_specs(R"({"batch_size": 4096, "profile": "2022", "tables": [
+      {"name": "user", "rows": 50000000, "dim": 128, "pooling_factor": 1},
+      {"name": "history", "rows": 2000000, "dim": 64, "pooling_factor": 80},
+      {"name": "query", "rows": 300000, "dim": 32, "pooling_factor": 20},
+      {"name": "tiny", "rows": 10, "dim": 4, "pooling_factor": 3}]})",
+                                           "specs.json");
+  const Workload w = synthesize_from_specs(specs, 5, 4, temp_dir("from_specs"));
+  const Workload loaded = load_workload(w.dir);
+  ASSERT_EQ(loaded.tables.size(), specs.tables.size());
+  EXPECT_EQ(loaded.batch_size, 4096);
+  TraceReader reader(loaded.trace_path());
+  for (size_t t = 0; t < specs.tables.size(); ++t) {
+    const TableSpec& want = specs.tables[t];
+    SCOPED_TRACE(want.name);
+    const TableTrace trace = reader.read_table(t);
+    validate_trace(trace, loaded.tables[t].rows, want.name);
+    const TableStats got = compute_table_stats(trace, loaded.tables[t].rows);
+    EXPECT_EQ(loaded.tables[t].name, want.name);
+    EXPECT_EQ(loaded.tables[t].rows, want.rows);
+    EXPECT_EQ(loaded.tables[t].dim, want.dim);
+    EXPECT_NEAR(got.pooling_factor(), want.pooling_factor, 0.001 * want.pooling_factor);
+    if (want.rows > 10) EXPECT_NEAR(got.unique_rows, want.unique_rows, 0.05 * want.unique_rows);
+    if (want.pooling_factor * 4096 > 200'000) {
+      EXPECT_LE(tv_distance(got.lookup_reuse(), want.lookup_reuse), 0.05);
+    }
+  }
+  const Workload again = synthesize_from_specs(specs, 5, 4, temp_dir("from_specs_again"));
+  EXPECT_EQ(read_file(w.trace_path()), read_file(again.trace_path()));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "embshard/util/error.h"
 #include "embshard/util/reporter.h"
 #include "embshard/workload/synth.h"
+#include "embshard/workload/table_specs.h"
 
 namespace embshard::cli {
 namespace {
@@ -17,7 +18,26 @@ struct SynthArgs {
   SynthOptions options;
   std::string out_dir;
   std::string stats_dir;  // "" = the statistics committed with the repo
+  std::string spec;       // table specs to follow, or ""
 };
+
+// Traces for the tables of a table-spec file: its rows, dims, pooling factors
+// and reuse statistics (its profile's where it gives none).
+void run_synth_from_specs(const SynthArgs& args, bool batch_given) {
+  const Workload specs =
+      load_table_specs(args.spec, args.options.profile, batch_given ? args.options.batch_size : 0);
+  Reporter& reporter = stderr_reporter();
+  Progress progress(reporter, "synth", specs.tables.size());
+  const auto on_table = [&progress](size_t t, size_t, const TableSpec& spec) {
+    progress.update(t + 1, fmt::format("{}: {} rows, dim {}, pooling {:.2f}", spec.name, spec.rows,
+                                       spec.dim, spec.pooling_factor));
+  };
+  synthesize_from_specs(specs, args.options.seed, args.options.index_bytes, args.out_dir, on_table);
+  progress.finish();
+  reporter.note(fmt::format("synth: {} tables x batch {} from {}: wrote {}/{} and {}/{}",
+                            specs.tables.size(), specs.batch_size, args.spec, args.out_dir,
+                            kTablesFile, args.out_dir, kTraceFile));
+}
 
 void run_synth(const SynthArgs& args) {
   validate_synth_options(args.options);
@@ -46,10 +66,16 @@ void add_synth_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "synth", "Generate a synthetic workload (tables + traces) calibrated to the published "
                "dlrm_datasets statistics");
-  cmd->add_option("--profile", args->options.profile, "Published statistics to match: 2021 | 2022")
-      ->required();
-  cmd->add_option("--tables", args->options.num_tables, "Number of tables")->required();
-  cmd->add_option("--batch", args->options.batch_size, "Batch size (bags per table)")->required();
+  CLI::Option* profile = cmd->add_option(
+      "--profile", args->options.profile,
+      "Published statistics to match: 2021 | 2022 (with --spec: for tables that give none)");
+  CLI::Option* tables = cmd->add_option("--tables", args->options.num_tables, "Number of tables");
+  CLI::Option* batch = cmd->add_option("--batch", args->options.batch_size,
+                                       "Batch size (bags per table; with --spec: the spec's)");
+  CLI::Option* spec = cmd->add_option(
+      "--spec", args->spec,
+      "Table specs (plan --tables's file) whose tables to generate, one for one, instead of "
+      "drawing tables");
   add_seed_option(cmd, args->options.seed, "Random seed (same seed, same bytes)");
   cmd->add_option("-o,--out", args->out_dir, "Output workload directory")->required();
   add_list_option(cmd, "--dims", args->options.dims, "Embedding dimensions to draw from");
@@ -69,7 +95,17 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--stats-dir", args->stats_dir,
                   "Directory of the published statistics files (default: data/published "
                   "under the data root, the shipped files)");
-  cmd->callback([args] { run_synth(*args); });
+  for (const char* name : {"--tables", "--dims", "--huge-tables", "--huge-rows", "--hot-tables",
+                           "--hot-pooling", "--stats-dir"}) {
+    spec->excludes(name);
+  }
+  cmd->callback([args, profile, tables, batch, spec] {
+    if (!spec->empty()) return run_synth_from_specs(*args, !batch->empty());
+    for (const CLI::Option* o : {profile, tables, batch}) {
+      ES_CHECK(!o->empty(), "synth: {} is required (or --spec FILE)", o->get_name());
+    }
+    run_synth(*args);
+  });
 }
 
 }  // namespace embshard::cli

@@ -47,6 +47,13 @@ void add_tasks_command(CLI::App& app) {
   cmd->add_option("--count", t->options.count, "Tasks")->capture_default_str();
   cmd->add_flag("--oversized", t->options.oversized,
                 "Keep tables larger than a device at their dim (they must be split)");
+  cmd->add_flag("--whole-pool", t->options.whole_pool,
+                "One task instead: every pool table at its own dim (a user's tables, e.g. from "
+                "synth --spec)")
+      ->excludes("--tables")
+      ->excludes("--dims")
+      ->excludes("--count")
+      ->excludes("--oversized");
   add_seed_option(cmd, t->options.seed, "Seed");
   cmd->add_option("-o,--out", t->out, "Task file to write")->required();
   cmd->callback([t] { run_tasks(*t); });

@@ -43,6 +43,9 @@ struct TaskGenOptions {
   // Keep tables larger than a device at their dim (they need splitting);
   // by default such tables are skipped, as NeuroShard's generator does.
   bool oversized = false;
+  // One task instead: every pool table at its own dim (a user's tables, from
+  // synth --spec), whatever their size.
+  bool whole_pool = false;
 };
 
 std::vector<EvalTask> generate_tasks(const Workload& pool, const TaskGenOptions& options);

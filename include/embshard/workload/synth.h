@@ -90,4 +90,14 @@ std::vector<TableSpec> write_synth_traces(const SynthPlan& plan, TraceWriter& wr
 Workload synthesize_workload(const SynthOptions& options, const PublishedStats& target,
                              const std::string& out_dir, const SynthProgress& progress = {});
 
+// A plan whose tables follow `specs` one for one (names, rows, dims, pooling
+// factors, distinct rows and reuse histograms, as table specs give them, at
+// their batch size): traces for tables a user describes, so that plans for
+// them can be measured. Each table's seed is mixed from `seed` as in plan_synth.
+SynthPlan plan_synth_from_specs(const Workload& specs, uint64_t seed, uint32_t index_bytes);
+
+// plan_synth_from_specs + write_synth_traces into `out_dir`.
+Workload synthesize_from_specs(const Workload& specs, uint64_t seed, uint32_t index_bytes,
+                               const std::string& out_dir, const SynthProgress& progress = {});
+
 }  // namespace embshard

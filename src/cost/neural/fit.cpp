@@ -177,7 +177,8 @@ nlohmann::json fitted_info(const FitOptions& o, const FitResult& r, const Comput
   return {{"from", o.model_dir},
           {"data", data.path},
           {"ground_truth", ground_truth_label(data.normalized)},
-          {"machine", machine_info()},
+          // The machine the files were measured on, which need not be this one.
+          {"machine", data.header.contains("machine") ? data.header["machine"] : machine_info()},
           {"log_scale", r.log_scale},
           {"power", r.power},
           {"batch_power", r.batch_power},
