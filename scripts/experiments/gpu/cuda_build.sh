@@ -1,4 +1,4 @@
-# Sourced by h100_pieces_and_hot_pools.sh and h200_fit.sh: a CUDA build of the
+# Sourced by h100_pieces_and_hot_pools.sh: a CUDA build of the
 # tree (embshard, test_tbe_cuda, test_executor_cuda) in build-cuda against
 # the Debian dependencies carried in build-devdeps (devdeps.sh), whose
 # libraries it puts on LD_LIBRARY_PATH. Needs ROOT (the repository root), R

@@ -11,8 +11,8 @@
 #   2. `eval --executor cuda` of the search and `torchrec` on the six-table
 #      example (examples/six_tables.json, traces by `synth --spec`) at 16
 #      devices of 40 GB, and on a never-seen task set at 8 devices;
-#   3. the never-seen pools of models/h200's figures (the seeds of
-#      h200_fit.sh), measured again with this kernel;
+#   3. the never-seen pools of models/h200's earlier figures (the same seeds,
+#      so the same shards), measured again with this kernel;
 #   4. training pools for this kernel: row blocks and replica slices at
 #      batches 16384 and 65536, hot and huge tables (`embshard fit --data` on
 #      the CPU machine fits models/h100 to them);
@@ -20,7 +20,9 @@
 # Everything lands in $OUT/k.tar.gz, rewritten after each step. (As first
 # run, `bench compute` took its default scale, anchors priced by the CPU
 # model, and refused every shard; a second call ran the pools alone, with
-# --scale window, as ONLY=pools does.)
+# --scale window, as `rm -rf build-dev/k/data; ONLY=pools` does, and a third
+# call, `ONLY=pools` on the same machine, resumed the training pools. A call
+# before them all found no data root: EMBSHARD_DATA_DIR is set since.)
 set -u
 ROOT=$PWD
 T0=$(date +%s)
