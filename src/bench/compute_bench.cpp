@@ -197,8 +197,21 @@ json set_file_scale(const Workload& workload, const ComputeBenchOptions& o, Exec
   a.dims = o.dims;
   a.timer = shard_timer_options(o);
   const std::string model_dir = neural_model_dir(o.model_dir);
-  const AnchorScale scale =
-      measure_anchor_scale(timer, load_neural_model(model_dir), model_dir, a, reporter);
+  const NeuralModel model = load_neural_model(model_dir);
+  // A model of another kind of executor prices the anchors in its units: a
+  // GPU's shards against a CPU model's would be refused as drift later.
+  const auto kind = [](const std::string& name) { return name.substr(0, name.find(' ')); };
+  const json& data = model.info.value("data", json::object());
+  const json& files = data.is_object() ? data.value("compute", json::array()) : json::array();
+  if (files.is_array() && !files.empty() && files[0].value("executor", json()).is_string()) {
+    const std::string model_executor = files[0]["executor"].get<std::string>();
+    ES_CHECK(kind(model_executor) == kind(executor.name()),
+             "bench compute: --scale anchors prices anchor shards with {}, measured on {}, but "
+             "this run measures on {}: pass --model with a model measured on {} (e.g. one "
+             "`embshard fit` made there), or --scale window",
+             model_dir, model_executor, executor.name(), kind(executor.name()));
+  }
+  const AnchorScale scale = measure_anchor_scale(timer, model, model_dir, a, reporter);
   timer.set_probe_reference(anchor_probe_reference(scale));
   return anchor_scale_json(scale, a);
 }

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "embshard/cost/measured_model.h"
+#include "embshard/search/replan.h"
 #include "embshard/util/error.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/units.h"
@@ -33,6 +34,12 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   // Fail on a bad name before any work.
   auto planner = create_planner(r.algo, r.planner);
   check_policy_use(r.algo, r.planner);
+  if (!r.replan_from.empty()) {
+    ES_CHECK(r.verify.candidates == 0,
+             "--from re-plans against the model; --verify measures "
+             "fresh searches: use one of them");
+    planner = make_replanner(std::move(planner), load_plan_file(r.replan_from), r.max_moves);
+  }
   int64_t each = r.mem_per_device_bytes;
   if (r.mem_bytes.empty() && each == 0) {
     each = default_device_capacity(r.workload.tables, r.devices);

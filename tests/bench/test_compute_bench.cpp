@@ -14,6 +14,7 @@
 #include "embshard/cost/cost_data.h"
 #include "embshard/util/statistics.h"
 #include "embshard/util/reporter.h"
+#include "embshard/util/data_dir.h"
 #include "embshard/util/error.h"
 #include "embshard/util/file.h"
 #include "embshard/util/record_file.h"
@@ -313,6 +314,21 @@ TEST(ComputeBench, ForeignFilesAndMissingDirectoriesFailFirst) {
   EXPECT_NE(testing::error_of([&] { run_compute_bench(o, silent_reporter()); })
                 .find("does not exist"),
             std::string::npos);
+}
+
+// Anchors priced by a GPU's model would put a CPU's shards in the GPU's units
+// (and a GPU's in a CPU model's): refused before anything is measured.
+TEST(ComputeBench, AnchorsOfAnotherExecutorsModelAreRefusedFirst) {
+  ScratchDir dir("compute_anchor_kind");
+  ComputeBenchOptions o = small_options(make_workload(dir, 3), dir.file("costs.jsonl"));
+  o.scale = ComputeBenchOptions::Scale::kAnchors;
+  o.model_dir = (std::filesystem::path(data_root()) / "models" / "h200").string();
+  const std::string e = testing::error_of([&] { run_compute_bench(o, silent_reporter()); });
+  EXPECT_NE(e.find("measured on cuda (NVIDIA H100 80GB HBM3), but this run measures on cpu"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("--scale window"), std::string::npos) << e;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("costs.jsonl")));
 }
 
 // kill -9 in the middle of a run loses at most the shard being measured; the

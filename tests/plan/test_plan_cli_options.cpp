@@ -27,6 +27,27 @@ TEST(PlanCliOptions, SizesTakeUnitsAndBadOutputPathsFailFirst) {
   EXPECT_EQ(bad_out.output.find("predicted cost"), std::string::npos) << bad_out.output;
 }
 
+// Re-planning: --from takes a plan file, --max-moves needs it, and the report
+// says what moved.
+TEST(PlanCliOptions, ReplanFromAPlanFile) {
+  testing::ScratchDir dir("plan_from");
+  const std::string old = dir.file("old.json");
+  ASSERT_EQ(testing::run_cli("plan --devices 4 --algo size_greedy --mem-per-device 3GB -o " + old)
+                .exit_code,
+            0);
+  const auto r = testing::run_cli("plan --devices 4 --mem-per-device 3GB --from " + old +
+                                  " --max-moves 3 -o " + dir.file("new.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("re-planned from " + old + ": "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("moved (at most 3)"), std::string::npos) << r.output;
+  const auto alone = testing::run_cli("plan --devices 4 --max-moves 3");
+  EXPECT_NE(alone.exit_code, 0);
+  EXPECT_NE(alone.output.find("--max-moves requires --from"), std::string::npos) << alone.output;
+  const auto missing = testing::run_cli("plan --devices 4 --from " + dir.file("none.json"));
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("none.json"), std::string::npos) << missing.output;
+}
+
 // Every list option refuses an empty item, which CLI11's delimiter would
 // drop, and an item that is not of its kind, naming the option; refused
 // before any work (synth writes no workload).

@@ -181,6 +181,13 @@ void add_plan_command(CLI::App& app) {
                   "Write the iteration per device as a Chrome/Perfetto trace (measured with "
                   "--verify, else predicted)");
   cmd->add_flag("--verbose", a->verbose, "Also print one row per table");
+  cmd->add_option("--from", r.replan_from,
+                  "Re-plan: improve this plan file (the tables matched by name) instead of "
+                  "planning afresh");
+  cmd->add_option("--max-moves", r.max_moves,
+                  "With --from: change at most this many of its tables (default: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->needs("--from");
   cmd->add_flag("--explain", r.explain,
                 "Say why: each table's decision (whole, split, replicated; where) against its "
                 "best single alternative, both predicted as whole plans");

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,10 @@ struct PlanRequest {
   // CLI's default).
   VerifyOptions verify = {.rounds = 3, .fresh_passes = 2, .rivals = {"torchrec"}};
   bool explain = false;  // each table's decision against its best alternative
+  // Re-planning (replan.h): start from this plan file ("": plan afresh) and
+  // move at most `max_moves` of its tables.
+  std::string replan_from;
+  int max_moves = std::numeric_limits<int>::max();
 };
 
 struct PlanOutcome {
