@@ -95,11 +95,13 @@ __device__ __forceinline__ void store_io(float* row, int v, int vector_io, const
   row[4 * v + 3] = a.w;
 }
 
-// The last t with begin[t] <= x (begin is non-decreasing, begin[0] == 0).
-__device__ __forceinline__ int find_table(const int64_t* begin, int num_tables, int64_t x) {
-  int lo = 0, hi = num_tables - 1;
+// The last i < count with begin[i] <= x (begin is non-decreasing,
+// begin[0] <= x): a table by its first warp or row, a run by its start.
+template <typename T>
+__device__ __forceinline__ int last_at_or_below(const T* begin, int count, T x) {
+  int lo = 0, hi = count - 1;
   while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
+    const int mid = lo + (hi - lo + 1) / 2;
     if (begin[mid] <= x) {
       lo = mid;
     } else {
@@ -107,6 +109,10 @@ __device__ __forceinline__ int find_table(const int64_t* begin, int num_tables, 
     }
   }
   return lo;
+}
+
+__device__ __forceinline__ int find_table(const int64_t* begin, int num_tables, int64_t x) {
+  return last_at_or_below(begin, num_tables, x);
 }
 
 // The same expression as detail::mean_scale, so both round alike.
@@ -272,20 +278,6 @@ __device__ void update_row(const DeviceBatch& b, const DeviceTable& table, int64
   __syncwarp();  // the next run reuses `grad`
 }
 
-// The run (segment) holding sorted position p: the last start <= p.
-__device__ __forceinline__ int32_t run_holding(const int32_t* run_starts, int32_t runs, int32_t p) {
-  int32_t lo = 0, hi = runs - 1;
-  while (lo < hi) {
-    const int32_t mid = (lo + hi + 1) / 2;
-    if (run_starts[mid] <= p) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return lo;
-}
-
 __device__ __forceinline__ void atomic_add(float* a, float x) { atomicAdd(a, x); }
 __device__ __forceinline__ void atomic_add(float4* a, const float4& x) {
   float* f = reinterpret_cast<float*>(a);
@@ -346,14 +338,14 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int32_t runs = *num_runs;
   const int32_t first = static_cast<int32_t>(chunk * kRunChunk);
   const int32_t last = n - first > kRunChunk ? first + kRunChunk : n;  // exclusive
-  int32_t r = run_holding(run_starts, runs, first);
+  int32_t r = last_at_or_below(run_starts, runs, first);
   int32_t begin = run_starts[r], end = r + 1 < runs ? run_starts[r + 1] : n;
   if (end - begin > kRunChunk) {
     add_hot_part(b, keys, values, first, end < last ? end : last,
                  hot_grads + (begin / kRunChunk) * stride, lane);
   }
   if (end >= last) return;
-  r = run_holding(run_starts, runs, last - 1);
+  r = last_at_or_below(run_starts, runs, last - 1);
   begin = run_starts[r];
   end = r + 1 < runs ? run_starts[r + 1] : n;
   if (end - begin > kRunChunk) {

@@ -1,5 +1,6 @@
 // embshard plan: shard a workload's tables across devices and show the plan.
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -186,7 +187,7 @@ void add_plan_command(CLI::App& app) {
                   "planning afresh");
   cmd->add_option("--max-moves", r.max_moves,
                   "With --from: change at most this many of its tables (default: no limit)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()))
       ->needs("--from");
   cmd->add_flag("--explain", r.explain,
                 "Say why: each table's decision (whole, split, replicated; where) against its "
