@@ -5,10 +5,12 @@ module turns the caller's tables into table-spec JSON, and the plan JSON the
 library returns into Plan, Table, Shard and Device objects.
 """
 
+import contextlib
 import dataclasses
 import json
 import logging
 import os
+import tempfile
 from collections.abc import Mapping
 
 from . import plan_file
@@ -226,10 +228,28 @@ def _type_list(sharding_types):
     return ",".join(names)
 
 
+@contextlib.contextmanager
+def _plan_path(from_plan):
+    """The path of the plan to re-plan from ("" for none): a Plan is written
+    to a temporary file for the call."""
+    if from_plan is None:
+        yield ""
+    elif isinstance(from_plan, (str, os.PathLike)):
+        yield os.fspath(from_plan)
+    elif isinstance(from_plan, Plan):
+        with tempfile.TemporaryDirectory(prefix="embshard_from_") as folder:
+            path = os.path.join(folder, "plan.json")
+            from_plan.save(path)
+            yield path
+    else:
+        raise EmbshardError(f"from_plan is a {type(from_plan).__name__}, expected a Plan or the "
+                            "path of a plan file")
+
+
 def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None,
          algo="neuroshard", cost_model="neural", model=None, sharding_types=None, pins=None,
          no_split=None, split_dims=None, profile="2021", calibration=None, explain=True,
-         **options):
+         from_plan=None, max_moves=None, **options):
     """Plans how to shard `tables` over `devices` devices; returns a Plan.
 
     tables: a list of table dicts in the table-spec format ({"name", "rows",
@@ -264,6 +284,9 @@ def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None
     split_dims: column widths splits may make (a list, or one width).
     explain: also work out each table's decision against its best
         alternative (Plan.explain()); False saves that time on big tasks.
+    from_plan, max_moves: re-plan: start from this Plan (or plan file) and
+        change at most `max_moves` of its tables (None: no limit), as
+        `embshard plan --from --max-moves` does.
     options: the search's options: seed, beam_width, max_steps, candidates,
         grid_steps, scan_patience, screen_keep, step_patience, uncertainty,
         threads (0: one per hardware thread), policy (dreamshard, autoshard).
@@ -278,14 +301,20 @@ def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None
         _integer(batch_size, "batch_size", 1, INT64_MAX)
     tables_json, tables_path, batch = _table_input(tables, samples, profile, batch_size)
     each, sizes = _memory(mem_per_device, devices)
-    plan_json, report, report_per_table, explanation = _native().plan(
-        tables_json=tables_json, tables_path=tables_path, source="tables", profile=profile,
-        batch_size=batch, devices=devices, mem_per_device_bytes=each, mem_bytes=sizes,
-        algo=algo, cost_model=cost_model, model_dir=os.fspath(model) if model else "",
-        calibration=os.fspath(calibration) if calibration else "",
-        pins=_pins(pins), no_split=_table_names(no_split, "no_split"),
-        sharding_types=_type_list(sharding_types), split_dims=_widths(split_dims),
-        planner=_options(options), explain=bool(explain), log=_log)
+    if max_moves is not None:
+        if from_plan is None:
+            raise EmbshardError("max_moves needs from_plan (the plan to re-plan)")
+        _integer(max_moves, "max_moves", 0, INT_MAX)
+    with _plan_path(from_plan) as replan_from:
+        plan_json, report, report_per_table, explanation = _native().plan(
+            tables_json=tables_json, tables_path=tables_path, source="tables", profile=profile,
+            batch_size=batch, devices=devices, mem_per_device_bytes=each, mem_bytes=sizes,
+            algo=algo, cost_model=cost_model, model_dir=os.fspath(model) if model else "",
+            calibration=os.fspath(calibration) if calibration else "",
+            pins=_pins(pins), no_split=_table_names(no_split, "no_split"),
+            sharding_types=_type_list(sharding_types), split_dims=_widths(split_dims),
+            planner=_options(options), explain=bool(explain), replan_from=replan_from,
+            max_moves=INT_MAX if max_moves is None else max_moves, log=_log)
     return Plan(json.loads(plan_json), report, report_per_table, explanation if explain else None)
 
 

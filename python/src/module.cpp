@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -167,7 +168,7 @@ py::tuple plan_binding(std::optional<std::string> tables_json,
                        const std::vector<std::pair<std::string, int>>& pins,
                        std::vector<std::string> no_split, const std::string& sharding_types,
                        std::vector<int> split_dims, const py::dict& planner, bool explain,
-                       py::object log) {
+                       const std::string& replan_from, int max_moves, py::object log) {
   Tables tables{std::move(tables_json), std::move(tables_path), source, profile, batch_size};
   PlanRequest r;
   r.devices = devices;
@@ -187,6 +188,8 @@ py::tuple plan_binding(std::optional<std::string> tables_json,
     set_planner_option(r.planner, name.cast<std::string>(), value);
   }
   r.explain = explain;
+  r.replan_from = replan_from;
+  r.max_moves = max_moves;
   const PlanTexts t = plan(tables, std::move(r), std::move(log));
   return py::make_tuple(t.plan_json, t.report, t.report_per_table, t.explain);
 }
@@ -220,12 +223,12 @@ PYBIND11_MODULE(_embshard, m) {
         py::arg("tables_path") = py::none(), py::arg("source") = "tables",
         py::arg("profile") = "2021", py::arg("batch_size") = 0, py::arg("devices"),
         py::arg("mem_per_device_bytes") = 0, py::arg("mem_bytes") = std::vector<int64_t>{},
-        py::arg("algo") = "neuroshard", py::arg("cost_model") = "neural",
-        py::arg("model_dir") = "", py::arg("calibration") = "",
-        py::arg("pins") = std::vector<std::pair<std::string, int>>{},
+        py::arg("algo") = "neuroshard", py::arg("cost_model") = "neural", py::arg("model_dir") = "",
+        py::arg("calibration") = "", py::arg("pins") = std::vector<std::pair<std::string, int>>{},
         py::arg("no_split") = std::vector<std::string>{}, py::arg("sharding_types") = "",
         py::arg("split_dims") = std::vector<int>{}, py::arg("planner") = py::dict(),
-        py::arg("explain") = false, py::arg("log") = py::none(),
+        py::arg("explain") = false, py::arg("replan_from") = "",
+        py::arg("max_moves") = std::numeric_limits<int>::max(), py::arg("log") = py::none(),
         "Plans tables (table-spec JSON text, a table-spec file or workload folder, or neither: "
         "the built-in default workload) without the GIL; returns (plan JSON, report, report "
         "with a row per table, explanation). log(kind, text) receives notes and progress.");

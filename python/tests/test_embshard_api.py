@@ -66,6 +66,26 @@ class SixTables(unittest.TestCase):
         # user_id (51.6 GB) fits no 40 GB device whole.
         self.assertGreater(len(p.tables["user_id"].shards), 1)
 
+    def test_replan_from_a_plan_object_or_file(self):
+        grown = copy.deepcopy(SIX_TABLES["tables"])
+        grown[2]["rows"] *= 2  # history
+        for source in ("object", "file"):
+            with self.subTest(source), tempfile.TemporaryDirectory() as folder:
+                old = self.plan
+                if source == "file":
+                    old = os.path.join(folder, "old.json")
+                    self.plan.save(old)
+                p = embshard.plan(grown, devices=16, mem_per_device="40GB", batch_size=65536,
+                                  from_plan=old, max_moves=2, explain=False)
+                self.assertIn("re-planned from ", p.report())
+                self.assertIn("moved (at most 2)", p.report())
+        with self.assertRaisesRegex(embshard.EmbshardError, "max_moves needs from_plan"):
+            plan_six(max_moves=1)
+        with self.assertRaisesRegex(embshard.EmbshardError, "from_plan is a int"):
+            plan_six(from_plan=3)
+        with self.assertRaisesRegex(embshard.EmbshardError, "max_moves is -1"):
+            plan_six(from_plan=self.plan, max_moves=-1)
+
     def test_costs_and_texts(self):
         p = self.plan
         self.assertGreater(p.lower_bound_ms, 0)
