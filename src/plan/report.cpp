@@ -2,6 +2,7 @@
 #include "embshard/plan/report.h"
 
 #include <algorithm>
+#include <numeric>
 #include <map>
 #include <cmath>
 #include <limits>
@@ -405,12 +406,28 @@ std::string sharding_type_summary(const PlanTask& task, const Plan& plan) {
   return out;
 }
 
-std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_table) {
-  std::string out;
-  if (per_table) add_table_rows(task, r, out);
+namespace {
+
+// Reports of many devices show this many rows, the costliest, unless asked
+// for every device.
+constexpr int kDeviceRowsShown = 16;
+
+// A row per device; past 2 x kDeviceRowsShown devices (and unless `all`), the
+// costliest kDeviceRowsShown and a line summing up the rest.
+std::string device_rows(const PlanTask& task, const PlanResult& r, bool all) {
   TextTable table({"device", "memory GB", "memory %", "compute ms", "fwd comm ms", "bwd comm ms",
                    "total ms", "floor ms", "shards", "dim sum", "input MB", "output MB"});
-  for (int d = 0; d < task.num_devices(); ++d) {
+  const int n = task.num_devices();
+  std::vector<int> shown(n);
+  std::iota(shown.begin(), shown.end(), 0);
+  const bool cut = !all && n > 2 * kDeviceRowsShown;
+  if (cut) {
+    std::stable_sort(shown.begin(), shown.end(), [&](int a, int b) {
+      return r.predicted.devices[a].total_ms() > r.predicted.devices[b].total_ms();
+    });
+    shown.resize(kDeviceRowsShown);
+  }
+  for (int d : shown) {
     const DeviceCosts& c = r.predicted.devices[d];
     table.add_row({fmt::format("{}{}", d, d == r.predicted.critical_device ? " *" : ""),
                    fmt::format("{:.3f}", c.memory_bytes / 1e9),
@@ -422,7 +439,31 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
                    fmt::format("{:.2f}", c.input_bytes / 1e6),
                    fmt::format("{:.2f}", c.output_bytes / 1e6)});
   }
-  out += table.render();
+  std::string out = table.render();
+  if (!cut) return out;
+  std::vector<double> total, memory;
+  for (int d = 0; d < n; ++d) {
+    total.push_back(r.predicted.devices[d].total_ms());
+    memory.push_back(100.0 * r.predicted.devices[d].memory_bytes / task.device_mem_bytes[d]);
+  }
+  const auto range = [](std::vector<double> v, const char* format) {
+    std::sort(v.begin(), v.end());
+    return fmt::format("{} / {} / {}", fmt::format(fmt::runtime(format), v.front()),
+                       fmt::format(fmt::runtime(format), v[v.size() / 2]),
+                       fmt::format(fmt::runtime(format), v.back()));
+  };
+  return out + fmt::format(
+                   "the {} costliest of {} devices; all of them, min / median / max: total ms "
+                   "{}, memory % {} (--verbose: every device)\n",
+                   kDeviceRowsShown, n, range(total, "{:.3f}"), range(memory, "{:.1f}"));
+}
+
+}  // namespace
+
+std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_table) {
+  std::string out;
+  if (per_table) add_table_rows(task, r, out);
+  out += device_rows(task, r, per_table);
   out += fmt::format(
       "plan {} with cost model {}: {} on {}, batch {}\n"
       "cost model measured on: {}\n"

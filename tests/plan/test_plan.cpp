@@ -2,6 +2,8 @@
 // plan command's handling of bad input.
 #include <gtest/gtest.h>
 
+#include <cctype>
+
 #include <sstream>
 
 #include <cmath>
@@ -187,6 +189,31 @@ TEST(PlanJson, HasTorchRecShapeAndPredictions) {
   }
   EXPECT_DOUBLE_EQ(worst, p["cost_ms"].get<double>());
   EXPECT_NEAR(p["imbalance_ms"]["max_over_mean"].get<double>(), p["imbalance"].get<double>(), 1e-9);
+}
+
+// Past 32 devices the report shows the 16 costliest (the critical one among
+// them) and sums up the rest; --verbose shows every device.
+TEST(PlanJson, ManyDevicesShowTheCostliest) {
+  const PlanTask task = testing::random_task(60, 40, 1.3, 4);
+  testing::ToyCostModel model;
+  auto planner = create_planner("size_greedy", {});
+  const PlanResult r = make_plan(*planner, task, model);
+  const auto rows = [](const std::string& report) {
+    int n = 0;
+    for (size_t at = report.find("\n"); at != std::string::npos; at = report.find("\n", at + 1)) {
+      n += std::isdigit(static_cast<unsigned char>(report[at + 1])) != 0 &&
+           report.find("  ", at + 1) < report.find("\n", at + 1);
+    }
+    return n;
+  };
+  const std::string brief = plan_report(task, r, false);
+  EXPECT_EQ(rows(brief), 16) << brief;
+  EXPECT_NE(brief.find(fmt::format("\n{} *", r.predicted.critical_device)), std::string::npos);
+  EXPECT_NE(brief.find("the 16 costliest of 40 devices"), std::string::npos) << brief;
+  double lowest = 1e300;
+  for (const DeviceCosts& c : r.predicted.devices) lowest = std::min(lowest, c.total_ms());
+  EXPECT_NE(brief.find(fmt::format("total ms {:.3f} / ", lowest)), std::string::npos) << brief;
+  EXPECT_GE(rows(plan_report(task, r, true)), 40);
 }
 
 // The report and picture of the same plan: the verbose table's shards and

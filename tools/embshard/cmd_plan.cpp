@@ -181,7 +181,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--trace", a->trace,
                   "Write the iteration per device as a Chrome/Perfetto trace (measured with "
                   "--verify, else predicted)");
-  cmd->add_flag("--verbose", a->verbose, "Also print one row per table");
+  cmd->add_flag("--verbose", a->verbose, "Also print one row per table, and every device past 32");
   cmd->add_option("--from", r.replan_from,
                   "Re-plan: improve this plan file (the tables matched by name) instead of "
                   "planning afresh");
