@@ -83,8 +83,10 @@ std::string legend(double x, double y, bool floors) {
 
 std::string plan_svg(const PlanTask& task, const PlanResult& r) {
   const int n = task.num_devices();
-  const double bar = std::clamp(600.0 / n, 6.0, 48.0);
-  const double step = bar * 1.4;
+  // Up to 100 devices, bars of 6-48 px with gaps; past them, bars side by side
+  // in about 1,000 px (at least 1 px each), so that 1,024 devices still fit a screen.
+  const double bar = n <= 100 ? std::clamp(600.0 / n, 6.0, 48.0) : std::max(1.0, 1000.0 / n);
+  const double step = n <= 100 ? bar * 1.4 : bar;
   const std::string title =
       fmt::format("{}: {} on {}, predicted {:.3f} ms, gap to bound {:.1f}%", r.algorithm,
                   count_of(task.num_tables(), "table"), count_of(n, "device"),

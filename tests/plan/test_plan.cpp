@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cstdio>
 
 #include <sstream>
 
@@ -214,6 +215,22 @@ TEST(PlanJson, ManyDevicesShowTheCostliest) {
   for (const DeviceCosts& c : r.predicted.devices) lowest = std::min(lowest, c.total_ms());
   EXPECT_NE(brief.find(fmt::format("total ms {:.3f} / ", lowest)), std::string::npos) << brief;
   EXPECT_GE(rows(plan_report(task, r, true)), 40);
+}
+
+// The picture of 1,024 devices fits a screen: bars side by side, a label
+// every 64 devices.
+TEST(PlanJson, PictureOfManyDevicesFitsAScreen) {
+  const PlanTask task = testing::random_task(1100, 1024, 1.5, 6);
+  testing::ToyCostModel model;
+  auto planner = create_planner("size_greedy", {});
+  const std::string svg = plan_svg(task, make_plan(*planner, task, model));
+  int width = 0;
+  ASSERT_EQ(
+      std::sscanf(svg.c_str(), "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\"", &width),
+      1);
+  EXPECT_LE(width, 1300);
+  EXPECT_NE(svg.find("device 1023 compute"), std::string::npos);
+  EXPECT_NE(svg.find(">960</text>"), std::string::npos);
 }
 
 // The report and picture of the same plan: the verbose table's shards and
