@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include "embshard/plan/plan.h"
 #include "embshard/search/planning.h"
 #include "embshard/util/error.h"
@@ -22,7 +24,25 @@
 namespace embshard {
 namespace {
 
+// Resets the process's peak resident memory to its current one; false where
+// the kernel does not allow it (the peak is then the process's so far).
+bool reset_peak_rss() {
+  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (f == nullptr) return false;
+  const bool ok = std::fputs("5", f) >= 0;
+  return std::fclose(f) == 0 && ok;
+}
+
 double peak_rss_mb() {
+  if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    long kb = -1;
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      if (std::sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
+    }
+    std::fclose(f);
+    if (kb >= 0) return kb / 1024.0;
+  }
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return u.ru_maxrss / 1024.0;  // Linux: kilobytes
@@ -83,6 +103,40 @@ PlanTask bench_task(int tables, int devices, const PlanBenchOptions& o) {
                    constraints);
 }
 
+// One planner's runs at one size: the median search time, the last run's
+// plan, and the peak memory while they ran.
+PlanBenchRow bench_one(const PlanTask& task, const std::string& model_name, const std::string& algo,
+                       const PlanBenchOptions& o, Reporter& reporter) {
+  const bool reset = reset_peak_rss();
+  std::vector<double> seconds;
+  PlanResult last;
+  uint64_t calls = 0;
+  for (int r = 0; r < o.repeats; ++r) {
+    // A fresh model per run: nothing cached from the previous run.
+    CostModelOptions mo;
+    mo.model_dir = o.model_dir;
+    mo.batch_size = task.batch_size;
+    CostModel model = open_cost_model(model_name, mo, r == 0 ? reporter : silent_reporter());
+    const auto counting = std::make_shared<CountingCompute>(model.compute);
+    model.compute = counting;
+    last = plan_task(task, algo, o.planner, model);
+    seconds.push_back(last.search_s);
+    calls = counting->calls();
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return {task.num_tables(),
+          task.num_devices(),
+          last.cost_model,
+          algo,
+          seconds[seconds.size() / 2],
+          seconds.front(),
+          last.predicted.cost_ms,
+          last.gap(),
+          calls,
+          peak_rss_mb(),
+          reset};
+}
+
 }  // namespace
 
 std::vector<PlanBenchRow> run_plan_bench(const PlanBenchOptions& o, Reporter& reporter) {
@@ -92,7 +146,13 @@ std::vector<PlanBenchRow> run_plan_bench(const PlanBenchOptions& o, Reporter& re
            "even share: below 1 the tables cannot fit)",
            o.mem_slack);
   for (const std::string& size : o.sizes) parse_size(size);
-  check_policy_use(o.algo, o.planner);
+  ES_CHECK(!o.algos.empty(), "bench plan: --algo names no planner");
+  for (const std::string& algo : o.algos) {
+    ES_CHECK(std::ranges::find(planner_names(), algo) != planner_names().end(),
+             "bench plan: --algo '{}' is no planner (one of: {})", algo,
+             fmt::join(planner_names(), ", "));
+    check_policy_use(algo, o.planner);
+  }
   for (const std::string& name : o.cost_models) {
     ES_CHECK(name != "measured",
              "bench plan: --cost-models measured executes a workload's traces, and bench plan's "
@@ -104,25 +164,10 @@ std::vector<PlanBenchRow> run_plan_bench(const PlanBenchOptions& o, Reporter& re
     for (const std::string& size : o.sizes) {
       const auto [tables, devices] = parse_size(size);
       const PlanTask task = bench_task(tables, devices, o);
-      std::vector<double> seconds;
-      PlanResult last;
-      uint64_t calls = 0;
-      for (int r = 0; r < o.repeats; ++r) {
-        // A fresh model per run: nothing cached from the previous run.
-        CostModelOptions mo;
-        mo.model_dir = o.model_dir;
-        mo.batch_size = task.batch_size;
-        CostModel model = open_cost_model(model_name, mo, r == 0 ? reporter : silent_reporter());
-        const auto counting = std::make_shared<CountingCompute>(model.compute);
-        model.compute = counting;
-        last = plan_task(task, o.algo, o.planner, model);
-        seconds.push_back(last.search_s);
-        calls = counting->calls();
+      for (const std::string& algo : o.algos) {
+        rows.push_back(bench_one(task, model_name, algo, o, reporter));
+        reporter.note(fmt::format("bench plan: {} {} {} done", model_name, size, algo));
       }
-      std::sort(seconds.begin(), seconds.end());
-      rows.push_back({tables, devices, last.cost_model, o.algo, seconds[seconds.size() / 2],
-                      seconds.front(), last.predicted.cost_ms, last.gap(), calls, peak_rss_mb()});
-      reporter.note(fmt::format("bench plan: {} {} done", model_name, size));
     }
   }
   return rows;
@@ -144,11 +189,16 @@ std::string plan_bench_report(const std::vector<PlanBenchRow>& rows, const PlanB
              "search parameters: beam width {}, max steps {} (step patience {}), "
              "candidates {}, grid steps {} (screen: the parent's cap, keep {} x beam width), "
              "scan patience {}; {} search thread(s); memory {:.2f} x an even share; {} "
-             "run(s) per size; peak RSS is the whole process's so far\n",
+             "run(s) per size; peak RSS {}\n",
              o.planner.budget.beam_width, o.planner.budget.max_steps,
              o.planner.budget.step_patience, o.planner.budget.candidates,
              o.planner.budget.grid_steps, o.planner.budget.screen_keep,
-             o.planner.budget.scan_patience, threads, o.mem_slack, o.repeats);
+             o.planner.budget.scan_patience, threads, o.mem_slack, o.repeats,
+             std::all_of(rows.begin(), rows.end(),
+                         [](const PlanBenchRow& r) { return r.peak_reset; })
+                 ? "the process's during each row's runs (its peak reset before them; the "
+                   "tables and model count in it)"
+                 : "the whole process's so far");
 }
 
 }  // namespace embshard

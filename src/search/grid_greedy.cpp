@@ -18,10 +18,12 @@ CostCache::CostCache(int log2_entries) {
 }
 
 void Layout::reset(int devices, size_t pieces, size_t state_size, size_t groups) {
+  // A model with an incremental state costs from it: no lists of ids (at
+  // 10,000 pieces x 1,024 devices their reserve alone was 40 MB a layout).
   ids.resize(devices);
   for (auto& v : ids) {
     v.clear();
-    v.reserve(pieces + 1);
+    if (state_size == 0) v.reserve(pieces + 1);
   }
   key.assign(devices, 0);
   mem_bytes.assign(devices, 0);
@@ -57,8 +59,9 @@ void Layout::place(size_t index, int d, const Piece& p, double fused_ms,
                    const ComputeModel& model) {
   if (const size_t n = state.size() / ids.size(); n > 0) {
     model.add_to_state(p.id, std::span<double>(state.data() + d * n, n));
+  } else {
+    ids[d].push_back(p.id);
   }
-  ids[d].push_back(p.id);
   key[d] += piece_key(p.id);
   mem_bytes[d] += p.mem_bytes;
   if (!p.replica) dim_sum[d] += p.cols;

@@ -65,7 +65,8 @@ class CostCache {
 
 // One greedy placement in progress.
 struct Layout {
-  std::vector<std::vector<int>> ids;  // per device: piece ids (one spare slot)
+  // Per device: piece ids (one spare slot); empty where the model has a state.
+  std::vector<std::vector<int>> ids;
   std::vector<uint64_t> key;          // per device: multiset hash of ids
   std::vector<int64_t> mem_bytes;
   std::vector<double> dim_sum;        // every piece's columns but replicas' (the caps')

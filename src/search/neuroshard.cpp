@@ -504,6 +504,25 @@ std::vector<Plan> NeuroShardPlanner::plan_candidates(const PlanTask& task, Shard
       return place_start(task, std::move(pieces), st, count);
     };
     start = placed(std::move(pieces));
+    // Where the even share needs more halvings than the beam has steps (it
+    // halves one piece a step), the beams start from them (split_to_share)
+    // if that rates cheaper than the start with as many halvings as the beam
+    // has steps, the costliest pieces first (what its steps can reach; where
+    // they can reach as cheap a plan, the halvings crowd the start's own
+    // lineage out of the beam, and it ends dearer).
+    if (std::vector<Piece> split = search::split_to_share(task, costs, start.pieces);
+        split.size() > start.pieces.size() + options_.budget.max_steps &&
+        search::types_allowed(task, split)) {
+      const size_t halvings = split.size() - start.pieces.size();
+      const std::vector<Piece> reach =
+          search::split_to_share(task, costs, start.pieces, options_.budget.max_steps);
+      BeamState shared = placed(std::move(split));
+      if (shared.cost_ms < std::min(start.cost_ms, placed(reach).cost_ms)) {
+        start = std::move(shared);
+        summary_ += fmt::format("{}from {} halvings of the pieces over the even share",
+                                summary_.empty() ? "" : "; ", halvings);
+      }
+    }
     // The beams in order (Phase).
     const bool wider = task.types.any_row_split() || task.types.allows(ShardingType::kDataParallel);
     st.halvings_work = 0;

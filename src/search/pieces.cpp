@@ -172,6 +172,48 @@ std::vector<Piece> initial_pieces(const PlanTask& task, ShardCosts& costs, Fit f
   return pieces;
 }
 
+std::vector<Piece> split_to_share(const PlanTask& task, ShardCosts& costs,
+                                  const std::vector<Piece>& pieces, int max_halvings) {
+  if (!task.types.allows(ShardingType::kColumnWise)) return pieces;
+  double share = 0;
+  for (const Piece& p : pieces) share += p.replica ? 0.0 : p.single_ms;
+  share /= task.num_devices();
+  // Some device holds each such piece's narrowest half or more: no plan of
+  // halvings costs less, and halving below the costliest of them only adds work.
+  double line = share;
+  for (const Piece& p : pieces) {
+    if (p.full_rows() && p.single_ms > share && task.splittable(p.table)) {
+      int cols = p.cols;
+      while (task.split.can_halve(cols)) cols /= 2;
+      line = std::max(line, make_piece(task, costs, p.table, cols).single_ms);
+    }
+  }
+  const auto over = [&](const Piece& p) {
+    return p.full_rows() && p.single_ms > line && task.splittable(p.table);
+  };
+  // The costliest first (a heap by cost alone), while any halvings are left.
+  const auto cheaper = [](const Piece& a, const Piece& b) { return a.single_ms < b.single_ms; };
+  std::vector<Piece> out, todo;
+  for (const Piece& p : pieces) (over(p) ? todo : out).push_back(p);
+  std::make_heap(todo.begin(), todo.end(), cheaper);
+  for (int left = max_halvings; !todo.empty();) {
+    std::pop_heap(todo.begin(), todo.end(), cheaper);
+    const Piece p = todo.back();
+    todo.pop_back();
+    if (left != 0 && p.single_ms > line && task.split.can_halve(p.cols)) {
+      const Piece half = make_piece(task, costs, p.table, p.cols / 2);
+      for (int i = 0; i < 2; ++i) {
+        todo.push_back(half);
+        std::push_heap(todo.begin(), todo.end(), cheaper);
+      }
+      if (left > 0) --left;
+    } else {
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
 Plan plan_from_pieces(const PlanTask& task, const std::vector<Piece>& pieces,
                       const std::vector<int>& device_of) {
   Plan plan;

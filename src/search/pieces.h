@@ -85,6 +85,18 @@ auto place_with_fallback(const PlanTask& task, ShardCosts& costs, Place place) {
   }
 }
 
+// The pieces with every full-row piece whose cost alone is over the even
+// share (the pieces' costs alone over the devices) halved, and its halves in
+// turn, while over the costliest narrowest half any of them can reach (no
+// plan of halvings costs less) and the task allows column-wise splits. A
+// beam halves one piece a step (ten steps: ten pieces), where thousands of
+// tables on a thousand devices need tens of halvings. (Row splits are the
+// beam's moves: at that scale a reduce-scatter spans every device, and its
+// latency alone can cost more than the piece.)
+// With `max_halvings` >= 0, at most that many, the costliest piece first.
+std::vector<Piece> split_to_share(const PlanTask& task, ShardCosts& costs,
+                                  const std::vector<Piece>& pieces, int max_halvings = -1);
+
 // TorchRec's GreedyProposer's first proposal (torchrec.cpp): each table in
 // the form of the lowest TorchRec perf the task allows (table-wise, column
 // halves, row-wise over every device, or a replica).

@@ -61,28 +61,63 @@ void check_policy_use(const std::string& name, const PlannerOptions& options) {
 
 namespace {
 
-// The cheapest piece any allowed form of table t has: its narrowest column
-// piece, the cheapest block of its finest row split (at the narrowest width
-// where grids are allowed) and its replica. Some device holds one of them.
-double cheapest_piece_ms(const PlanTask& task, ShardCosts& costs, int t) {
+// A piece alone on a device: its compute and the least communication that
+// device then has.
+struct PieceFloor {
+  double piece_ms = 0, comm_ms = 0;
+  double total() const { return piece_ms + comm_ms; }
+};
+
+// The communication of the device holding a row piece or a replica and
+// nothing else: the all-to-all at no load (`a2a_ms`) plus its collectives
+// alone (at 1,024 devices a reduce-scatter's latency alone can exceed what
+// the split saves).
+double collective_floor_ms(const PlanTask& task, const CommModel& comm, double a2a_ms, int cols,
+                           double index_bytes, double allreduce_bytes) {
+  const size_t n = task.num_devices();
+  CollectiveLoad load;
+  load.reset(n);
+  if (cols > 0) load.add_row_shard(0, cols, index_bytes);
+  load.allreduce_bytes = allreduce_bytes;
+  std::vector<double> fwd(n, 0.0), bwd(n, 0.0);
+  comm.collective_ms(load, fwd, bwd);
+  return a2a_ms + fwd[0] + bwd[0];
+}
+
+// The cheapest piece any allowed form of table t has, with its device's
+// least communication: its narrowest column piece (`narrow`), the cheapest
+// block of its finest row split (at the narrowest width where grids are
+// allowed) and its replica. Some device holds one of them.
+PieceFloor cheapest_piece(const PlanTask& task, ShardCosts& costs, int t, PieceFloor narrow) {
   const TableSpec& spec = task.tables[t];
-  const int narrow = task.min_piece_cols(t);
-  double ms = costs.single_ms(costs.piece_id(t, narrow));
+  PieceFloor best = narrow;
+  const double a2a_ms = narrow.comm_ms;
   for (int k = task.num_devices(); k >= 2; --k) {
     if (!task.row_splittable(t, k)) continue;
-    const int cols = task.types.allows(ShardingType::kGridShard) ? narrow : spec.dim;
+    const int cols =
+        task.types.allows(ShardingType::kGridShard) ? task.min_piece_cols(t) : spec.dim;
     const std::vector<int64_t> sizes = row_block_sizes(spec, k);
     const int64_t block = (spec.rows + k - 1) / k;
     for (int b = 0; b < k; ++b) {
-      const int id = costs.shard_id(Shard{t, 0, cols, block * b, sizes[b], 0, false});
-      ms = std::min(ms, costs.single_ms(id));
+      const PieceFloor f{
+          costs.single_ms(costs.shard_id(Shard{t, 0, cols, block * b, sizes[b], 0, false})),
+          collective_floor_ms(task, costs.comm(), a2a_ms, cols,
+                              index_exchange_bytes(spec.pooling_factor, task.batch_size,
+                                                   task.lookup_share(t, block * b, sizes[b])),
+                              0)};
+      if (f.total() < best.total()) best = f;
     }
     break;
   }
   if (task.types.allows(ShardingType::kDataParallel) && task.pinned_device[t] < 0) {
-    ms = std::min(ms, costs.single_ms(costs.shard_id(Shard{t, 0, spec.dim, 0, spec.rows, 0, true})));
+    const PieceFloor f{
+        costs.single_ms(costs.shard_id(Shard{t, 0, spec.dim, 0, spec.rows, 0, true})),
+        collective_floor_ms(
+            task, costs.comm(), a2a_ms, 0, 0,
+            static_cast<double>(spec.rows) * spec.dim * task.memory.bytes_per_weight)};
+    if (f.total() < best.total()) best = f;
   }
-  return ms;
+  return best;
 }
 
 // Whether every plan sends table t through the pooled all-to-all (no row
@@ -100,12 +135,7 @@ bool always_alltoall(const PlanTask& task, int t) {
 LowerBound lower_bound(const PlanTask& task, ShardCosts& costs) {
   LowerBound b;
   std::vector<int> all;
-  for (int t = 0; t < task.num_tables(); ++t) {
-    // Some device holds the table's cheapest piece (or the whole table if it
-    // may not be split), and costs at least that piece alone.
-    b.piece_ms = std::max(b.piece_ms, cheapest_piece_ms(task, costs, t));
-    all.push_back(costs.piece_id(t, task.tables[t].dim));
-  }
+  for (int t = 0; t < task.num_tables(); ++t) all.push_back(costs.piece_id(t, task.tables[t].dim));
   // The devices together cost at least the whole task fused into one call.
   b.work_ms = costs.compute().compute_ms(all) / task.num_devices();
   const size_t n = task.num_devices();
@@ -123,6 +153,29 @@ LowerBound lower_bound(const PlanTask& task, ShardCosts& costs) {
   dims.assign(n, total_dims / n);
   costs.comm().comm_ms(dims, zero, fwd, bwd);
   for (size_t d = 0; d < n; ++d) b.mean_comm_ms += (fwd[d] + bwd[d]) / n;
+  // Some device holds each table's cheapest piece (or the whole table if it
+  // may not be split), and costs at least that piece alone and its least
+  // communication. The cheapest is at most the narrowest column piece: a
+  // table whose narrowest piece cannot raise the bound is not split into its
+  // finest row blocks to find it (10,000 tables x 1,024 devices: ten million
+  // blocks).
+  const double a2a_ms = b.comm_ms;
+  std::vector<std::pair<double, int>> narrow;
+  for (int t = 0; t < task.num_tables(); ++t) {
+    narrow.emplace_back(costs.single_ms(costs.piece_id(t, task.min_piece_cols(t))), t);
+  }
+  std::sort(narrow.begin(), narrow.end(), std::greater<>());
+  PieceFloor top;
+  for (const auto& [narrow_ms, t] : narrow) {
+    if (top.piece_ms > 0 &&
+        narrow_ms + a2a_ms <= std::max(top.total(), b.work_ms + b.mean_comm_ms)) {
+      break;
+    }
+    const PieceFloor f = cheapest_piece(task, costs, t, {narrow_ms, a2a_ms});
+    if (f.total() > top.total() || top.piece_ms == 0) top = f;
+  }
+  b.piece_ms = top.piece_ms;
+  b.comm_ms = top.comm_ms;
   return b;
 }
 

@@ -34,6 +34,28 @@ TEST(PlanBench, CountsTheSearchsModelCalls) {
   EXPECT_NE(plan_bench_report(a, o).find(std::to_string(a[0].model_calls)), std::string::npos);
 }
 
+// Several planners side by side: a row for each at every size, in order,
+// each with its own peak memory; an unknown one is refused by name.
+TEST(PlanBench, RunsSeveralPlannersSideBySide) {
+  PlanBenchOptions o = small_bench();
+  o.sizes = {"30x4", "40x4"};
+  o.algos = {"neuroshard", "torchrec"};
+  const std::vector<PlanBenchRow> rows = run_plan_bench(o, silent_reporter());
+  ASSERT_EQ(rows.size(), 4u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].tables, i < 2 ? 30 : 40);
+    EXPECT_EQ(rows[i].algo, o.algos[i % 2]);
+    EXPECT_GT(rows[i].cost_ms, 0);
+    EXPECT_GT(rows[i].peak_rss_mb, 0);
+  }
+  EXPECT_NE(plan_bench_report(rows, o).find("torchrec"), std::string::npos);
+  o.algos = {"neuroshard", "neurosharp"};
+  EXPECT_NE(testing::error_of([&] {
+              run_plan_bench(o, silent_reporter());
+            }).find("--algo 'neurosharp' is no planner"),
+            std::string::npos);
+}
+
 TEST(PlanBench, RefusesAMalformedSize) {
   PlanBenchOptions o = small_bench();
   o.sizes = {"30x4", "30by4"};

@@ -28,7 +28,8 @@ void add_bench_plan_command(CLI::App& bench) {
                       " (neural without models falls back to analytic; measured needs a "
                       "workload's traces: plan WORKLOAD --cost-model measured)");
   cmd->add_option("--model", o->model_dir, "Neural model directory (default: the shipped one)");
-  cmd->add_option("--algo", o->algo, "Planner: " + one_of(planner_names()))->capture_default_str();
+  add_list_option(cmd, "--algo", o->algos,
+                  "Planners, comma-separated, each run at every size: " + one_of(planner_names()));
   cmd->add_option("--policy", o->planner.policy_dir,
                   "dreamshard, autoshard: policy directory (default: the shipped one)");
   cmd->add_option("--repeats", o->repeats, "Runs per size (median reported)")->capture_default_str();

@@ -18,7 +18,7 @@ struct PlanBenchOptions {
   std::vector<std::string> sizes = {"50x4", "100x8", "1000x64"};  // TABLESxDEVICES
   std::vector<std::string> cost_models = {"analytic", "neural"};
   std::string model_dir;  // "": the shipped neural models
-  std::string algo = "neuroshard";
+  std::vector<std::string> algos = {"neuroshard"};  // each at every size, side by side
   int repeats = 3;
   uint64_t seed = 1;       // of the synthetic tables
   double mem_slack = 1.3;  // device memory as a multiple of an even share
@@ -34,7 +34,11 @@ struct PlanBenchRow {
   // The compute model's costings in the last run (what the search's time
   // mostly is; deterministic with one thread).
   uint64_t model_calls = 0;
-  double peak_rss_mb = 0;  // the whole process's, so far
+  // The process's peak resident memory during the size's runs (the peak is
+  // reset before them where Linux lets it: /proc/self/clear_refs), else
+  // the whole process's so far.
+  double peak_rss_mb = 0;
+  bool peak_reset = false;
 };
 
 // Error on a malformed size ("100x8" expected) before any run; progress to

@@ -15,8 +15,10 @@ namespace embshard {
 
 // A lower bound on the cost of every plan of a task under one cost model, the
 // larger of
-//   the costliest narrowest piece alone + the least communication any device
-//     can have (zero load, no delay), and
+//   the costliest table's cheapest piece alone (over its forms: narrowest
+//     column piece, row block, replica) + the least communication of the
+//     device holding it (the all-to-all at zero load, no delay, and a row
+//     block's or replica's own collectives), and
 //   the mean device: (all tables fused into one call + the communication of
 //     every device at evenly spread dim sums, no delays) / devices.
 // Valid when the model's compute is monotone (adding a table never makes a
@@ -26,8 +28,10 @@ namespace embshard {
 // spread evenly (convex). docs/guide.md explains the terms; search/planner.h
 // computes it.
 struct LowerBound {
-  double piece_ms = 0;       // the costliest narrowest piece alone
-  double comm_ms = 0;        // least communication of one device (zero load)
+  // The costliest table's cheapest piece and its device's least
+  // communication (where no table's piece can decide total_ms, some table's).
+  double piece_ms = 0;
+  double comm_ms = 0;
   double work_ms = 0;        // all tables fused, divided by the devices
   double mean_comm_ms = 0;   // mean device communication at even dim sums
   double total_ms() const { return std::max(piece_ms + comm_ms, work_ms + mean_comm_ms); }
