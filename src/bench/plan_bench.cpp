@@ -10,7 +10,6 @@
 #include <thread>
 
 #include <fmt/format.h>
-
 #include <fmt/ranges.h>
 
 #include "embshard/plan/plan.h"
