@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from ._errors import EmbshardError
 
 PLAN_FORMAT = "embshard-plan"
-PLAN_VERSION = 1
+PLAN_VERSION = 2  # version 1 (fp32 tables, memory_model.bytes_per_weight) is read too
+DATA_TYPES = ("fp32", "fp16", "bf16", "int8", "int4")
 SHARDING_TYPES = {
     "data_parallel", "table_wise", "column_wise", "row_wise",
     "table_row_wise", "table_column_wise", "grid_shard",
@@ -101,9 +102,9 @@ def check_plan(plan, where="plan"):
     if fmt != PLAN_FORMAT:
         raise PlanError(f"{where}: field 'format' is {_show(fmt)}, expected \"{PLAN_FORMAT}\"")
     version = _member(where, plan, "", "version")
-    if isinstance(version, bool) or version != PLAN_VERSION:
+    if isinstance(version, bool) or version not in (1, PLAN_VERSION):
         raise PlanError(f"{where}: field 'version' is {_show(version)}, this reader reads "
-                        f"version {PLAN_VERSION}")
+                        f"versions 1 and {PLAN_VERSION}")
     world = _integer(where, _member(where, plan, "", "num_devices"), "num_devices", 1, INT_MAX)
     tables = _member(where, plan, "", "tables")
     if not isinstance(tables, Mapping) or not tables:
@@ -124,19 +125,32 @@ def check_plan(plan, where="plan"):
     for name in order:
         if not name:
             raise PlanError(f"{where}: field 'tables' has a table with an empty name")
-        _check_table(where, name, tables[name], world)
+        _check_table(where, name, tables[name], world, version)
     if "memory_model" in plan:
-        _check_memory(where, plan, order, world)
+        _check_memory(where, plan, order, world, version)
 
 
-def _check_memory(where, plan, order, world):
+def row_bytes(data_type, cols):
+    """The bytes of one stored row of `cols` elements (embshard's
+    data_type_row_bytes: a quantized row carries its scale and bias)."""
+    return {"fp32": cols * 4, "fp16": cols * 2, "bf16": cols * 2, "int8": cols + 8,
+            "int4": (cols + 1) // 2 + 4}[data_type]
+
+
+def _check_memory(where, plan, order, world, version):
     """With the plan's memory_model: each table's memory_bytes is what its
     shards (or replicas) hold, and no rank holds more than its capacity."""
     model = plan["memory_model"]
     if not isinstance(model, Mapping):
         raise PlanError(f"{where}: field 'memory_model' is {_show(model)}, expected an object")
-    per_weight = _integer(where, _member(where, model, "memory_model", "bytes_per_weight"),
-                          "memory_model.bytes_per_weight", 1, 64)
+    if version == 1:
+        _integer(where, _member(where, model, "memory_model", "bytes_per_weight"),
+                 "memory_model.bytes_per_weight", 4, 4)
+        state_per_weight = 0
+    else:
+        state_per_weight = _integer(
+            where, _member(where, model, "memory_model", "optimizer_bytes_per_weight"),
+            "memory_model.optimizer_bytes_per_weight", 0, 1024)
     per_row = _integer(where, _member(where, model, "memory_model", "optimizer_bytes_per_row"),
                        "memory_model.optimizer_bytes_per_row", 0, 1024)
     capacity = _member(where, plan, "", "device_memory_bytes")
@@ -156,10 +170,12 @@ def _check_memory(where, plan, order, world):
         else:
             pieces = [(r, s["shard_sizes"][0], s["shard_sizes"][1])
                       for r, s in zip(t["ranks"], t["shards"])]
+        data_type = t.get("data_type", "fp32")
         held = 0
         for rank, rows, cols in pieces:
-            held += rows * (cols * per_weight + per_row)
-            used[rank] += rows * (cols * per_weight + per_row)
+            bytes_ = rows * (row_bytes(data_type, cols) + per_row + cols * state_per_weight)
+            held += bytes_
+            used[rank] += bytes_
             on[rank].append(name)
         memory = _integer(where, _member(where, t, f"tables.{name}", "memory_bytes"),
                           f"tables.{name}.memory_bytes", 0)
@@ -219,8 +235,13 @@ def _shard_pieces(where, name, path, shards, ranks, rows, dim, world):
     return pieces
 
 
-def _check_table(where, name, t, world):
+def _check_table(where, name, t, world, version):
     path = f"tables.{name}"
+    if version > 1:
+        data_type = _member(where, t, path, "data_type")
+        if data_type not in DATA_TYPES:
+            raise PlanError(f"{where}: field '{path}.data_type' is {_show(data_type)}, expected "
+                            f"one of {', '.join(DATA_TYPES)}")
     kind = _member(where, t, path, "sharding_type")
     if not isinstance(kind, str) or kind not in SHARDING_TYPES:
         raise PlanError(f"{where}: field '{path}.sharding_type' is {_show(kind)}, expected one "

@@ -357,8 +357,9 @@ class EmbshardPlanner:
         unknown = sorted(set(self.constraints) - set(paths))
         if unknown:
             warn_user(f"constraints name tables no module holds: {unknown}", UserWarning)
+        # mem_per_device is already what the tables may use (reserved_fraction).
         plan = plan_tables(specs, devices=self.world_size, mem_per_device=self.mem_per_device,
-                           batch_size=global_batch, algo=self.algo, cost_model=self.cost_model,
+                           reserve=0, batch_size=global_batch, algo=self.algo, cost_model=self.cost_model,
                            model=self.model, sharding_types=types, pins=self.pins,
                            no_split=whole, profile=self.profile, explain=self.explain,
                            **self.options)

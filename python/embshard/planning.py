@@ -249,21 +249,26 @@ def _plan_path(from_plan):
 def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None,
          algo="neuroshard", cost_model="neural", model=None, sharding_types=None, pins=None,
          no_split=None, split_dims=None, profile="2021", calibration=None, explain=True,
-         from_plan=None, max_moves=None, **options):
+         from_plan=None, max_moves=None, reserve="15%", optimizer="rowwise_adagrad",
+         **options):
     """Plans how to shard `tables` over `devices` devices; returns a Plan.
 
     tables: a list of table dicts in the table-spec format ({"name", "rows",
-        "dim", "pooling_factor"?, "unique_rows"?, "row_reuse_histogram"?,
-        "lookup_reuse_histogram"?}; what a table leaves out comes from the
+        "dim", "data_type"? (fp32, fp16, bf16), "pooling_factor"?,
+        "unique_rows"?, "row_reuse_histogram"?, "lookup_reuse_histogram"?}; what a table leaves out comes from the
         published averages of `profile`); a whole table-spec dict
         ({"batch_size", "tables", "profile"?}); a path to a table-spec file or
         a workload folder; TorchRec EmbeddingBagConfigs (or objects or dicts
         with their fields: name, num_embeddings, embedding_dim, feature_names);
         or None for the built-in default workload (100 synthetic tables).
     devices: how many devices (ranks) to shard over.
-    mem_per_device: each device's memory for the tables: bytes, or a size
-        such as "40GB" or "512MiB"; a list gives each device its own; None
-        assumes 1.25 x an even share of the tables (logged).
+    mem_per_device: each device's memory: bytes, or a size such as "40GB"
+        or "512MiB"; a list gives each device its own; None assumes 1.25 x
+        an even share of the tables for the tables (logged).
+    reserve: of each given memory, what is kept for what is not an
+        embedding table (dense parameters, activations, buffers): a share
+        ("15%", TorchRec's default) or an amount ("2GB", 0).
+    optimizer: whose state memory counts: "rowwise_adagrad", "sgd", "adam".
     batch_size: the global batch the tables are looked up with (all ranks
         together). Required for table dicts and configs without samples;
         with samples it is theirs (a different one is an error).
@@ -301,6 +306,8 @@ def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None
         _integer(batch_size, "batch_size", 1, INT64_MAX)
     tables_json, tables_path, batch = _table_input(tables, samples, profile, batch_size)
     each, sizes = _memory(mem_per_device, devices)
+    if not isinstance(optimizer, str):
+        raise EmbshardError(f"optimizer is {optimizer!r}, expected a name such as 'adam'")
     if max_moves is not None:
         if from_plan is None:
             raise EmbshardError("max_moves needs from_plan (the plan to re-plan)")
@@ -314,7 +321,8 @@ def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None
             pins=_pins(pins), no_split=_table_names(no_split, "no_split"),
             sharding_types=_type_list(sharding_types), split_dims=_widths(split_dims),
             planner=_options(options), explain=bool(explain), replan_from=replan_from,
-            max_moves=INT_MAX if max_moves is None else max_moves, log=_log)
+            max_moves=INT_MAX if max_moves is None else max_moves,
+            reserve=str(reserve), optimizer=optimizer, log=_log)
     return Plan(json.loads(plan_json), report, report_per_table, explanation if explain else None)
 
 

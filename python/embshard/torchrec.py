@@ -136,7 +136,29 @@ def _table_config(config, where):
         raise TableSpecError(f"{where}: feature_names is {features!r}, expected non-empty names")
     if len(set(features)) != len(features):
         raise TableSpecError(f"{where}: feature_names {features!r} repeat a name")
-    return {"name": name, "rows": rows, "dim": dim, "features": features}
+    return {"name": name, "rows": rows, "dim": dim, "features": features,
+            "data_type": _data_type(config, where)}
+
+
+# The data types embshard plans (TorchRec's DataType members, lower case).
+DATA_TYPES = ("fp32", "fp16", "bf16", "int8", "int4")
+
+
+def _data_type(config, where):
+    """A config's data_type (TorchRec's DataType, its name or value; FP32 when
+    the config has none) as embshard's name; refused when embshard has no
+    kernel for it (INT2, ...)."""
+    value = config.get("data_type", "fp32") if isinstance(config, Mapping) else \
+        getattr(config, "data_type", "fp32")
+    name = getattr(value, "value", value)  # an enum member: its value ("FP16")
+    if not isinstance(name, str):
+        raise TableSpecError(f"{where}: data_type is {value!r}, expected one of "
+                             f"{', '.join(DATA_TYPES)}")
+    key = name.rsplit(".", 1)[-1].lower()
+    if key not in DATA_TYPES:
+        raise TableSpecError(f"{where}: data_type {name!r} is not supported (embshard plans "
+                             f"{', '.join(DATA_TYPES)})")
+    return key
 
 
 def _table_configs(configs):
@@ -409,7 +431,8 @@ def table_specs(configs, samples=None, profile="2021", batch_size=None, ranks=1)
         warn_user(f"tables fall back to profile {profile}: {why}", SampleWarning)
     out_tables, from_profile = [], []
     for t in tables:
-        spec = {"name": t["name"], "rows": t["rows"], "dim": t["dim"]}
+        spec = {"name": t["name"], "rows": t["rows"], "dim": t["dim"],
+                "data_type": t["data_type"]}
         if batches and t["name"] not in fallback:
             spec.update(_averaged_fields(stats[t["name"]]))
         else:

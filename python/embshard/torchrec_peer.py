@@ -6,13 +6,13 @@ measured like every other algorithm's.
     python -m embshard.torchrec_peer TASK.json PLAN.json
 
 TASK.json (written by embshard, src/search/torchrec_planner.cpp):
-    {"format": "embshard-torchrec-task", "version": 1,
+    {"format": "embshard-torchrec-task", "version": 2,
      "batch_size": global samples per step, "device_memory_bytes": [per device],
-     "bytes_per_weight": 4, "optimizer_bytes_per_row": 4,
+     "optimizer_bytes_per_row": 4, "optimizer_bytes_per_weight": 0,
      "sharding_types": [TorchRec's names], "no_split": [table names],
-     "tables": [{"name", "rows", "dim", "pooling_factor"}]}
+     "tables": [{"name", "rows", "dim", "pooling_factor", "data_type"}]}
 PLAN.json (read back by embshard):
-    {"format": "embshard-torchrec-peer-plan", "version": 1, "torchrec": version,
+    {"format": "embshard-torchrec-peer-plan", "version": 2, "torchrec": version,
      "plan_s": seconds, "tables": {name: {"sharding_type", "compute_kernel",
        "shards": [{"row_offset", "rows", "col_offset", "cols", "device"}]
                  or null (data parallel: a copy on every device)}}}
@@ -21,9 +21,9 @@ TorchRec plans the task as a user of its EmbeddingShardingPlanner would for
 GPUs: its default enumerator, proposers, estimator and partitioner, on a
 topology of the task's devices (compute device "cuda", each device's memory
 as its HBM, no host memory to offload to), the per-rank batch (the task's
-global batch over the devices), the tables' pooling factors, its fused kernel
-and an optimizer whose state matches the task's memory model (row-wise
-Adagrad: one value per row). No storage is reserved beyond the task's: the
+global batch over the devices), the tables' pooling factors and data types,
+its fused kernel and an optimizer whose state matches the task's memory model
+(row-wise Adagrad: one value per row; SGD: none; Adam: two per weight). No storage is reserved beyond the task's: the
 task's memory is what the tables may use, as for every embshard planner. The
 module is built on the meta device: nothing is allocated and no GPU is needed.
 """
@@ -36,7 +36,8 @@ import time
 
 FORMAT = "embshard-torchrec-task"
 PLAN_FORMAT = "embshard-torchrec-peer-plan"
-VERSION = 1
+VERSION = 2
+DATA_TYPES = ("fp32", "fp16", "bf16", "int8", "int4")
 
 
 class TaskError(ValueError):
@@ -67,7 +68,7 @@ def read_task(path):
     if not isinstance(task, dict) or task.get("format") != FORMAT or task.get("version") != VERSION:
         raise TaskError(f"{path}: not an {FORMAT} file of version {VERSION}")
     for name, kind in (("batch_size", int), ("device_memory_bytes", list),
-                       ("bytes_per_weight", int), ("optimizer_bytes_per_row", int),
+                       ("optimizer_bytes_per_row", int), ("optimizer_bytes_per_weight", int),
                        ("sharding_types", list), ("no_split", list), ("tables", list)):
         _field(task, name, kind, path)
     if task["batch_size"] < 1 or not task["device_memory_bytes"] or not task["tables"]:
@@ -78,6 +79,9 @@ def read_task(path):
         for name, kind in (("rows", int), ("dim", int), ("pooling_factor", float)):
             if _field(t, name, kind, where) <= 0:
                 raise TaskError(f"{where}.{name}: {t[name]!r} must be positive")
+        if _field(t, "data_type", str, where) not in DATA_TYPES:
+            raise TaskError(f"{where}.data_type: {t['data_type']!r} is not one of "
+                            f"{', '.join(DATA_TYPES)}")
     return task
 
 
@@ -85,13 +89,14 @@ def _optimizer(task):
     """The fused optimizer whose state TorchRec's storage estimate counts like
     the task's memory model does."""
     from fbgemm_gpu.split_embedding_configs import EmbOptimType
-    per_row = task["optimizer_bytes_per_row"]
-    if per_row == 0:
-        return EmbOptimType.EXACT_SGD
-    if per_row == 4:
-        return EmbOptimType.EXACT_ROWWISE_ADAGRAD
-    raise TaskError(f"optimizer_bytes_per_row {per_row}: TorchRec's planner is run with "
-                    "SGD (0) or row-wise Adagrad (4) only")
+    state = (task["optimizer_bytes_per_row"], task["optimizer_bytes_per_weight"])
+    known = {(0, 0): EmbOptimType.EXACT_SGD, (4, 0): EmbOptimType.EXACT_ROWWISE_ADAGRAD,
+             (0, 8): EmbOptimType.ADAM}
+    if state not in known:
+        raise TaskError(f"optimizer state of {state[0]} bytes per row and {state[1]} per weight: "
+                        "TorchRec's planner is run with SGD (0, 0), row-wise Adagrad (4, 0) "
+                        "or Adam (0, 8) only")
+    return known[state]
 
 
 def plan_task(task):
@@ -106,11 +111,9 @@ def plan_task(task):
     from torchrec.distributed.planner.types import (
         KernelConfig, ParameterConstraints, TopologyFactory, TrainerConfig,
     )
-    from torchrec.modules.embedding_configs import EmbeddingBagConfig
+    from torchrec.modules.embedding_configs import DataType, EmbeddingBagConfig
     from torchrec.modules.embedding_modules import EmbeddingBagCollection
 
-    if task["bytes_per_weight"] != 4:
-        raise TaskError(f"bytes_per_weight {task['bytes_per_weight']}: only fp32 tables (4)")
     memory = task["device_memory_bytes"]
     if len(set(memory)) != 1:
         raise TaskError("TorchRec's Topology takes one memory size for every device; "
@@ -122,7 +125,8 @@ def plan_task(task):
     for t in task["tables"]:
         configs.append(EmbeddingBagConfig(name=t["name"], embedding_dim=t["dim"],
                                           num_embeddings=t["rows"],
-                                          feature_names=[t["name"] + ".feature"]))
+                                          feature_names=[t["name"] + ".feature"],
+                                          data_type=DataType[t["data_type"].upper()]))
         allowed = [s for s in types if s in ("table_wise", "data_parallel")] \
             if t["name"] in no_split else types
         constraints[t["name"]] = ParameterConstraints(

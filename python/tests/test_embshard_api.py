@@ -61,10 +61,23 @@ class SixTables(unittest.TestCase):
             self.assertEqual([s.device for s in t.shards], list(t.ranks))
         self.assertEqual(len(p.shards), sum(len(t.shards) for t in p.tables.values()))
         for d in p.devices:
-            self.assertEqual(d.capacity_bytes, 40 * 10**9)
+            self.assertEqual(d.capacity_bytes, 34 * 10**9)  # 40 GB less 15% reserved
             self.assertLessEqual(d.memory_bytes, d.capacity_bytes)
         # user_id (51.6 GB) fits no 40 GB device whole.
         self.assertGreater(len(p.tables["user_id"].shards), 1)
+
+    def test_reserve_and_optimizer_set_what_memory_counts(self):
+        p = plan_six(cost_model="analytic", reserve="2GB", optimizer="adam", explain=False)
+        self.assertEqual(p.devices[0].capacity_bytes, 38 * 10**9)
+        self.assertIn("2.00 GB reserved", p.report())
+        self.assertIn("optimizer state of Adam", p.report())
+        self.assertEqual(plan_six(cost_model="analytic", reserve=0,
+                                  explain=False).devices[0].capacity_bytes, 40 * 10**9)
+        for bad, message in ((dict(reserve="100%"), "reserve is '100%'"),
+                             (dict(optimizer="lamb"), "optimizer is 'lamb'"),
+                             (dict(optimizer=3), "optimizer is 3")):
+            with self.assertRaisesRegex(embshard.EmbshardError, message):
+                plan_six(cost_model="analytic", **bad)
 
     def test_replan_from_a_plan_object_or_file(self):
         grown = copy.deepcopy(SIX_TABLES["tables"])
@@ -203,7 +216,8 @@ class Inputs(unittest.TestCase):
         p = plan_six(cost_model="analytic", mem_per_device=["60GB"] * 8 + [40 * 10**9] * 8,
                      pins={"geo": 3}, no_split=["history"],
                      sharding_types=["table_wise", "column_wise", "row_wise"], explain=False)
-        self.assertEqual([d.capacity_bytes for d in p.devices][:9], [60 * 10**9] * 8 + [40 * 10**9])
+        # Each device's capacity for the tables: 85% of it (15% reserved, the default).
+        self.assertEqual([d.capacity_bytes for d in p.devices][:9], [51 * 10**9] * 8 + [34 * 10**9])
         self.assertEqual(p.tables["geo"].ranks, (3,))
         self.assertEqual(p.tables["history"].sharding_type, "table_wise")
         self.assertTrue({t.sharding_type for t in p.tables.values()} <=
@@ -248,7 +262,7 @@ class Errors(unittest.TestCase):
                                           cost_model="analytic")
         self.assertIn("cannot fit", message)
         message = self.assertLibraryError("the tables need 94.400 GB", mem_per_device="1GB")
-        self.assertIn("16.000 GB", message)
+        self.assertIn("13.600 GB", message)  # 16 x 1 GB less 15% reserved
 
     def test_a_bad_field(self):
         tables = copy.deepcopy(SIX_TABLES["tables"])

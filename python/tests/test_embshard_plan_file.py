@@ -51,10 +51,10 @@ class PlanChecks(unittest.TestCase):
     def test_format_and_version(self):
         self.assertRejected(broken(assign(["format"], "other")),
                             "p.json: field 'format' is \"other\", expected \"embshard-plan\"")
-        self.assertRejected(broken(assign(["version"], 2)),
-                            "p.json: field 'version' is 2, this reader reads version 1")
+        self.assertRejected(broken(assign(["version"], 3)),
+                            "p.json: field 'version' is 3, this reader reads versions 1 and 2")
         self.assertRejected(broken(assign(["version"], True)),  # == 1 in Python, not in JSON
-                            "p.json: field 'version' is true, this reader reads version 1")
+                            "p.json: field 'version' is true, this reader reads versions 1 and 2")
 
     def test_num_devices_is_a_positive_integer(self):
         for value, shown in ((0, "0, expected 1..2147483647"), (-2, "-2, expected 1..2147483647"),

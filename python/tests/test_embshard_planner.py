@@ -171,7 +171,7 @@ class Plans(unittest.TestCase):
             specs, global_batch = p._specs(one_table())
         self.assertEqual(caught.filename, __file__)
         self.assertEqual(specs["tables"][0], {"name": "t", "rows": 100_000, "dim": 16,
-                                              "pooling_factor": 2.0})
+                                              "data_type": "fp32", "pooling_factor": 2.0})
         self.assertEqual(global_batch, 8 * 4)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", et.SampleWarning)

@@ -8,6 +8,7 @@ in for, and when tests skip.
 import bisect
 import contextlib
 import dataclasses
+import enum
 import io
 import itertools
 import json
@@ -27,6 +28,15 @@ from test_embshard_torchrec import HAVE_TORCH, NO_TORCH, PACKAGE_ROOT, assign, b
 
 # ---- the way in: stand-ins of TorchRec's classes --------------------------------
 
+class DataType(enum.Enum):
+    """Stand-in for torchrec.types.DataType (some of its members)."""
+    FP32 = "FP32"
+    FP16 = "FP16"
+    BF16 = "BF16"
+    INT8 = "INT8"
+    INT2 = "INT2"
+
+
 @dataclasses.dataclass
 class EmbeddingBagConfig:
     """Stand-in for torchrec.modules.embedding_configs.EmbeddingBagConfig (its
@@ -34,6 +44,7 @@ class EmbeddingBagConfig:
     num_embeddings: int
     embedding_dim: int
     name: str = ""
+    data_type: DataType = DataType.FP32
     feature_names: list = dataclasses.field(default_factory=list)
     pooling: str = "SUM"
 
@@ -243,8 +254,18 @@ class Fallback(unittest.TestCase):
         self.assertEqual(specs["batch_size"], 4096)
         self.assertEqual(specs["profile"], "2022")
         self.assertEqual(specs["from_profile"], [c.name for c in model_configs()])
-        self.assertEqual(specs["tables"][0], {"name": "user_id", "rows": 1000, "dim": 64})
+        self.assertEqual(specs["tables"][0], {"name": "user_id", "rows": 1000, "dim": 64,
+                                              "data_type": "fp32"})
         self.assertEqual(et.table_specs(model_configs(), batch_size=512)["batch_size"], 512)
+
+    def test_data_types_come_from_the_configs(self):
+        configs = [EmbeddingBagConfig(10, 8, name="a", data_type=DataType.FP16, feature_names=["a"]),
+                   EmbeddingBagConfig(10, 8, name="b", data_type=DataType.INT8, feature_names=["b"]),
+                   {"name": "c", "num_embeddings": 5, "embedding_dim": 4, "feature_names": ["c"],
+                    "data_type": "BF16"},
+                   {"name": "d", "num_embeddings": 5, "embedding_dim": 4, "feature_names": ["d"]}]
+        types = [t["data_type"] for t in et.table_specs(configs)["tables"]]
+        self.assertEqual(types, ["fp16", "int8", "bf16", "fp32"])
 
     def test_a_missing_feature_sends_its_table_to_the_profile(self):
         kjt = make_kjt({"a": [[1], [2]], "c": [[3], [3]]})
@@ -253,7 +274,7 @@ class Fallback(unittest.TestCase):
         with self.assertWarnsRegex(et.SampleWarning, "'ab' \\(feature 'b' missing from samples\\[0\\]\\)"):
             specs = et.table_specs(configs, kjt)
         self.assertEqual(specs["from_profile"], ["ab"])
-        self.assertEqual(specs["tables"][0], {"name": "ab", "rows": 10, "dim": 8})
+        self.assertEqual(specs["tables"][0], {"name": "ab", "rows": 10, "dim": 8, "data_type": "fp32"})
         self.assertEqual(specs["tables"][1]["unique_rows"], 1)
 
     def test_missing_from_one_batch_of_several(self):
@@ -303,6 +324,9 @@ class Errors(unittest.TestCase):
         self.assert_error("configs: no tables", [])
         self.assert_error("configs\\[0\\] \\(table 't'\\): missing field 'embedding_dim'",
                           [{"name": "t", "num_embeddings": 3, "feature_names": ["f"]}])
+        self.assert_error("\\(table 't'\\): data_type 'INT2' is not supported \\(embshard plans "
+                          "fp32, fp16, bf16, int8, int4\\)", cfg(data_type=DataType.INT2))
+        self.assert_error("\\(table 't'\\): data_type is 16", cfg(data_type=16))
         self.assert_error("profile is '2023'", cfg(), profile="2023")
         self.assert_error("batch_size is 0", cfg(), batch_size=0)
 
@@ -442,7 +466,8 @@ class TorchTensors(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             configs = os.path.join(tmp, "configs.json")
             with open(configs, "w") as f:
-                json.dump([dataclasses.asdict(c) for c in model_configs()], f)
+                json.dump([{**dataclasses.asdict(c), "data_type": c.data_type.value}
+                           for c in model_configs()], f)
             batches = model_batches(tensor=torch.tensor)
             dicts = [{k: (jt.values(), jt.lengths()) for k, jt in b.to_dict().items()} for b in batches]
             torch.save(dicts[0], os.path.join(tmp, "b0.pt"))   # one batch
@@ -511,7 +536,7 @@ class WithTheCli(unittest.TestCase):
                 "shard outside": assign(["tables", name, "shards", 0, "shard_sizes"],
                                         [t["rows"], t["dim"] + 1]),
                 "negative offset": assign(["tables", name, "shards", 0, "shard_offsets"], [-1, 0]),
-                "version": assign(["version"], 2),
+                "version": assign(["version"], 3),
                 "table_wise in two overlapping shards": overlap,
                 "two shards labelled row_wise": lambda p: (overlap(p), p["tables"][name].update(
                     sharding_type="row_wise")),

@@ -44,14 +44,15 @@ class TorchrecPlannerPeer(unittest.TestCase):
         with open(TABLES) as f:
             specs = json.load(f)
         specs = specs["tables"] if isinstance(specs, dict) else specs
-        task = {"format": torchrec_peer.FORMAT, "version": 1, "batch_size": ours["batch_size"],
-                "device_memory_bytes": [32 * 10**9] * 4, "bytes_per_weight": 4,
-                "optimizer_bytes_per_row": 4,
+        task = {"format": torchrec_peer.FORMAT, "version": 2, "batch_size": ours["batch_size"],
+                "device_memory_bytes": [32 * 10**9] * 4, "optimizer_bytes_per_row": 4,
+                "optimizer_bytes_per_weight": 0,
                 "sharding_types": ["table_wise", "column_wise", "row_wise", "table_row_wise",
                                    "data_parallel", "grid_shard"],
                 "no_split": [],
                 "tables": [{"name": t["name"], "rows": t["rows"], "dim": t["dim"],
-                            "pooling_factor": t["pooling_factor"]} for t in specs]}
+                            "pooling_factor": t["pooling_factor"], "data_type": "fp32"}
+                           for t in specs]}
         theirs = torchrec_peer.plan_task(task)
         self.assertEqual(set(theirs), set(ours["tables"]))
         for name, t in theirs.items():
@@ -66,6 +67,20 @@ class TorchrecPlannerPeer(unittest.TestCase):
             want = sorted((s["row_offset"], s["col_offset"], s["rows"], s["cols"], s["device"])
                           for s in t["shards"])
             self.assertEqual(got, want, name)
+
+    def test_data_types_reach_torchrecs_storage_estimate(self):
+        # 1M rows x 64: 260 MB in fp32 with its row-wise state, 132 MB in fp16;
+        # one device of 200 MB holds the table whole only in fp16.
+        table = {"name": "t", "rows": 1_000_000, "dim": 64, "pooling_factor": 2.0,
+                 "data_type": "fp16"}
+        task = {"format": torchrec_peer.FORMAT, "version": 2, "batch_size": 8,
+                "device_memory_bytes": [200 * 10**6], "optimizer_bytes_per_row": 4,
+                "optimizer_bytes_per_weight": 0, "sharding_types": ["table_wise"],
+                "no_split": [], "tables": [table]}
+        self.assertEqual(torchrec_peer.plan_task(task)["t"]["sharding_type"], "table_wise")
+        table["data_type"] = "fp32"
+        with self.assertRaises(Exception):
+            torchrec_peer.plan_task(task)
 
     def test_no_torchrec_python_is_a_clear_error(self):
         r, out = self.plan(env={"EMBSHARD_TORCHREC_PYTHON": "/nonexistent/python"})
@@ -91,21 +106,25 @@ class TaskFile(unittest.TestCase):
         return torchrec_peer.read_task(f.name)
 
     def good(self):
-        return {"format": torchrec_peer.FORMAT, "version": 1, "batch_size": 8,
-                "device_memory_bytes": [10**9], "bytes_per_weight": 4,
-                "optimizer_bytes_per_row": 4, "sharding_types": ["table_wise"], "no_split": [],
-                "tables": [{"name": "a", "rows": 10, "dim": 4, "pooling_factor": 1.5}]}
+        return {"format": torchrec_peer.FORMAT, "version": 2, "batch_size": 8,
+                "device_memory_bytes": [10**9], "optimizer_bytes_per_row": 4,
+                "optimizer_bytes_per_weight": 0, "sharding_types": ["table_wise"],
+                "no_split": [], "tables": [{"name": "a", "rows": 10, "dim": 4,
+                                            "pooling_factor": 1.5, "data_type": "fp32"}]}
 
     def test_good(self):
         self.assertEqual(self.read(self.good())["tables"][0]["name"], "a")
 
     def test_bad(self):
-        cases = [("{", "not JSON"), ({**self.good(), "version": 2}, "version 1"),
+        cases = [("{", "not JSON"), ({**self.good(), "version": 1}, "version 2"),
                  ({**self.good(), "batch_size": "8"}, "batch_size"),
                  ({**self.good(), "tables": [{"name": "a", "rows": 0, "dim": 4,
                                               "pooling_factor": 1}]}, "tables[0].rows"),
                  ({**self.good(), "tables": [{"name": "a", "dim": 4, "pooling_factor": 1}]},
-                  "no field 'rows'")]
+                  "no field 'rows'"),
+                 ({**self.good(), "tables": [{"name": "a", "rows": 10, "dim": 4,
+                                              "pooling_factor": 1, "data_type": "int2"}]},
+                  "tables[0].data_type: 'int2' is not one of")]
         for obj, message in cases:
             with self.assertRaisesRegex(torchrec_peer.TaskError, message.replace("[", r"\[")):
                 self.read(obj)

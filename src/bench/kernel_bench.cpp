@@ -44,21 +44,6 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Evicts the caches before a timed call: each training iteration looks up a
-// new batch, so no implementation may find the previous call's rows in L3.
-class CacheFlusher {
- public:
-  CacheFlusher() : buffer_(kBytes) { std::memset(buffer_.data(), 0, kBytes); }
-  void flush() {
-    char* p = buffer_.data();
-    for (int64_t i = 0; i < kBytes; i += 64) p[i] += 1;
-  }
-
- private:
-  static constexpr int64_t kBytes = kKernelBenchFlushBytes;
-  HugeBuffer buffer_;
-};
-
 template <typename F>
 double time_ms(F&& f) {
   const auto start = Clock::now();
@@ -131,7 +116,7 @@ void OursKernel::run(KernelOp op) {
            "backward");
 }
 
-namespace {
+namespace {}  // namespace
 
 // Case (a): one DRAM-resident table with uniform random indices.
 std::vector<BenchTable> make_dram_case(const KernelBenchOptions& options, int64_t* batch_size) {
@@ -151,6 +136,8 @@ std::vector<BenchTable> make_dram_case(const KernelBenchOptions& options, int64_
   for (int64_t& i : t.trace.indices) i = row(rng);
   return {std::move(t)};
 }
+
+namespace {
 
 // Case (b): 20 tables shaped like Meta's 2021 synthetic set (heavy-tailed
 // rows and pooling, Zipf-skewed indices), seeded.
@@ -347,6 +334,7 @@ KernelBenchReport run_kernel_bench(const KernelBenchOptions& options,
   report.cases.push_back(run_kernel_case("synth2021_like", synth_desc, std::move(synth),
                                          batch_size, options, peers, reporter));
   for (KernelCaseResult& r : report.cases) r.memcpy_gb_per_s = report.memcpy_gb_per_s;
+  report.types = run_kernel_types(options, &report.types_description, reporter);
   for (KernelPeer* p : peers) report.peer_about.push_back(p->about());
   return report;
 }

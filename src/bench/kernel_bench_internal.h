@@ -2,6 +2,7 @@
 // kernel_bench_check.cpp (the peers' numerics check).
 #pragma once
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +12,21 @@
 #include "embshard/util/huge_buffer.h"
 
 namespace embshard {
+
+// Evicts the caches before a timed call: each training iteration looks up a
+// new batch, so no implementation may find the previous call's rows in L3.
+class CacheFlusher {
+ public:
+  CacheFlusher() : buffer_(kBytes) { std::memset(buffer_.data(), 0, kBytes); }
+  void flush() {
+    char* p = buffer_.data();
+    for (int64_t i = 0; i < kBytes; i += 64) p[i] += 1;
+  }
+
+ private:
+  static constexpr int64_t kBytes = kKernelBenchFlushBytes;
+  HugeBuffer buffer_;
+};
 
 // Owns the weights (and row-wise Adagrad state) of a case's tables and binds
 // them into a FusedBatch.
@@ -23,6 +39,12 @@ struct CaseData {
 };
 
 CaseData bind_case(const std::vector<BenchTable>& tables, int64_t batch_size, uint64_t seed);
+
+// The data types' table of the report (empty where none ran).
+std::string format_kernel_types(const KernelBenchReport& report);
+
+// Case (a): one DRAM-resident table of dim 128, uniform random indices.
+std::vector<BenchTable> make_dram_case(const KernelBenchOptions& options, int64_t* batch_size);
 
 // embshard's kernels on a case: one KernelOp per call.
 class OursKernel {

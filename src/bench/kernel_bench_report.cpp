@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/kernel_bench_internal.h"
 #include "embshard/bench/kernel_bench.h"
 
 namespace embshard {
@@ -89,6 +90,21 @@ void add_peer_json(nlohmann::json& c, const std::string& key, const ImplResult* 
   c[key + "_adagrad_update_max_rel_diff"] = or_null(q.update_max_rel_diff[ada]);
 }
 
+nlohmann::json types_json(const KernelBenchReport& report) {
+  nlohmann::json types = nlohmann::json::array();
+  for (const KernelTypeResult& r : report.types) {
+    types.push_back({{"type", data_type_name(r.type)},
+                     {"row_bytes", r.row_bytes},
+                     {"fwd_ms", r.fwd_ms},
+                     {"fwd_gb_per_s", r.fwd_gb_per_s()},
+                     {"fwd_speedup_over_fp32", r.fwd_speedup},
+                     {"fwd_fraction_of_memcpy", r.fwd_gb_per_s() / report.memcpy_gb_per_s},
+                     {"train_adagrad_ms", or_null(r.step_ms)},
+                     {"train_speedup_over_fp32", or_null(r.step_speedup)}});
+  }
+  return {{"case", report.types_description}, {"types", types}};
+}
+
 }  // namespace
 
 std::string format_kernel_report(const KernelBenchReport& report) {
@@ -106,6 +122,7 @@ std::string format_kernel_report(const KernelBenchReport& report) {
   }
   s += "\n";
   for (const KernelCaseResult& r : report.cases) s += format_case(r) + "\n";
+  s += format_kernel_types(report);
   for (const std::string& line : report.missing_peers) s += "(" + line + ")\n";
   return s;
 }
@@ -152,7 +169,8 @@ nlohmann::json kernel_report_to_json(const KernelBenchReport& report) {
           {"missing_peers", report.missing_peers},
           {"memcpy_gb_per_s", report.memcpy_gb_per_s},
           {"memcpy_buffer_bytes", report.memcpy_buffer_bytes},
-          {"cases", std::move(cases)}};
+          {"cases", std::move(cases)},
+          {"data_types", types_json(report)}};
 }
 
 }  // namespace embshard

@@ -90,8 +90,8 @@ PlanTask bench_task(int tables, int devices, const PlanBenchOptions& o) {
   MemoryModel m;
   int64_t total = 0, largest = 0;
   for (const TableSpec& t : w.tables) {
-    total += m.shard_bytes(t.rows, t.dim);
-    largest = std::max(largest, m.shard_bytes(t.rows, t.dim));
+    total += m.shard_bytes(t.data_type, t.rows, t.dim);
+    largest = std::max(largest, m.shard_bytes(t.data_type, t.rows, t.dim));
   }
   // Memory binds (30% over an even share) but every table fits whole.
   const int64_t cap = std::max<int64_t>(static_cast<int64_t>(o.mem_slack * total / devices),

@@ -6,14 +6,14 @@
 
 namespace embshard {
 
-WorkBytes fused_work_bytes(const TableFeatures& piece, int64_t batch, int64_t bytes_per_weight,
-                           int64_t optimizer_bytes_per_row) {
+WorkBytes fused_work_bytes(const TableFeatures& piece, int64_t batch, DataType type,
+                           int64_t state_bytes_per_row) {
   const double lookups = static_cast<double>(batch) * piece.pooling_factor;
   const double distinct = estimate_distinct_rows(piece, lookups);
   const double samples = static_cast<double>(batch) / std::max(1, piece.batch_slices);
   WorkBytes b;
-  b.rows = 2.0 * distinct * piece.dim * static_cast<double>(bytes_per_weight);
-  b.state = 2.0 * distinct * static_cast<double>(optimizer_bytes_per_row);
+  b.rows = 2.0 * distinct * static_cast<double>(data_type_row_bytes(type, piece.dim));
+  b.state = 2.0 * distinct * static_cast<double>(state_bytes_per_row);
   b.outputs = 2.0 * samples * piece.dim * 4.0;  // fp32 pooled outputs and their gradients
   return b;
 }

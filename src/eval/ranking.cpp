@@ -39,7 +39,8 @@ PlanTask make_ranking_task(std::vector<TableSpec> tables, int64_t batch_size, in
                            double headroom) {
   int64_t cap = default_device_capacity(tables, devices, headroom);
   const MemoryModel memory;
-  for (const TableSpec& t : tables) cap = std::max(cap, memory.shard_bytes(t.rows, t.dim));
+  for (const TableSpec& t : tables)
+    cap = std::max(cap, memory.shard_bytes(t.data_type, t.rows, t.dim));
   return make_task(std::move(tables), batch_size, device_capacities(devices, cap, {}), {});
 }
 
@@ -51,9 +52,7 @@ bool draw_placement(const PlanTask& task, std::mt19937_64& rng, Plan& plan) {
   std::vector<int64_t> free_bytes = task.device_mem_bytes;
   std::vector<int> order(task.num_tables());
   std::iota(order.begin(), order.end(), 0);
-  auto bytes = [&](int t) {
-    return task.memory.shard_bytes(task.tables[t].rows, task.tables[t].dim);
-  };
+  auto bytes = [&](int t) { return task.table_bytes(t); };
   std::shuffle(order.begin(), order.end(), rng);  // random order among equal sizes
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return bytes(a) > bytes(b); });
   plan.shards.clear();

@@ -41,7 +41,8 @@ std::vector<EvalTask> draw_specs(const Workload& pool, const PolicyTrainOptions&
     for (size_t k = 0; k < s.tables.size(); ++k) {
       tables.push_back(pool.tables[s.tables[k]]);
       tables.back().dim = s.dims[k];
-      largest = std::max(largest, memory.shard_bytes(tables.back().rows, s.dims[k]));
+      largest =
+          std::max(largest, memory.shard_bytes(DataType::kFp32, tables.back().rows, s.dims[k]));
     }
     // 1.5 x the largest table at least, so that whole tables pack.
     s.mem_cap_bytes =

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "embshard/kernel/executor.h"
+#include "embshard/kernel/precision.h"
 #include "embshard/util/error.h"
 #include "embshard/util/huge_buffer.h"
 #include "embshard/util/statistics.h"
@@ -35,18 +36,34 @@ class CpuShard : public PreparedShard {
     for (size_t i = 0; i < in.tables.size(); ++i) {
       const ShardTableInput& t = in.tables[i];
       check_shard_table(t, i, "cpu executor");
-      const size_t count = static_cast<size_t>(t.rows) * t.dim;
-      weights_.push_back(std::make_unique<HugeBuffer>(count * sizeof(float)));
-      fill_pattern(weights_.back()->floats(), count, i);
-      momentum_.push_back(std::make_unique<HugeBuffer>(t.rows * int64_t{sizeof(float)}));
-      std::fill_n(momentum_.back()->floats(), t.rows, 0.0f);
-      fused_.tables.push_back(
-          table_batch(t, weights_.back()->floats(), momentum_.back()->floats()));
+      fused_.tables.push_back(prepare_table(t, i, in.optimizer));
     }
     const size_t outputs = static_cast<size_t>(in.batch_size * fused_.total_dim());
     output_ = std::make_unique<HugeBuffer>(std::max<size_t>(1, outputs) * sizeof(float));
     grad_ = std::make_unique<HugeBuffer>(std::max<size_t>(1, outputs) * sizeof(float));
     fill_pattern(grad_->floats(), outputs, 7);
+  }
+
+  // The table's weights in its type and its optimizer's state.
+  TableBatch prepare_table(const ShardTableInput& t, size_t i, OptimizerType optimizer) {
+    const size_t count = static_cast<size_t>(t.rows) * t.dim;
+    weights_.push_back(std::make_unique<HugeBuffer>(count * sizeof(float)));
+    fill_pattern(weights_.back()->floats(), count, i);
+    TableBatch b = table_batch(t, weights_.back()->floats(), nullptr);
+    b.type = t.data_type;
+    if (t.data_type != DataType::kFp32) {  // packed in place: 2 bytes of every 4 used
+      pack_rows(t.data_type, b.weights, t.rows, t.dim, b.weights);
+      b.packed = b.weights;
+      b.weights = nullptr;
+    }
+    const auto state = [&](size_t floats) {
+      weights_.push_back(std::make_unique<HugeBuffer>(std::max<size_t>(1, floats) * sizeof(float)));
+      std::fill_n(weights_.back()->floats(), floats, 0.0f);
+      return weights_.back()->floats();
+    };
+    if (optimizer == OptimizerType::kRowWiseAdagrad) b.momentum = state(t.rows);
+    if (optimizer == OptimizerType::kAdam) b.exp_avg = state(count), b.exp_avg_sq = state(count);
+    return b;
   }
 
   StepTiming step() override {
@@ -67,7 +84,7 @@ class CpuShard : public PreparedShard {
   bool thread_cpu_time_;
   FusedBatch fused_;
   OptimizerConfig optimizer_;
-  std::vector<std::unique_ptr<HugeBuffer>> weights_, momentum_;
+  std::vector<std::unique_ptr<HugeBuffer>> weights_;  // and optimizer state
   std::unique_ptr<HugeBuffer> output_, grad_;
   TbeWorkspace workspace_;
 };

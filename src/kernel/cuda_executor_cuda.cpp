@@ -26,6 +26,10 @@ class CudaShard : public PreparedShard {
     for (size_t i = 0; i < in.tables.size(); ++i) {
       const ShardTableInput& t = in.tables[i];
       check_shard_table(t, i, "cuda executor");
+      ES_CHECK(t.data_type == DataType::kFp32,
+               "cuda executor: table {} of the shard is {}: the CUDA kernels store fp32 tables "
+               "only",
+               i, data_type_name(t.data_type));
       weights[i].resize(static_cast<size_t>(t.rows) * t.dim);
       fill_pattern(weights[i].data(), weights[i].size(), i);
       momentum[i].assign(static_cast<size_t>(t.rows), 0.0f);

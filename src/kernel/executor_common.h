@@ -36,6 +36,10 @@ inline void check_shard_table(const ShardTableInput& t, size_t i, const char* wh
   ES_CHECK(t.rows > 0 && t.dim >= 1 && t.dim <= detail::kMaxDim && t.offsets && t.indices,
            "{}: table {} of the shard has rows {}, dim {} (must be > 0 and 1..{}) or no trace", who,
            i, t.rows, t.dim, detail::kMaxDim);
+  ES_CHECK(data_type_trains(t.data_type),
+           "{}: table {} of the shard is {}: a shard's step trains, and quantized tables are "
+           "forward-only",
+           who, i, data_type_name(t.data_type));
 }
 
 // The shard's table over its weights and optimizer state.

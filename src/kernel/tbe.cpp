@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "embshard/kernel/precision.h"
 #include "kernel/tbe_common.h"
 
 namespace embshard {
@@ -124,9 +125,90 @@ void pool_bags(const ForwardArgs& a, int64_t bag_begin, int64_t bag_end, BadInde
   }
 }
 
+// acc[0..dim) += w x one stored row of type kType (not fp32), read as the
+// reference reads it (kernel/precision.h) so that both round alike.
+template <DataType kType>
+inline void add_row(const uint8_t* row, int dim, float w, float* acc) {
+  if constexpr (kType == DataType::kBf16) {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(row);
+    for (int d = 0; d < dim; ++d) acc[d] += w * bf16_to_fp32(h[d]);
+  } else if constexpr (kType == DataType::kFp16) {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(row);
+    int d = 0;
+#if defined(__F16C__) && defined(__AVX__)
+    const __m256 weight = _mm256_set1_ps(w);
+    for (; d + 8 <= dim; d += 8) {
+      const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + d)));
+      _mm256_storeu_ps(acc + d, _mm256_add_ps(_mm256_loadu_ps(acc + d), _mm256_mul_ps(weight, x)));
+    }
+#endif
+    for (; d < dim; ++d) acc[d] += w * fp16_to_fp32(h[d]);
+  } else if constexpr (kType == DataType::kInt8) {
+    float scale, bias;
+    std::memcpy(&scale, row + dim, 4);
+    std::memcpy(&bias, row + dim + 4, 4);
+    for (int d = 0; d < dim; ++d) acc[d] += w * (static_cast<float>(row[d]) * scale + bias);
+  } else {  // int4: two codes a byte, low nibble first, then fp16 scale and bias
+    const int bytes = (dim + 1) / 2;
+    uint16_t s, b;
+    std::memcpy(&s, row + bytes, 2);
+    std::memcpy(&b, row + bytes + 2, 2);
+    const float scale = fp16_to_fp32(s), bias = fp16_to_fp32(b);
+    alignas(64) float codes[detail::kMaxDim + 1];
+    for (int k = 0; k < bytes; ++k) {
+      codes[2 * k] = static_cast<float>(row[k] & 0xf);
+      codes[2 * k + 1] = static_cast<float>(row[k] >> 4);
+    }
+    for (int d = 0; d < dim; ++d) acc[d] += w * (codes[d] * scale + bias);
+  }
+}
+
+// pool_bags for a table stored as kType (not fp32): accumulators in a
+// buffer of the table's dim, prefetching by the stored row's bytes.
+template <DataType kType, bool kWeighted>
+void pool_bags_typed(const ForwardArgs& a, int64_t bag_begin, int64_t bag_end, BadIndex& bad) {
+  const TableBatch& t = *a.table;
+  const int dim = t.dim;
+  const int64_t row_bytes = t.row_bytes();
+  const uint8_t* base = static_cast<const uint8_t*>(t.packed);
+  const int64_t* idx = t.indices;
+  const int64_t nnz_end = t.offsets[bag_end];
+  const int64_t distance = std::clamp<int64_t>(96 / ((row_bytes + 63) / 64), 4, 32);
+  alignas(64) float acc[detail::kMaxDim];
+  for (int64_t b = bag_begin; b < bag_end; ++b) {
+    std::fill_n(acc, dim, 0.0f);
+    const int64_t begin = t.offsets[b], end = t.offsets[b + 1];
+    for (int64_t i = begin; i < end; ++i) {
+      if (i + distance < nnz_end && detail::index_in_range(idx[i + distance], t.rows)) {
+        detail::prefetch_bytes(base + idx[i + distance] * row_bytes, row_bytes);
+      }
+      const int64_t r = idx[i];
+      if (!detail::index_in_range(r, t.rows)) {
+        bad.note(a.table_id, i, r);
+        continue;
+      }
+      add_row<kType>(base + r * row_bytes, dim, kWeighted ? t.per_sample_weights[i] : 1.0f, acc);
+    }
+    const float scale = a.pooling == PoolingMode::kMean ? detail::mean_scale(end - begin) : 1.0f;
+    store_output<0>(a.output + b * a.out_stride, acc, scale, dim, false);
+  }
+}
+
 template <bool kWeighted>
 void pool_bags_dispatch(const ForwardArgs& a, int64_t bag_begin, int64_t bag_end,
                         BadIndex& bad) {
+  switch (a.table->type) {
+    case DataType::kFp32:
+      break;
+    case DataType::kFp16:
+      return pool_bags_typed<DataType::kFp16, kWeighted>(a, bag_begin, bag_end, bad);
+    case DataType::kBf16:
+      return pool_bags_typed<DataType::kBf16, kWeighted>(a, bag_begin, bag_end, bad);
+    case DataType::kInt8:
+      return pool_bags_typed<DataType::kInt8, kWeighted>(a, bag_begin, bag_end, bad);
+    case DataType::kInt4:
+      return pool_bags_typed<DataType::kInt4, kWeighted>(a, bag_begin, bag_end, bad);
+  }
   switch (a.table->dim) {
     case 8: return pool_bags<8, kWeighted>(a, bag_begin, bag_end, bad);
     case 16: return pool_bags<16, kWeighted>(a, bag_begin, bag_end, bad);
@@ -163,8 +245,13 @@ Status tbe_forward(const FusedBatch& batch, float* output, int num_threads) {
     BadIndex bad;
     for (int t = 0; t < num_tables; ++t) {
       const TableBatch& tb = batch.tables[t];
-      const ForwardArgs args{&tb, t, batch.pooling, output + columns[t], total_dim,
-                             can_stream(output, total_dim, columns[t], tb.dim, batch.batch_size)};
+      const ForwardArgs args{&tb,
+                             t,
+                             batch.pooling,
+                             output + columns[t],
+                             total_dim,
+                             tb.type == DataType::kFp32 && can_stream(output, total_dim, columns[t],
+                                                                      tb.dim, batch.batch_size)};
       if (tb.per_sample_weights != nullptr) {
         pool_bags_dispatch<true>(args, bag_begin, bag_end, bad);
       } else {

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <vector>
 
+#include "embshard/kernel/precision.h"
 #include "kernel/tbe_common.h"
 
 namespace embshard {
@@ -126,6 +127,7 @@ void build_sorted_keys(const FusedBatch& batch, int table, TableScratch& s) {
 struct UpdateArgs {
   const FusedBatch* batch;
   const TableBatch* table;
+  int table_id;
   const TableScratch* scratch;
   const float* grad;  // grad_output + this table's column offset
   int64_t grad_stride;
@@ -141,20 +143,53 @@ inline float occurrence_scale(const UpdateArgs& a, int64_t i, uint32_t bag) {
   return a.scratch->sorted_weights != nullptr ? a.scratch->sorted_weights[i] : 1.0f;
 }
 
-inline void apply_update(const UpdateArgs& a, uint32_t row, const float* grad) {
+// The fp32 update of one row's values `w` (the table's own row for fp32, a
+// copy for fp16 and bf16).
+inline void update_values(const UpdateArgs& a, uint32_t row, const float* grad, float* w) {
   const TableBatch& t = *a.table;
   const int dim = t.dim;
-  float* w = t.weights + static_cast<int64_t>(row) * dim;
   const float lr = a.optimizer.learning_rate;
-  if (a.optimizer.type == OptimizerType::kSgd) {
-    for (int d = 0; d < dim; ++d) w[d] -= lr * grad[d];
+  switch (a.optimizer.type) {
+    case OptimizerType::kSgd:
+      for (int d = 0; d < dim; ++d) w[d] -= lr * grad[d];
+      return;
+    case OptimizerType::kRowWiseAdagrad: {
+      float sum_sq = 0.0f;
+      for (int d = 0; d < dim; ++d) sum_sq += grad[d] * grad[d];
+      t.momentum[row] += sum_sq / static_cast<float>(dim);
+      const float step = lr / (std::sqrt(t.momentum[row]) + a.optimizer.eps);
+      for (int d = 0; d < dim; ++d) w[d] -= step * grad[d];
+      return;
+    }
+    case OptimizerType::kAdam: {
+      const detail::AdamStep adam(a.optimizer);
+      float* m = t.exp_avg + int64_t{row} * dim;
+      float* v = t.exp_avg_sq + int64_t{row} * dim;
+      for (int d = 0; d < dim; ++d) adam.apply(grad[d], w[d], m[d], v[d]);
+      return;
+    }
+  }
+}
+
+inline void apply_update(const UpdateArgs& a, uint32_t row, const float* grad) {
+  const TableBatch& t = *a.table;
+  if (t.type == DataType::kFp32) {
+    update_values(a, row, grad, t.weights + static_cast<int64_t>(row) * t.dim);
     return;
   }
-  float sum_sq = 0.0f;
-  for (int d = 0; d < dim; ++d) sum_sq += grad[d] * grad[d];
-  t.momentum[row] += sum_sq / static_cast<float>(dim);
-  const float step = lr / (std::sqrt(t.momentum[row]) + a.optimizer.eps);
-  for (int d = 0; d < dim; ++d) w[d] -= step * grad[d];
+  // fp16 / bf16: widened, updated in fp32, rounded back.
+  alignas(64) float w[detail::kMaxDim];
+  uint16_t* h = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(t.packed) + row * t.row_bytes());
+  widen_halves(t.type, h, t.dim, w);
+  update_values(a, row, grad, w);
+  const OptimizerConfig& o = a.optimizer;
+  if (!o.stochastic_rounding) {
+    narrow_halves(t.type, w, t.dim, h);
+    return;
+  }
+  for (int d = 0; d < t.dim; ++d) {
+    h[d] = round_half(t.type, w[d], true, rounding_random(o.seed, o.step, a.table_id, row, d));
+  }
 }
 
 // Segment-sums and updates the distinct rows of sorted keys [begin, end),
@@ -171,7 +206,7 @@ void update_rows(const UpdateArgs& a, int64_t begin, int64_t end, float* acc) {
       if (i + kUpdatePrefetchDistance < end) {
         const uint64_t ahead = keys[i + kUpdatePrefetchDistance];
         if (row_of(ahead) != row_of(keys[i + kUpdatePrefetchDistance - 1])) {  // once per row
-          detail::prefetch_row_for_write(t.weights + int64_t{row_of(ahead)} * dim, dim);
+          detail::prefetch_bytes_for_write(t.row_data(row_of(ahead)), t.row_bytes());
         }
         detail::prefetch_row(a.grad + int64_t{bag_of(ahead)} * a.grad_stride, dim);
       }
@@ -215,8 +250,9 @@ Status tbe_backward_update(const FusedBatch& batch, const float* grad_output,
       alignas(64) float acc[detail::kMaxDim];
       const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
       for (int t = 0; t < num_tables; ++t) {
-        const UpdateArgs args{&batch, &batch.tables[t], &scratch[t],
-                              grad_output + batch.column_offset(t), total_dim, optimizer};
+        const UpdateArgs args{
+            &batch,    &batch.tables[t], t, &scratch[t], grad_output + batch.column_offset(t),
+            total_dim, optimizer};
         const int64_t nnz = batch.tables[t].offsets[batch.batch_size];
         update_rows(args, partition_start(scratch[t].sorted, nnz, tid, nt),
                     partition_start(scratch[t].sorted, nnz, tid + 1, nt), acc);

@@ -83,7 +83,17 @@ Status check_table(const FusedBatch& batch, int table, const OptimizerConfig* op
   if (t.rows < 0 || t.rows >= kMaxTableRows) {
     return invalid_argument(table, t.rows, "rows must be in [0, 2^31)");
   }
-  if (t.rows > 0 && t.weights == nullptr) return invalid_argument(table, 0, "weights is null");
+  if (t.rows > 0 && t.type == DataType::kFp32 && t.weights == nullptr) {
+    return invalid_argument(table, 0, "weights is null");
+  }
+  if (t.rows > 0 && t.type != DataType::kFp32 && t.packed == nullptr) {
+    return invalid_argument(table, 0,
+                            "packed weights are null (a " + data_type_name(t.type) + " table)");
+  }
+  if (optimizer != nullptr && !data_type_trains(t.type)) {
+    return invalid_argument(table, static_cast<int64_t>(t.type),
+                            data_type_name(t.type) + " tables are forward-only");
+  }
   if (t.per_sample_weights != nullptr && batch.pooling == PoolingMode::kMean) {
     return invalid_argument(table, 0, "per_sample_weights need sum pooling");
   }
@@ -91,12 +101,19 @@ Status check_table(const FusedBatch& batch, int table, const OptimizerConfig* op
       t.rows > 0 && t.momentum == nullptr) {
     return invalid_argument(table, 0, "row-wise Adagrad needs momentum");
   }
+  if (optimizer != nullptr && optimizer->type == OptimizerType::kAdam && t.rows > 0 &&
+      (t.exp_avg == nullptr || t.exp_avg_sq == nullptr)) {
+    return invalid_argument(table, 0, "Adam needs exp_avg and exp_avg_sq");
+  }
   return check_offsets(t, table, batch.batch_size);
 }
 
 }  // namespace
 
 Status check_arguments(const FusedBatch& batch, const OptimizerConfig* optimizer) {
+  if (optimizer != nullptr && optimizer->type == OptimizerType::kAdam && optimizer->step < 1) {
+    return invalid_argument(-1, optimizer->step, "Adam's step must be >= 1");
+  }
   if (batch.batch_size < 0 || batch.batch_size >= kMaxTableIndices) {
     return invalid_argument(-1, batch.batch_size, "batch_size must be in [0, 2^32)");
   }

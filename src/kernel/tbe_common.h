@@ -3,6 +3,7 @@
 // that both kernels reject exactly the same inputs with the same status.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "embshard/kernel/tbe.h"
@@ -45,16 +46,34 @@ inline float mean_scale(int64_t bag_length) {
   return bag_length > 0 ? 1.0f / static_cast<float>(bag_length) : 0.0f;
 }
 
-inline void prefetch_row(const float* row, int dim) {
-  const char* p = reinterpret_cast<const char*>(row);
-  const int bytes = dim * static_cast<int>(sizeof(float));
-  for (int line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, 3);
+inline void prefetch_bytes(const void* at, int64_t bytes) {
+  const char* p = static_cast<const char*>(at);
+  for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 0, 3);
 }
 
-inline void prefetch_row_for_write(float* row, int dim) {
-  char* p = reinterpret_cast<char*>(row);
-  const int bytes = dim * static_cast<int>(sizeof(float));
-  for (int line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 1, 3);
+inline void prefetch_row(const float* row, int dim) { prefetch_bytes(row, int64_t{dim} * 4); }
+
+inline void prefetch_bytes_for_write(const void* at, int64_t bytes) {
+  const char* p = static_cast<const char*>(at);
+  for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(p + line, 1, 3);
 }
+
+// Adam's bias corrections 1 - beta^step, and one element's update. Both
+// kernels use these exact expressions so they round alike.
+struct AdamStep {
+  float lr, beta1, beta2, eps, correction1, correction2;
+  explicit AdamStep(const OptimizerConfig& o)
+      : lr(o.learning_rate),
+        beta1(o.beta1),
+        beta2(o.beta2),
+        eps(o.eps),
+        correction1(1.0f - std::pow(o.beta1, static_cast<float>(o.step))),
+        correction2(1.0f - std::pow(o.beta2, static_cast<float>(o.step))) {}
+  void apply(float g, float& w, float& m, float& v) const {
+    m = beta1 * m + (1.0f - beta1) * g;
+    v = beta2 * v + (1.0f - beta2) * (g * g);
+    w -= lr * (m / correction1) / (std::sqrt(v / correction2) + eps);
+  }
+};
 
 }  // namespace embshard::detail

@@ -227,8 +227,19 @@ std::string CudaTbe::Impl::check_guard(const DeviceBuffer& b, int64_t count,
 CudaTbe::CudaTbe(const FusedBatch& fb, const OptimizerConfig& optimizer, int device)
     : impl_(std::make_unique<Impl>(device, optimizer)) {
   Impl& im = *impl_;
-  const Status forward_args = detail::check_arguments(fb, nullptr);
-  const Status backward_args = detail::check_arguments(fb, &optimizer);
+  // The CUDA kernels store fp32 tables and know SGD and row-wise Adagrad.
+  Status forward_args = detail::check_arguments(fb, nullptr);
+  for (size_t t = 0; t < fb.tables.size() && forward_args.ok(); ++t) {
+    if (fb.tables[t].type != DataType::kFp32) {
+      forward_args = detail::invalid_argument(
+          static_cast<int>(t), static_cast<int64_t>(fb.tables[t].type),
+          "the CUDA kernels store fp32 tables only, not " + data_type_name(fb.tables[t].type));
+    }
+  }
+  Status backward_args = forward_args.ok() ? detail::check_arguments(fb, &optimizer) : forward_args;
+  if (backward_args.ok() && optimizer.type == OptimizerType::kAdam) {
+    backward_args = detail::invalid_argument(-1, 0, "the CUDA kernels have no Adam");
+  }
   const Status lookups = forward_args.ok() ? check_lookups(fb) : Status{};
   im.forward_status = forward_args.ok() ? lookups : forward_args;
   im.backward_status = backward_args.ok() ? lookups : backward_args;

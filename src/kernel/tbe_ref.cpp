@@ -1,9 +1,11 @@
 // Scalar reference TBE kernels: the plainest correct code, one bag and one
 // element at a time, against which the optimized kernels are tested.
 #include <cmath>
+#include <algorithm>
 #include <map>
 #include <vector>
 
+#include "embshard/kernel/precision.h"
 #include "kernel/tbe_common.h"
 
 namespace embshard {
@@ -16,18 +18,40 @@ float occurrence_scale(const FusedBatch& batch, const TableBatch& t, int64_t bag
   return t.per_sample_weights != nullptr ? t.per_sample_weights[i] : 1.0f;
 }
 
-void apply_update(const TableBatch& t, int64_t row, const std::vector<float>& grad,
+// Row `row` as fp32 values, whatever the table stores.
+std::vector<float> read_row(const TableBatch& t, int64_t row) {
+  std::vector<float> values(t.dim);
+  unpack_rows(t.type, t.row_data(row), 1, t.dim, values.data());
+  return values;
+}
+
+void apply_update(const TableBatch& t, int table, int64_t row, const std::vector<float>& grad,
                   const OptimizerConfig& opt) {
-  float* w = t.weights + row * t.dim;
+  std::vector<float> w = read_row(t, row);
   if (opt.type == OptimizerType::kSgd) {
     for (int d = 0; d < t.dim; ++d) w[d] -= opt.learning_rate * grad[d];
+  } else if (opt.type == OptimizerType::kRowWiseAdagrad) {
+    float sum_sq = 0.0f;
+    for (int d = 0; d < t.dim; ++d) sum_sq += grad[d] * grad[d];
+    t.momentum[row] += sum_sq / static_cast<float>(t.dim);
+    const float step = opt.learning_rate / (std::sqrt(t.momentum[row]) + opt.eps);
+    for (int d = 0; d < t.dim; ++d) w[d] -= step * grad[d];
+  } else {
+    const detail::AdamStep adam(opt);
+    for (int d = 0; d < t.dim; ++d) {
+      adam.apply(grad[d], w[d], t.exp_avg[row * t.dim + d], t.exp_avg_sq[row * t.dim + d]);
+    }
+  }
+  if (t.type == DataType::kFp32) {
+    std::copy(w.begin(), w.end(), t.weights + row * t.dim);
     return;
   }
-  float sum_sq = 0.0f;
-  for (int d = 0; d < t.dim; ++d) sum_sq += grad[d] * grad[d];
-  t.momentum[row] += sum_sq / static_cast<float>(t.dim);
-  const float step = opt.learning_rate / (std::sqrt(t.momentum[row]) + opt.eps);
-  for (int d = 0; d < t.dim; ++d) w[d] -= step * grad[d];
+  uint16_t* h = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(t.packed) + row * t.row_bytes());
+  for (int d = 0; d < t.dim; ++d) {
+    const uint32_t random =
+        opt.stochastic_rounding ? rounding_random(opt.seed, opt.step, table, row, d) : 0;
+    h[d] = round_half(t.type, w[d], opt.stochastic_rounding, random);
+  }
 }
 
 }  // namespace
@@ -45,7 +69,7 @@ Status tbe_forward_ref(const FusedBatch& batch, float* output) {
       float* out = output + b * total_dim + column;
       for (int d = 0; d < tb.dim; ++d) out[d] = 0.0f;
       for (int64_t i = tb.offsets[b]; i < tb.offsets[b + 1]; ++i) {
-        const float* row = tb.weights + tb.indices[i] * tb.dim;
+        const std::vector<float> row = read_row(tb, tb.indices[i]);
         const float w = tb.per_sample_weights != nullptr ? tb.per_sample_weights[i] : 1.0f;
         for (int d = 0; d < tb.dim; ++d) out[d] += w * row[d];
       }
@@ -79,7 +103,7 @@ Status tbe_backward_update_ref(const FusedBatch& batch, const float* grad_output
         for (int d = 0; d < tb.dim; ++d) acc[d] += scale * g[d];
       }
     }
-    for (const auto& [row, grad] : grads) apply_update(tb, row, grad, optimizer);
+    for (const auto& [row, grad] : grads) apply_update(tb, t, row, grad, optimizer);
   }
   return {};
 }

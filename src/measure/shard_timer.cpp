@@ -106,7 +106,8 @@ std::unique_ptr<PreparedShard> ShardTimer::prepare(const std::vector<ShardTable>
     // takes a pointer.
     static const int64_t kNoIndices = 0;
     input.tables.push_back({s.rows > 0 ? s.rows : workload_.tables[s.table].rows, s.dim,
-                            t.offsets.data(), t.indices.empty() ? &kNoIndices : t.indices.data()});
+                            t.offsets.data(), t.indices.empty() ? &kNoIndices : t.indices.data(),
+                            workload_.tables[s.table].data_type});
   }
   return executor_.prepare(input);
 }

@@ -73,21 +73,21 @@ bool same_cut(const std::vector<Piece>& a, const std::vector<Piece>& b) {
 }
 
 // Bytes of B's pieces that their device did not hold in A, added to each
-// receiving device (MemoryModel: the weights, and the row-wise optimizer
-// state once per row that receives any; plan files are written with the
-// default memory model). In a sharded A every value sits on exactly one
+// receiving device (B's memory model: the weights in B's data type
+// with their per-weight optimizer state, and the row-wise state once per row
+// that receives any). In a sharded A every value sits on exactly one
 // device, so summing overlaps with A's pieces on other devices counts each
 // moved weight once; a replicated A holds every value on each of its devices,
 // so a piece moves whole or not at all.
-int64_t moved_bytes(const PlanFileTable& ta, const std::vector<Piece>& a,
-                    const std::vector<Piece>& b, std::vector<int64_t>& received_bytes) {
-  const MemoryModel memory;
+int64_t moved_bytes(const MemoryModel& memory, DataType type, const PlanFileTable& ta,
+                    const std::vector<Piece>& a, const std::vector<Piece>& b,
+                    std::vector<int64_t>& received_bytes) {
   int64_t total = 0;
   for (const Piece& pb : b) {
     int64_t bytes = 0;
     if (ta.replicated()) {
       const bool held = std::find(ta.ranks.begin(), ta.ranks.end(), pb.device) != ta.ranks.end();
-      bytes = held ? 0 : memory.shard_bytes(pb.rows, pb.cols);
+      bytes = held ? 0 : memory.shard_bytes(type, pb.rows, pb.cols);
     } else {
       std::vector<std::pair<int64_t, int64_t>> rows_in;  // row ranges that receive weights
       for (const Piece& pa : a) {
@@ -97,7 +97,8 @@ int64_t moved_bytes(const PlanFileTable& ta, const std::vector<Piece>& a,
         const int cols = std::min(pa.col_offset + pa.cols, pb.col_offset + pb.cols) -
                          std::max(pa.col_offset, pb.col_offset);
         if (end <= first || cols <= 0) continue;
-        bytes += (end - first) * cols * memory.bytes_per_weight;
+        bytes += (end - first) *
+                 (data_type_row_bytes(type, cols) + cols * memory.optimizer_bytes_per_weight);
         rows_in.emplace_back(first, end);
       }
       std::sort(rows_in.begin(), rows_in.end());
@@ -138,8 +139,8 @@ void check_same_tables(const PlanFile& a, const PlanFile& b) {
   }
 }
 
-TableComparison compare_table(const PlanFileTable& ta, const PlanFileTable& tb,
-                              std::vector<int64_t>& received_bytes) {
+TableComparison compare_table(const MemoryModel& memory, const PlanFileTable& ta,
+                              const PlanFileTable& tb, std::vector<int64_t>& received_bytes) {
   const std::vector<Piece> pa = pieces(ta), pb = pieces(tb);
   TableComparison c;
   c.name = ta.name;
@@ -149,7 +150,7 @@ TableComparison compare_table(const PlanFileTable& ta, const PlanFileTable& tb,
   c.type_b = tb.sharding_type;
   c.placement_a = placement_text(ta, pa);
   c.placement_b = placement_text(tb, pb);
-  c.moved_bytes = moved_bytes(ta, pa, pb, received_bytes);
+  c.moved_bytes = moved_bytes(memory, tb.data_type, ta, pa, pb, received_bytes);
   c.change.type = c.type_a != c.type_b;
   c.change.split = !same_cut(pa, pb);
   c.change.devices = c.moved_bytes > 0;
@@ -193,7 +194,7 @@ PlanDiff diff_plans(const PlanFile& a, const PlanFile& b) {
   for (const PlanFileTable& t : b.tables) in_b[t.name] = &t;
   for (const PlanFileTable& ta : a.tables) {
     const PlanFileTable& tb = *in_b.at(ta.name);
-    const TableComparison c = compare_table(ta, tb, received);
+    const TableComparison c = compare_table(b.memory, ta, tb, received);
     if (c.change.any()) diff.changed.push_back(static_cast<int>(diff.tables.size()));
     diff.moved_bytes += c.moved_bytes;
     diff.tables.push_back(c);

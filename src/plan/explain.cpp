@@ -86,7 +86,7 @@ std::vector<Decision> explain_plan(const PlanTask& task, const Plan& plan, Shard
         rest.shards.push_back(s);
         continue;
       }
-      freed[s.device] += task.memory.shard_bytes(s.rows, s.cols);
+      freed[s.device] += task.piece_bytes(s.table, s.rows, s.cols);
       if (!s.replica && s.rows == task.tables[t].rows && s.cols == task.tables[t].dim) {
         whole_on = s.device;
       }

@@ -51,7 +51,7 @@ void check_feasible(const PlanTask& task) {
     }
     const int cols = task.min_piece_cols(t);
     const int64_t piece = task.min_piece_bytes(t);
-    const bool by_rows = piece < task.memory.shard_bytes(s.rows, cols);
+    const bool by_rows = piece < task.piece_bytes(t, s.rows, cols);
     ES_CHECK(piece <= largest,
              "table '{}' ({} rows x dim {}, {}) cannot fit: its smallest {} needs {} but the "
              "largest device holds {}{}",
@@ -100,13 +100,13 @@ bool PlanTask::row_splittable(int t, int k) const {
 int64_t PlanTask::min_piece_bytes(int t) const {
   const TableSpec& s = tables[t];
   const int cols = min_piece_cols(t);
-  int64_t best = memory.shard_bytes(s.rows, cols);
+  int64_t best = piece_bytes(t, s.rows, cols);
   // The most row pieces: every device (row_wise) or all but one (table_row_wise).
   for (int k = num_devices(); k >= 2; --k) {
     if (!row_splittable(t, k)) continue;
     const int64_t block = (s.rows + k - 1) / k;
-    best = std::min(best, memory.shard_bytes(block, s.dim));
-    if (types.allows(ShardingType::kGridShard)) best = std::min(best, memory.shard_bytes(block, cols));
+    best = std::min(best, piece_bytes(t, block, s.dim));
+    if (types.allows(ShardingType::kGridShard)) best = std::min(best, piece_bytes(t, block, cols));
     break;
   }
   return best;
@@ -170,8 +170,8 @@ int64_t default_device_capacity(const std::vector<TableSpec>& tables, int device
   ES_CHECK(devices > 0, "devices is {}, must be at least 1", devices);
   int64_t total = 0, narrowest = 0;
   for (const TableSpec& t : tables) {
-    total += memory.shard_bytes(t.rows, t.dim);
-    narrowest = std::max(narrowest, memory.shard_bytes(t.rows, std::min(t.dim, 4)));
+    total += memory.shard_bytes(t.data_type, t.rows, t.dim);
+    narrowest = std::max(narrowest, memory.shard_bytes(t.data_type, t.rows, std::min(t.dim, 4)));
   }
   const double even = static_cast<double>(total) / devices;
   return static_cast<int64_t>(headroom * std::max(even, static_cast<double>(narrowest))) + 1;
@@ -202,6 +202,11 @@ void check_table_sizes(const std::vector<TableSpec>& tables) {
              s.name, s.rows, kMaxRows);
     ES_CHECK(s.dim <= kMaxDim, "table '{}' has dim {}, past the {} embshard plans for", s.name,
              s.dim, kMaxDim);
+    // Plans are of training steps; quantized tables have a forward only.
+    ES_CHECK(data_type_trains(s.data_type),
+             "table '{}' is {}: quantized tables are forward-only (inference) and embshard "
+             "plans training steps; plan it as fp16, bf16 or fp32",
+             s.name, data_type_name(s.data_type));
   }
 }
 
@@ -252,7 +257,7 @@ PlanTask make_task(std::vector<TableSpec> tables, int64_t batch_size,
 
 std::vector<int64_t> table_memory_bytes(const PlanTask& task, const Plan& plan) {
   std::vector<int64_t> bytes(task.tables.size(), 0);
-  for (const Shard& s : plan.shards) bytes[s.table] += task.memory.shard_bytes(s.rows, s.cols);
+  for (const Shard& s : plan.shards) bytes[s.table] += task.piece_bytes(s.table, s.rows, s.cols);
   return bytes;
 }
 
@@ -260,7 +265,7 @@ std::vector<int64_t> device_memory_bytes(const PlanTask& task, const Plan& plan)
   std::vector<int64_t> used(task.num_devices(), 0);
   for (const Shard& s : plan.shards) {
     if (s.device >= 0 && s.device < task.num_devices()) {
-      used[s.device] += task.memory.shard_bytes(s.rows, s.cols);
+      used[s.device] += task.piece_bytes(s.table, s.rows, s.cols);
     }
   }
   return used;

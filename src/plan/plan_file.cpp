@@ -232,7 +232,8 @@ void check_shapes(const Reader& r, const std::string& where, const PlanFileTable
   }
 }
 
-PlanFileTable read_table(const Reader& r, const std::string& name, const json& j, int num_devices) {
+PlanFileTable read_table(const Reader& r, const std::string& name, const json& j, int num_devices,
+                         int version) {
   const std::string where = member_path("tables", name);
   PlanFileTable t;
   t.name = name;
@@ -254,6 +255,11 @@ PlanFileTable read_table(const Reader& r, const std::string& name, const json& j
            t.sharding_type);
   t.dim = static_cast<int>(r.integer_at(j, where, "dim", 1, kMaxDim));
   t.rows = r.integer_at(j, where, "rows", 1, kMaxRows);
+  if (version > 1) {
+    t.data_type =
+        parse_data_type(r.string_at(j, where, "data_type"),
+                        fmt::format("{}: field '{}'", r.source(), member_path(where, "data_type")));
+  }
   t.memory_bytes = r.integer_at(j, where, "memory_bytes", 0, kInt64Max);
   const std::string ranks_field = member_path(where, "ranks");
   const json& ranks = r.array(r.member(j, where, "ranks"), ranks_field);
@@ -348,20 +354,27 @@ PlanFilePrediction read_prediction(const Reader& r, const json& top, int num_dev
 // (or replicas) hold, and no device holds more than its capacity. A plan
 // edited by hand (a shard moved onto a full device) fails here, not on the
 // GPU.
-void check_memory(const Reader& r, const json& model, PlanFile& p) {
+void check_memory(const Reader& r, const json& model, int version, PlanFile& p) {
   ES_CHECK(model.is_object(), "{}: field 'memory_model' is {}, expected an object", r.source(),
            show(model));
-  p.bytes_per_weight = r.integer_at(model, "memory_model", "bytes_per_weight", 1, 64);
-  p.optimizer_bytes_per_row =
+  if (version == 1) {  // fp32 tables, bytes_per_weight 4
+    const int64_t per_weight = r.integer_at(model, "memory_model", "bytes_per_weight", 4, 4);
+    (void)per_weight;
+  } else {
+    p.memory.optimizer_bytes_per_weight =
+        r.integer_at(model, "memory_model", "optimizer_bytes_per_weight", 0, 1024);
+  }
+  p.memory.optimizer_bytes_per_row =
       r.integer_at(model, "memory_model", "optimizer_bytes_per_row", 0, 1024);
-  // The plan holds at most kMaxPlanValues (2^50) values, replicas counted, and
-  // no more rows than values: every sum stays below 2^56 + 2^60.
-  const auto bytes = [&](int64_t rows, int64_t cols) {
-    return rows * (cols * p.bytes_per_weight + p.optimizer_bytes_per_row);
-  };
+  p.has_memory_model = true;
   std::vector<int64_t> used(p.num_devices, 0);
   std::vector<std::vector<std::string>> on(p.num_devices);
   for (const PlanFileTable& t : p.tables) {
+    // The plan holds at most kMaxPlanValues (2^50) values, replicas counted,
+    // and no more rows than values: every sum stays below 2^60.
+    const auto bytes = [&](int64_t rows, int64_t cols) {
+      return p.memory.shard_bytes(t.data_type, rows, cols);
+    };
     int64_t held = 0;
     if (t.replicated()) {
       for (int d : t.ranks) {
@@ -420,8 +433,10 @@ PlanFile read_plan(const Reader& r, const json& j) {
   ES_CHECK(format == kPlanFormat, "{}: field 'format' is {}, expected \"{}\"", r.source(),
            show(format), kPlanFormat);
   const json& version = r.member(j, "", "version");
-  ES_CHECK(version == kPlanVersion, "{}: field 'version' is {}, this reader reads version {}",
-           r.source(), show(version), kPlanVersion);
+  ES_CHECK(version == kPlanVersion || version == 1,
+           "{}: field 'version' is {}, this reader reads versions 1 and {}", r.source(),
+           show(version), kPlanVersion);
+  const int file_version = version.get<int>();
   PlanFile p;
   p.path = r.source();
   p.algorithm = r.string_at(j, "", "algorithm");
@@ -443,7 +458,7 @@ PlanFile read_plan(const Reader& r, const json& j) {
   int64_t values = 0;
   for (const std::string& name : table_order(r, j, tables)) {
     ES_CHECK(!name.empty(), "{}: field 'tables' has a table with an empty name", r.source());
-    p.tables.push_back(read_table(r, name, tables.at(name), p.num_devices));
+    p.tables.push_back(read_table(r, name, tables.at(name), p.num_devices, file_version));
     const PlanFileTable& t = p.tables.back();
     const int64_t copies = t.replicated() ? static_cast<int64_t>(t.ranks.size()) : 1;
     ES_CHECK(t.rows * t.dim <= (kMaxPlanValues - values) / copies,
@@ -452,7 +467,7 @@ PlanFile read_plan(const Reader& r, const json& j) {
              r.source(), name, kMaxPlanValues);
     values += t.rows * t.dim * copies;
   }
-  if (j.contains("memory_model")) check_memory(r, j["memory_model"], p);
+  if (j.contains("memory_model")) check_memory(r, j["memory_model"], file_version, p);
   p.predicted = read_prediction(r, j, p.num_devices);
   for (int d = 0; d < p.num_devices; ++d) {
     ES_CHECK(p.predicted.devices[d].memory_bytes <= p.device_memory_bytes[d],

@@ -25,7 +25,7 @@ void add_collective_load(const PlanTask& task, const Shard& s, CollectiveLoad& l
   const TableSpec& spec = task.tables[s.table];
   if (s.replica) {
     if (s.device == 0) {
-      load.allreduce_bytes += static_cast<double>(spec.rows) * spec.dim * task.memory.bytes_per_weight;
+      load.allreduce_bytes += static_cast<double>(spec.weight_bytes());
     }
     return;
   }
@@ -101,8 +101,8 @@ TableFeatures shard_features(const PlanTask& task, const Shard& s) {
 
 double shard_floor_ms(const PlanTask& task, const Shard& s, double memory_gbps) {
   const WorkBytes bytes =
-      fused_work_bytes(shard_features(task, s), task.batch_size, task.memory.bytes_per_weight,
-                       task.memory.optimizer_bytes_per_row);
+      fused_work_bytes(shard_features(task, s), task.batch_size, task.tables[s.table].data_type,
+                       task.memory.state_bytes_per_row(s.cols));
   return floor_ms(bytes.total(), memory_gbps);
 }
 
@@ -207,7 +207,7 @@ PlanPrediction predict_plan(const PlanTask& task, const Plan& plan, ShardCosts& 
   p.collectives.reset(task.num_devices());
   for (const Shard& s : plan.shards) {
     DeviceCosts& c = p.devices[s.device];
-    c.memory_bytes += task.memory.shard_bytes(s.rows, s.cols);
+    c.memory_bytes += task.piece_bytes(s.table, s.rows, s.cols);
     ++c.num_shards;
     // Replicas need no all-to-all: each device pools its own samples. Row
     // pieces' partial sums go through the reduce-scatter instead.

@@ -40,6 +40,7 @@ nlohmann::json table_json(const PlanTask& task, const Plan& plan, int t,
   j["shards"] = type == "data_parallel" ? nlohmann::json(nullptr) : list;
   j["rows"] = task.tables[t].rows;
   j["dim"] = task.tables[t].dim;
+  j["data_type"] = data_type_name(task.tables[t].data_type);
   j["memory_bytes"] = memory_bytes;
   return j;
 }
@@ -189,10 +190,11 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
   j["batch_size"] = task.batch_size;
   j["num_devices"] = task.num_devices();
   j["device_memory_bytes"] = task.device_mem_bytes;
+  if (!task.reserved_bytes.empty()) j["device_reserved_bytes"] = task.reserved_bytes;
   // How a shard's bytes follow from its shape: readers check each device's
   // shards against its capacity with it.
-  j["memory_model"] = {{"bytes_per_weight", task.memory.bytes_per_weight},
-                       {"optimizer_bytes_per_row", task.memory.optimizer_bytes_per_row}};
+  j["memory_model"] = {{"optimizer_bytes_per_row", task.memory.optimizer_bytes_per_row},
+                       {"optimizer_bytes_per_weight", task.memory.optimizer_bytes_per_weight}};
   std::vector<std::vector<const Shard*>> by_table(task.tables.size());
   for (const Shard& s : r.plan.shards) by_table[s.table].push_back(&s);
   const std::vector<int64_t> memory = table_memory_bytes(task, r.plan);
@@ -371,9 +373,9 @@ std::string shard_text(int device, int cols, int64_t row_offset, int64_t rows, i
 namespace {
 
 void add_table_rows(const PlanTask& task, const PlanResult& r, std::string& out) {
-  TextTable table(
-      {"table", "sharding", "rows", "dim", "pooling", "memory MB", "shards (device:cols[rows])"});
-  table.align_left(6);
+  TextTable table({"table", "sharding", "rows", "dim", "type", "pooling", "memory MB",
+                   "shards (device:cols[rows])"});
+  table.align_left(7);
   std::vector<std::string> where(task.tables.size());
   for (const Shard& s : r.plan.shards) {
     std::string& w = where[s.table];
@@ -384,8 +386,9 @@ void add_table_rows(const PlanTask& task, const PlanResult& r, std::string& out)
   for (int t = 0; t < task.num_tables(); ++t) {
     const TableSpec& s = task.tables[t];
     table.add_row({s.name, sharding_type(task, r.plan, t), std::to_string(s.rows),
-                   std::to_string(s.dim), fmt::format("{:.2f}", s.pooling_factor),
-                   fmt::format("{:.1f}", memory[t] / 1e6), where[t]});
+                   std::to_string(s.dim), data_type_name(s.data_type),
+                   fmt::format("{:.2f}", s.pooling_factor), fmt::format("{:.1f}", memory[t] / 1e6),
+                   where[t]});
   }
   out += table.render() + "\n";
 }
@@ -490,6 +493,7 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
                   : "",
       imbalance_lines(r.predicted), sharding_type_summary(task, r.plan), r.search_s,
       r.search_summary.empty() ? "" : "; " + r.search_summary);
+  out += memory_lines(task);
   out += floor_line(r);
   for (const std::string& w : r.floor_warnings) out += "warning: " + w + "\n";
   if (r.verification) out += verification_report(*r.verification);

@@ -290,7 +290,8 @@ double GridGreedy::run(const std::vector<Piece>& pieces, std::vector<int>& devic
     if (!p.replica) total_cols += p.cols;
     if (!p.replica && p.group < 0) alltoall_cols += p.cols;
     if (p.replica) {
-      allreduce_bytes_ += static_cast<double>(p.rows) * p.cols * task_.memory.bytes_per_weight;
+      allreduce_bytes_ += static_cast<double>(p.rows) *
+                          data_type_row_bytes(task_.tables[p.table].data_type, p.cols);
     }
     groups_ = std::max(groups_, static_cast<size_t>(p.group + 1));
   }

@@ -15,7 +15,7 @@ Piece make_piece(const PlanTask& task, ShardCosts& costs, int table, int cols) {
   p.cols = cols;
   p.rows = task.tables[table].rows;
   p.id = costs.piece_id(table, cols);
-  p.mem_bytes = task.memory.shard_bytes(p.rows, cols);
+  p.mem_bytes = task.piece_bytes(table, p.rows, cols);
   p.single_ms = costs.single_ms(p.id);
   return p;
 }
@@ -31,7 +31,7 @@ Piece make_row_piece(const PlanTask& task, ShardCosts& costs, int table, int col
   p.rows = sizes[block];
   p.group = group;
   p.id = costs.shard_id(Shard{table, 0, cols, p.row_offset, p.rows, 0, false});
-  p.mem_bytes = task.memory.shard_bytes(p.rows, cols);
+  p.mem_bytes = task.piece_bytes(table, p.rows, cols);
   p.single_ms = costs.single_ms(p.id);
   p.index_bytes = index_exchange_bytes(spec.pooling_factor, task.batch_size,
                                        task.lookup_share(table, p.row_offset, p.rows));
@@ -121,7 +121,7 @@ int fewest_row_blocks(const PlanTask& task, int t, int cols) {
   std::sort(caps.begin(), caps.end(), std::greater<>());
   for (int k = 2; k <= task.num_devices(); ++k) {
     if (!task.row_splittable(t, k)) continue;
-    if (task.memory.shard_bytes((s.rows + k - 1) / k, cols) <= caps[k - 1]) return k;
+    if (task.piece_bytes(t, (s.rows + k - 1) / k, cols) <= caps[k - 1]) return k;
   }
   return 0;
 }
@@ -137,7 +137,7 @@ std::vector<Piece> initial_pieces(const PlanTask& task, ShardCosts& costs, Fit f
     int cols = task.tables[t].dim;
     int count = 1;
     if (fit == Fit::kRowsFirst && task.splittable(t) &&
-        task.memory.shard_bytes(task.tables[t].rows, cols) > largest) {
+        task.piece_bytes(t, task.tables[t].rows, cols) > largest) {
       if (const int k = fewest_row_blocks(task, t, cols); k > 0) {
         for (const Piece& r : split_rows(task, costs, make_piece(task, costs, t, cols), k, pieces)) {
           pieces.push_back(r);
@@ -146,12 +146,11 @@ std::vector<Piece> initial_pieces(const PlanTask& task, ShardCosts& costs, Fit f
       }
     }
     while (halve && task.splittable(t) &&
-           task.memory.shard_bytes(task.tables[t].rows, cols) > largest &&
-           task.split.can_halve(cols)) {
+           task.piece_bytes(t, task.tables[t].rows, cols) > largest && task.split.can_halve(cols)) {
       cols /= 2;
       count *= 2;
     }
-    if (task.splittable(t) && task.memory.shard_bytes(task.tables[t].rows, cols) > largest) {
+    if (task.splittable(t) && task.piece_bytes(t, task.tables[t].rows, cols) > largest) {
       // Still too big: split by rows, at this width if a grid is allowed, else whole.
       int k = fewest_row_blocks(task, t, cols);
       if (k == 0 && cols != task.tables[t].dim) {

@@ -112,9 +112,8 @@ PieceFloor cheapest_piece(const PlanTask& task, ShardCosts& costs, int t, PieceF
   if (task.types.allows(ShardingType::kDataParallel) && task.pinned_device[t] < 0) {
     const PieceFloor f{
         costs.single_ms(costs.shard_id(Shard{t, 0, spec.dim, 0, spec.rows, 0, true})),
-        collective_floor_ms(
-            task, costs.comm(), a2a_ms, 0, 0,
-            static_cast<double>(spec.rows) * spec.dim * task.memory.bytes_per_weight)};
+        collective_floor_ms(task, costs.comm(), a2a_ms, 0, 0,
+                            static_cast<double>(spec.weight_bytes()))};
     if (f.total() < best.total()) best = f;
   }
   return best;

@@ -24,6 +24,35 @@ void explain(const PlanRequest& r, const CostModel& model, PlanOutcome& out) {
   out.result.explanation = explain_plan(out.task, out.result.plan, costs);
 }
 
+// The request's task: each device's memory for the tables (the given
+// capacities less the reservation, or the default) and its optimizer's state.
+PlanTask planning_task(const PlanRequest& r, Reporter& reporter) {
+  const MemoryModel memory = MemoryModel::of(r.optimizer);
+  int64_t each = r.mem_per_device_bytes;
+  const bool given = !r.mem_bytes.empty() || each > 0;
+  if (!given) {
+    each = default_device_capacity(r.workload.tables, r.devices, 1.25, memory);
+    reporter.note(fmt::format(
+        "plan: note: no memory per device given; assuming {} per device for the tables (1.25 x "
+        "an even split of the tables, or of the largest table's 4-column piece where that is "
+        "more)",
+        format_bytes(each)));
+  }
+  std::vector<int64_t> capacity = device_capacities(r.devices, each, r.mem_bytes);
+  std::vector<int64_t> reserved;
+  for (int64_t& c : capacity) {
+    if (!given) break;
+    reserved.push_back(r.reserve.of(c));
+    ES_CHECK(reserved.back() < c, "--reserve {} leaves nothing of a device's {} for the tables",
+             r.reserve.str(), format_bytes(static_cast<double>(c)));
+    c -= reserved.back();
+  }
+  PlanTask task = make_task(r.workload.tables, r.workload.batch_size, std::move(capacity),
+                            r.constraints, memory);
+  task.reserved_bytes = std::move(reserved);
+  return task;
+}
+
 }  // namespace
 
 PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
@@ -40,17 +69,8 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
              "fresh searches: use one of them");
     planner = make_replanner(std::move(planner), load_plan_file(r.replan_from), r.max_moves);
   }
-  int64_t each = r.mem_per_device_bytes;
-  if (r.mem_bytes.empty() && each == 0) {
-    each = default_device_capacity(r.workload.tables, r.devices);
-    reporter.note(fmt::format(
-        "plan: note: no memory per device given; assuming {} per device (1.25 x an even split "
-        "of the tables, or of the largest table's 4-column piece where that is more)",
-        format_bytes(each)));
-  }
   PlanOutcome out;
-  out.task = make_task(r.workload.tables, r.workload.batch_size,
-                       device_capacities(r.devices, each, r.mem_bytes), r.constraints);
+  out.task = planning_task(r, reporter);
   if (r.workload.trace_file.has_value() &&
       (out.task.types.any_row_split() || out.task.types.allows(ShardingType::kDataParallel))) {
     // Row pieces' and replicas' lookups measured from the trace (read when a

@@ -25,7 +25,7 @@ using json = nlohmann::json;
 
 constexpr const char* kTaskFormat = "embshard-torchrec-task";
 constexpr const char* kPlanFormat = "embshard-torchrec-peer-plan";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;
 
 json task_json(const PlanTask& task) {
   for (int t = 0; t < task.num_tables(); ++t) {
@@ -36,8 +36,11 @@ json task_json(const PlanTask& task) {
   json tables = json::array(), no_split = json::array();
   for (int t = 0; t < task.num_tables(); ++t) {
     const TableSpec& s = task.tables[t];
-    tables.push_back({{"name", s.name}, {"rows", s.rows}, {"dim", s.dim},
-                      {"pooling_factor", s.pooling_factor}});
+    tables.push_back({{"name", s.name},
+                      {"rows", s.rows},
+                      {"dim", s.dim},
+                      {"pooling_factor", s.pooling_factor},
+                      {"data_type", data_type_name(s.data_type)}});
     if (task.no_split[t]) no_split.push_back(s.name);
   }
   json types = json::array();
@@ -51,8 +54,8 @@ json task_json(const PlanTask& task) {
           {"version", kVersion},
           {"batch_size", task.batch_size},
           {"device_memory_bytes", task.device_mem_bytes},
-          {"bytes_per_weight", task.memory.bytes_per_weight},
           {"optimizer_bytes_per_row", task.memory.optimizer_bytes_per_row},
+          {"optimizer_bytes_per_weight", task.memory.optimizer_bytes_per_weight},
           {"sharding_types", types},
           {"no_split", no_split},
           {"tables", tables}};

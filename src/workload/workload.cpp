@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "embshard/util/error.h"
@@ -101,6 +102,11 @@ TableSpec table_from_json(const json& j, const std::string& context) {
   }
   t.row_reuse = histogram(j, "row_reuse_histogram", where);
   t.lookup_reuse = histogram(j, "lookup_reuse_histogram", where);
+  if (auto it = j.find("data_type"); it != j.end()) {
+    ES_CHECK(it->is_string(), "{}: field 'data_type' is {}, expected a string ({})", where,
+             it->dump(), fmt::join(data_type_names(), ", "));
+    t.data_type = parse_data_type(it->get<std::string>(), where + ": field 'data_type'");
+  }
   return t;
 }
 
@@ -111,7 +117,8 @@ json table_to_json(const TableSpec& t) {
               {"pooling_factor", t.pooling_factor},
               {"unique_rows", t.unique_rows},
               {"row_reuse_histogram", t.row_reuse},
-              {"lookup_reuse_histogram", t.lookup_reuse}};
+              {"lookup_reuse_histogram", t.lookup_reuse},
+              {"data_type", data_type_name(t.data_type)}};
 }
 
 Workload load_workload(const std::string& dir) {

@@ -9,26 +9,30 @@ namespace {
 
 TEST(Floor, FusedWorkCountsRowsStateAndOutputsByHand) {
   // batch 100 x pooling 2 = 200 lookups of 200 distinct rows of 16 fp32.
-  const WorkBytes b = fused_work_bytes(testing::uniform_table(1000, 16, 2), 100, 4, 4);
+  const WorkBytes b =
+      fused_work_bytes(testing::uniform_table(1000, 16, 2), 100, DataType::kFp32, 4);
   EXPECT_DOUBLE_EQ(b.rows, 2 * 200 * 16 * 4);     // read once, written once
   EXPECT_DOUBLE_EQ(b.state, 2 * 200 * 4);         // one fp32 per row, read and written
   EXPECT_DOUBLE_EQ(b.outputs, 2 * 100 * 16 * 4);  // pooled outputs and their gradients
   EXPECT_DOUBLE_EQ(b.total(), b.rows + b.state + b.outputs);
   // SGD keeps no state; fp16 weights move half the row bytes.
-  EXPECT_DOUBLE_EQ(fused_work_bytes(testing::uniform_table(1000, 16, 2), 100, 2, 0).total(),
-                   2 * 200 * 16 * 2 + 2 * 100 * 16 * 4);
+  EXPECT_DOUBLE_EQ(
+      fused_work_bytes(testing::uniform_table(1000, 16, 2), 100, DataType::kFp16, 0).total(),
+      2 * 200 * 16 * 2 + 2 * 100 * 16 * 4);
 }
 
 TEST(Floor, DistinctRowsNeverExceedTheTableAndAReplicaWritesItsSlice) {
   // 10,000 lookups of a 50-row table: 50 distinct rows at most.
-  EXPECT_DOUBLE_EQ(fused_work_bytes(testing::uniform_table(50, 8, 100), 100, 4, 4).rows,
-                   2 * 50 * 8 * 4);
+  EXPECT_DOUBLE_EQ(
+      fused_work_bytes(testing::uniform_table(50, 8, 100), 100, DataType::kFp32, 4).rows,
+      2 * 50 * 8 * 4);
   TableFeatures replica =
       testing::uniform_table(1000, 8, 0.5);  // a quarter of the lookups of pooling 2
   replica.batch_slices = 4;
-  EXPECT_DOUBLE_EQ(fused_work_bytes(replica, 400, 4, 4).outputs, 2 * 100 * 8 * 4);
-  EXPECT_DOUBLE_EQ(fused_work_bytes(replica, 400, 4, 4).rows, 2 * 200 * 8 * 4);
-  EXPECT_DOUBLE_EQ(fused_work_bytes(testing::uniform_table(1000, 8, 0), 400, 4, 4).rows, 0);
+  EXPECT_DOUBLE_EQ(fused_work_bytes(replica, 400, DataType::kFp32, 4).outputs, 2 * 100 * 8 * 4);
+  EXPECT_DOUBLE_EQ(fused_work_bytes(replica, 400, DataType::kFp32, 4).rows, 2 * 200 * 8 * 4);
+  EXPECT_DOUBLE_EQ(
+      fused_work_bytes(testing::uniform_table(1000, 8, 0), 400, DataType::kFp32, 4).rows, 0);
 }
 
 TEST(Floor, MillisecondsAndTheAllToAllsBusierDirection) {

@@ -85,7 +85,7 @@ TEST(NeuralValidate, EveryRecordAgainstItsFloorAtTheModelsBandwidth) {
   const ComputeData data = load_compute_data(path, {});
   double bytes = 0;
   for (const TableFeatures& t : data.records[0].tables) {
-    bytes += fused_work_bytes(t, data.records[0].batch, 4, 4).total();
+    bytes += fused_work_bytes(t, data.records[0].batch, DataType::kFp32, 4).total();
   }
   const Comparison& c = v.comparisons.front();
   EXPECT_NEAR(v.floors->measured_over[0], c.measured[0] / (bytes / 10e6), 1e-9);

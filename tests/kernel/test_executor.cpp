@@ -56,6 +56,28 @@ TEST(Executor, CpuStepsTimeForwardAndBackward) {
   }
 }
 
+TEST(Executor, CpuStepsHalfTablesAndAdamAndRefusesQuantizedOnes) {
+  for (DataType type : {DataType::kFp16, DataType::kBf16}) {
+    for (OptimizerType optimizer : {OptimizerType::kRowWiseAdagrad, OptimizerType::kAdam}) {
+      SmallShard s(16);
+      s.input.tables[1].data_type = type;
+      s.input.optimizer = optimizer;
+      auto shard = create_executor("cpu")->prepare(s.input);
+      const StepTiming t = shard->step();
+      EXPECT_TRUE(t.fwd_ms > 0 && t.bwd_ms > 0) << data_type_name(type);
+    }
+  }
+  SmallShard s(16);
+  s.input.tables[0].data_type = DataType::kInt8;
+  try {
+    create_executor("cpu")->prepare(s.input);
+    FAIL() << "an int8 table was prepared for training";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("table 0 of the shard is int8"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Executor, CpuThreadTimeIsNamedOneThreadOnlyAndWithinTheWallClock) {
   ExecutorOptions o;
   o.thread_cpu_time = true;

@@ -29,8 +29,9 @@ TableSpec table(const std::string& name, int64_t rows, int dim, double pooling) 
 TEST(Explain, EachDecisionAgainstItsBestAlternative) {
   // 3 devices; "big" fits no device whole, so it is split; "a" and "b" are
   // both on device 0 (a poor plan), device 2 is empty.
-  const int64_t cap = MemoryModel{}.shard_bytes(1000, 64) + MemoryModel{}.shard_bytes(1000, 64) +
-                      MemoryModel{}.shard_bytes(4000, 64);
+  const int64_t cap = MemoryModel{}.shard_bytes(DataType::kFp32, 1000, 64) +
+                      MemoryModel{}.shard_bytes(DataType::kFp32, 1000, 64) +
+                      MemoryModel{}.shard_bytes(DataType::kFp32, 4000, 64);
   const PlanTask task =
       make_task({table("a", 1000, 64, 20), table("b", 1000, 64, 20), table("big", 4000, 128, 5)},
                 4096, {cap, cap, cap}, {});

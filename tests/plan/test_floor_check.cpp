@@ -65,7 +65,7 @@ TEST(FloorCheck, EachDevicesFloorIsItsShardsBytesAndItsAllToAllsOverTheBandwidth
     double bytes = 0, dims = 0;
     for (const Shard& s : rig.plan.shards) {
       if (s.device != d) continue;
-      bytes += fused_work_bytes(shard_features(rig.task, s), 4096, 4, 4).total();
+      bytes += fused_work_bytes(shard_features(rig.task, s), 4096, DataType::kFp32, 4).total();
       dims += s.cols;
     }
     const DeviceCosts& c = r.predicted.devices[d];

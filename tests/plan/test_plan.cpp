@@ -113,9 +113,9 @@ TEST(DefaultCapacity, EvenSplitOrTheLargestPiece) {
   tables[0].dim = 64;
   MemoryModel m;
   int64_t total = 0;
-  for (const TableSpec& t : tables) total += m.shard_bytes(t.rows, t.dim);
+  for (const TableSpec& t : tables) total += m.shard_bytes(DataType::kFp32, t.rows, t.dim);
   EXPECT_NEAR(static_cast<double>(default_device_capacity(tables, 2)), 1.25 * total / 2, 2);
-  const int64_t piece = m.shard_bytes(tables[0].rows, 4);
+  const int64_t piece = m.shard_bytes(DataType::kFp32, tables[0].rows, 4);
   ASSERT_LT(total / 64, piece);
   const int64_t cap = default_device_capacity(tables, 64);
   EXPECT_NEAR(static_cast<double>(cap), 1.25 * piece, 2);
@@ -467,7 +467,7 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
       {"--devices 2 --mem 100000000,2000000000 --pin big=0",
        "table 'big' (1000000 rows x dim 128) needs 0.516 GB (516000000 bytes) but is pinned to "
        "device 0"},
-      {"--devices 2 --mem 516300000,2000000000 --pin big=0 --pin b=0",
+      {"--devices 2 --mem 516300000,2000000000 --pin big=0 --pin b=0 --reserve 0",
        "the tables pinned to device 0 ('big', 'b') need 0.517 GB (516660000 bytes) together but "
        "it holds 0.516 GB (516300000 bytes)"},
       {"--devices 2 --mem-per-device 1000000000 --pin nope=0", "table 'nope'"},
@@ -476,6 +476,10 @@ TEST_F(PlanCli, BadInputFailsWithAMessageAndNoPlanFile) {
        "--pin big=1: table 'big' is already pinned to device 0"},
       {"--devices 2 --mem-per-device 100000000 --no-split big", "table 'big'"},
       {"--devices 2 --mem-per-device 0", "--mem-per-device is 0"},
+      {"--devices 2 --reserve 100%", "--reserve is '100%'"},
+      {"--devices 2 --reserve lots", "--reserve"},
+      {"--devices 2 --mem-per-device 1GB --reserve 1GB", "--reserve 1.00 GB leaves nothing"},
+      {"--devices 2 --optimizer lamb", "--optimizer is 'lamb' (valid: sgd, rowwise_adagrad, adam)"},
       {"--devices 2 --verify -1", "--verify is -1"},
       {"--devices 2 --verify-rounds 0", "--verify-rounds is 0"},
       {"--devices 2 --verify-rounds 2", "--verify-rounds 2 needs --verify N"},

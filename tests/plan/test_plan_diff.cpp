@@ -122,7 +122,7 @@ TEST(PlanFile, ErrorsNameTheFileFieldAndValue) {
       {[](json& j) { j["num_devices"] = -2; }, {"field 'num_devices' is -2"}},
       {[](json& j) { j["format"] = "embshard-workload"; },
        {"field 'format' is \"embshard-workload\"", "embshard-plan"}},
-      {[](json& j) { j["version"] = 2; }, {"field 'version' is 2"}},
+      {[](json& j) { j["version"] = 3; }, {"field 'version' is 3"}},
       {[](json& j) { j["tables"]["b"]["shards"][1]["placement"] = "rank:x/cuda:1"; },
        {"field 'tables.b.shards[1].placement' is \"rank:x/cuda:1\"", "rank:N/cuda:N"}},
       {[](json& j) { j["tables"]["b"]["shards"][1]["placement"] = "rank:1/gpu"; },

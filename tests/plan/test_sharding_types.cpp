@@ -141,7 +141,8 @@ TEST(Task, TableLargerThanADeviceOnlyPlannableByRows) {
   tables[0].rows = 2'000'000;
   tables[0].dim = 4;  // no column split can help: 4 is the narrowest width
   for (int t = 1; t < 3; ++t) tables[t].rows = 1000;
-  const int64_t cap = MemoryModel{}.shard_bytes(tables[0].rows, 4) / 3;  // needs 4 row blocks
+  const int64_t cap =
+      MemoryModel{}.shard_bytes(DataType::kFp32, tables[0].rows, 4) / 3;  // needs 4 row blocks
   TaskConstraints twcw;
   twcw.types = ShardingTypes::parse("table_wise,column_wise", "--sharding-types");
   const std::string e =

@@ -137,7 +137,7 @@ TEST(Policy, NoRoomIsAnErrorNamingTheTable) {
     tables[t].pooling_factor = 2;
     tables[t].row_reuse[0] = tables[t].lookup_reuse[0] = 1;
   }
-  const int64_t each = MemoryModel{}.shard_bytes(10000, 16);
+  const int64_t each = MemoryModel{}.shard_bytes(DataType::kFp32, 10000, 16);
   const PlanTask task = make_task(tables, 2048, {each * 3 / 2, each * 3 / 2}, {});
   for (PolicyKind kind : {PolicyKind::kDreamShard, PolicyKind::kAutoShard}) {
     const PolicyNets nets = untrained_policy(kind, 16, 8, 1);

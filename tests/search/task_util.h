@@ -35,8 +35,8 @@ inline PlanTask random_task(int tables, int devices, double slack, uint64_t seed
   MemoryModel memory;
   int64_t total = 0, largest = 0;
   for (const TableSpec& s : specs) {
-    total += memory.shard_bytes(s.rows, s.dim);
-    largest = std::max(largest, memory.shard_bytes(s.rows, s.dim));
+    total += memory.shard_bytes(DataType::kFp32, s.rows, s.dim);
+    largest = std::max(largest, memory.shard_bytes(DataType::kFp32, s.rows, s.dim));
   }
   // Every table fits a device whole, so that the table-wise baselines can pack.
   const int64_t cap =

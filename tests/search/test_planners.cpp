@@ -184,7 +184,7 @@ TEST(Planners, NeuroShardWithoutStepsOrCandidatesSaysWhyNothingFits) {
 TEST(Planners, TotalMemoryShortfallIsAnError) {
   std::vector<TableSpec> tables = testing::random_tables(20, 4);
   int64_t total = 0;
-  for (const auto& t : tables) total += MemoryModel{}.shard_bytes(t.rows, t.dim);
+  for (const auto& t : tables) total += MemoryModel{}.shard_bytes(DataType::kFp32, t.rows, t.dim);
   expect_error([&] { make_task(tables, 4096, std::vector<int64_t>(2, total / 3), {}); },
                {"the tables need"});
 }
@@ -200,7 +200,8 @@ TEST(Planners, NeuroShardPlacesABigCheapTableWhereCostOrderLeavesNoRoom) {
   tables[0].pooling_factor = 1;
   const MemoryModel memory;
   // Each device holds the big table and one small one, or four small ones.
-  const int64_t cap = memory.shard_bytes(500'000, 64) + memory.shard_bytes(100'000, 64) * 3 / 2;
+  const int64_t cap = memory.shard_bytes(DataType::kFp32, 500'000, 64) +
+                      memory.shard_bytes(DataType::kFp32, 100'000, 64) * 3 / 2;
   TaskConstraints tw;
   tw.types = ShardingTypes::parse("table_wise", "--sharding-types");
   const PlanTask task = make_task(tables, 4096, std::vector<int64_t>(2, cap), tw);
@@ -283,7 +284,7 @@ TEST(Planners, NeuroShardSummarisesItsSearch) {
 TEST(Planners, NeuroShardWiderBeamsReuseTheHalvingsRatings) {
   std::vector<TableSpec> tables = testing::random_tables(40, 59);
   for (TableSpec& t : tables) t.rows = t.unique_rows = 1;
-  const int64_t cap = MemoryModel().shard_bytes(1, 128) * 12;
+  const int64_t cap = MemoryModel().shard_bytes(DataType::kFp32, 1, 128) * 12;
   auto search = [&](const char* types, const char* phases) {
     TaskConstraints c;
     c.types = ShardingTypes::parse(types, "--sharding-types");

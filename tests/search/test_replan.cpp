@@ -84,7 +84,7 @@ TEST(Replan, GrownTablesKeepTheirDevicesAndMovesMakeThemFit) {
   std::vector<TableSpec> grown = task.tables;
   for (TableSpec& t : grown) t.rows = t.rows * 14 / 10;
   int64_t total = 0;
-  for (const TableSpec& t : grown) total += task.memory.shard_bytes(t.rows, t.dim);
+  for (const TableSpec& t : grown) total += task.memory.shard_bytes(t.data_type, t.rows, t.dim);
   const PlanTask bigger = make_task(
       grown, task.batch_size, std::vector<int64_t>(4, total * 13 / 10 / 4), TaskConstraints{});
   const CarriedPlan carried = carry_plan(bigger, file);

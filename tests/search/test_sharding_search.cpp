@@ -41,9 +41,9 @@ PlanTask hot_task(int devices, uint64_t seed, ShardingTypes allowed = {}, double
   tables[3].dim = 8;
   MemoryModel m;
   int64_t total = 0;
-  for (const TableSpec& s : tables) total += m.shard_bytes(s.rows, s.dim);
+  for (const TableSpec& s : tables) total += m.shard_bytes(DataType::kFp32, s.rows, s.dim);
   const int64_t cap = std::max<int64_t>(static_cast<int64_t>(total * slack / devices),
-                                        m.shard_bytes(tables[3].rows, 4) * 6 / 10);
+                                        m.shard_bytes(DataType::kFp32, tables[3].rows, 4) * 6 / 10);
   TaskConstraints c;
   c.types = allowed;
   return make_task(tables, 4096, std::vector<int64_t>(devices, cap), c);
@@ -166,8 +166,9 @@ TEST(ShardingSearch, TorchRecProposesRowWiseAndDataParallel) {
   tables[4].dim = 4;
   MemoryModel m;
   int64_t total = 0;
-  for (const TableSpec& s : tables) total += m.shard_bytes(s.rows, s.dim);
-  const int64_t cap = std::max<int64_t>(total / 2, m.shard_bytes(tables[4].rows, 4) * 6 / 10);
+  for (const TableSpec& s : tables) total += m.shard_bytes(DataType::kFp32, s.rows, s.dim);
+  const int64_t cap =
+      std::max<int64_t>(total / 2, m.shard_bytes(DataType::kFp32, tables[4].rows, 4) * 6 / 10);
   const PlanTask task = make_task(tables, 4096, std::vector<int64_t>(4, cap), {});
   ToyCostModel model;
   auto planner = create_planner("torchrec", {});
@@ -199,7 +200,7 @@ TEST(ShardingSearch, EveryTypeSearchNoWorseThanTorchRecOnHotTables) {
       }
       MemoryModel m;
       int64_t total = 0;
-      for (const TableSpec& s : tables) total += m.shard_bytes(s.rows, s.dim);
+      for (const TableSpec& s : tables) total += m.shard_bytes(DataType::kFp32, s.rows, s.dim);
       const PlanTask task =
           make_task(tables, 4096, std::vector<int64_t>(devices, total * 2 / devices), {});
       ToyCostModel model;
@@ -228,7 +229,7 @@ PlanTask huge_hot_task(uint64_t seed) {
   }
   MemoryModel m;
   int64_t total = 0;
-  for (const TableSpec& s : tables) total += m.shard_bytes(s.rows, s.dim);
+  for (const TableSpec& s : tables) total += m.shard_bytes(DataType::kFp32, s.rows, s.dim);
   const int devices = 8;
   return make_task(tables, 4096, std::vector<int64_t>(devices, total * 11 / 10 / devices), {});
 }
@@ -318,7 +319,7 @@ TEST(ShardingSearch, PlansWhereTheStartPlacesNowhere) {
 TEST(ShardingSearch, SearchesRowSplitsWithoutColumnWise) {
   std::vector<TableSpec> tables = testing::random_tables(3, 1);
   for (TableSpec& t : tables) t.rows = 40000, t.dim = 64, t.pooling_factor = 3;
-  const int64_t table = MemoryModel{}.shard_bytes(40000, 64);
+  const int64_t table = MemoryModel{}.shard_bytes(DataType::kFp32, 40000, 64);
   TaskConstraints c;
   c.types = types("table_wise,row_wise");
   const PlanTask task = make_task(tables, 4096, {table * 3 / 2, table * 3 / 2}, c);
@@ -337,11 +338,11 @@ TEST(ShardingSearch, SearchesRowSplitsWithoutColumnWise) {
 TEST(ShardingSearch, TablesTooTightForColumnHalvesGoByRows) {
   std::vector<TableSpec> one = testing::random_tables(1, 2);
   one[0].rows = 100000, one[0].dim = 64;
-  const int64_t bytes = MemoryModel{}.shard_bytes(100000, 64);
+  const int64_t bytes = MemoryModel{}.shard_bytes(DataType::kFp32, 100000, 64);
   std::vector<TableSpec> two = testing::random_tables(2, 3);
   two[0].rows = 600000, two[0].dim = 64;
   two[1].rows = 1000, two[1].dim = 16;
-  const int64_t big = MemoryModel{}.shard_bytes(600000, 64);
+  const int64_t big = MemoryModel{}.shard_bytes(DataType::kFp32, 600000, 64);
   const PlanTask tasks[] = {
       make_task(one, 4096, {bytes / 2, bytes / 2}, {}),
       make_task(two, 4096, {big * 2 / 3, big * 2 / 5, big * 2 / 5, big * 2 / 5},
@@ -366,7 +367,7 @@ TEST(ShardingSearch, PoliciesPlanTablesOnlyRowsCanSplit) {
   for (TableSpec& t : tables) t.rows = std::min<int64_t>(t.rows, 20000);
   tables[0].rows = 3'000'000;
   tables[0].dim = 8;
-  const int64_t cap = MemoryModel{}.shard_bytes(3'000'000, 8) * 4 / 10;
+  const int64_t cap = MemoryModel{}.shard_bytes(DataType::kFp32, 3'000'000, 8) * 4 / 10;
   for (const char* allowed : {"table_wise,row_wise", "table_wise,table_row_wise"}) {
     TaskConstraints c;
     c.types = types(allowed);
@@ -418,7 +419,7 @@ TEST(ShardingSearch, SplitsAHotTableWhereOnlyBigPiecesFirstMakeRoomForAHugeOne) 
     TableSpec t;
     t.name = name;
     t.dim = 16;
-    t.rows = static_cast<int64_t>(share * cap) / memory.shard_bytes(1, t.dim);
+    t.rows = static_cast<int64_t>(share * cap) / memory.shard_bytes(DataType::kFp32, 1, t.dim);
     t.pooling_factor = pooling;
     t.unique_rows = std::min<int64_t>(t.rows, 1000);
     t.row_reuse[0] = t.lookup_reuse[0] = 1;

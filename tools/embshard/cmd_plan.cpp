@@ -27,6 +27,7 @@ struct PlanArgs {
   std::string out, svg, trace;
   std::string sharding_types;
   std::string verify_rivals = "torchrec";
+  std::string reserve = "15%", optimizer = "rowwise_adagrad";
   bool verbose = false;
   bool mem_per_device_given = false;
   bool verify_rounds_given = false;
@@ -68,6 +69,8 @@ void run_plan(PlanArgs& a) {
   }
   ES_CHECK(!a.mem_per_device_given || r.mem_per_device_bytes > 0,
            "--mem-per-device is 0: a device needs memory (leave it out for the default)");
+  r.reserve = StorageReserve::parse(a.reserve, "--reserve");
+  r.optimizer = parse_optimizer(a.optimizer, "--optimizer");
   // Before the search, not after it.
   VerifyOptions& v = r.verify;
   ES_CHECK(v.candidates >= 0,
@@ -119,6 +122,23 @@ void run_plan(PlanArgs& a) {
   }
 }
 
+// --mem-per-device (returned), --mem, --reserve, --optimizer.
+CLI::Option* add_memory_options(CLI::App* cmd, PlanArgs& a) {
+  PlanRequest& r = a.request;
+  CLI::Option* per_device =
+      add_bytes_option(cmd, "--mem-per-device", r.mem_per_device_bytes, "Memory of each device");
+  per_device->excludes(
+      add_bytes_list_option(cmd, "--mem", r.mem_bytes, "Memory of every device (a list)"));
+  cmd->add_option("--reserve", a.reserve,
+                  "Of each given device's memory, kept for what is not an embedding table: a "
+                  "share (15%) or an amount (2GB, 0)")
+      ->capture_default_str();
+  cmd->add_option("--optimizer", a.optimizer,
+                  "Whose state memory counts: " + one_of(optimizer_names()))
+      ->capture_default_str();
+  return per_device;
+}
+
 }  // namespace
 
 void add_plan_command(CLI::App& app) {
@@ -132,10 +152,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--profile", a->profile, "Synthetic profile assumed where --tables omits "
                   "pooling factors or histograms")->capture_default_str();
   cmd->add_option("--devices", r.devices, "Number of devices")->required();
-  CLI::Option* per_device =
-      add_bytes_option(cmd, "--mem-per-device", r.mem_per_device_bytes, "Memory of each device");
-  per_device->excludes(
-      add_bytes_list_option(cmd, "--mem", r.mem_bytes, "Memory of every device (a list)"));
+  CLI::Option* per_device = add_memory_options(cmd, *a);
   cmd->add_option("--algo", r.algo, "Planner: " + planner_choices())->capture_default_str();
   cmd->add_option("--cost-model", r.cost_model, "Cost model: " + one_of(cost_model_names()))
       ->capture_default_str();

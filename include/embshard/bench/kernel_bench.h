@@ -145,6 +145,20 @@ struct KernelCaseResult {
   }
 };
 
+// One data type on the DRAM case (its table stored as the type), timed
+// round by round beside fp32: forward, and the row-wise Adagrad step where
+// the type trains.
+struct KernelTypeResult {
+  DataType type = DataType::kFp32;
+  int64_t row_bytes = 0;                 // a stored row of the case's dim
+  double gathered_bytes = 0.0;           // lookups x row_bytes
+  double fwd_ms = -1.0, step_ms = -1.0;  // medians; step < 0: forward-only type
+  // Median over rounds of (fp32 ms / this type's ms) in the same round: > 1
+  // where the type is faster.
+  double fwd_speedup = -1.0, step_speedup = -1.0;
+  double fwd_gb_per_s() const { return gathered_bytes / (fwd_ms * 1e6); }
+};
+
 struct KernelBenchReport {
   int threads = 1;
   bool quick = false;
@@ -157,7 +171,13 @@ struct KernelBenchReport {
   // One line per peer that is not there and why ("FBGEMM: no Python ...").
   std::vector<std::string> missing_peers;
   std::vector<KernelCaseResult> cases;
+  std::string types_description;        // the case the data types ran on
+  std::vector<KernelTypeResult> types;  // fp32 first
 };
+
+// Every data type on the DRAM case, paired with fp32 round by round.
+std::vector<KernelTypeResult> run_kernel_types(const KernelBenchOptions& options,
+                                               std::string* description, Reporter& reporter);
 
 // Times ours and the peers (none: ours only) on one set of tables. The
 // tables may come from any source (e.g. a real workload's traces). Before
@@ -171,7 +191,7 @@ KernelCaseResult run_kernel_case(const std::string& name, const std::string& des
                                  const KernelBenchOptions& options,
                                  const std::vector<KernelPeer*>& peers, Reporter& reporter);
 
-// Both built-in cases plus the memcpy probe; each round's figures go to
+// Both built-in cases, the data types and the memcpy probe; each round's figures go to
 // `reporter`.
 KernelBenchReport run_kernel_bench(const KernelBenchOptions& options,
                                    const std::vector<KernelPeer*>& peers, Reporter& reporter);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "embshard/cost/compute_model.h"
+#include "embshard/workload/data_type.h"
 
 namespace embshard {
 
@@ -28,16 +29,16 @@ struct Bandwidths {
 // The bytes one fused forward + backward + update of a piece must move at
 // `batch` (TableFeatures as the cost models see it: a replica's pooling
 // factor is its share of the lookups, its outputs its slice of the batch):
-// its distinct rows (estimate_distinct_rows) read once and written once,
-// their optimizer state read and written, its pooled outputs written and
-// their gradients read. Not counted, so that it stays a floor: rows read
-// again, lookup indices, sorting, the cache's help with small tables.
+// its distinct rows (estimate_distinct_rows, stored as `type`) read once and
+// written once, their optimizer state (`state_bytes_per_row`) read and written, its pooled outputs
+// written and their gradients read. Not counted, so that it stays a floor: rows read again, lookup
+// indices, sorting, the cache's help with small tables.
 struct WorkBytes {
   double rows = 0, state = 0, outputs = 0;
   double total() const { return rows + state + outputs; }
 };
-WorkBytes fused_work_bytes(const TableFeatures& piece, int64_t batch, int64_t bytes_per_weight,
-                           int64_t optimizer_bytes_per_row);
+WorkBytes fused_work_bytes(const TableFeatures& piece, int64_t batch, DataType type,
+                           int64_t state_bytes_per_row);
 
 // `bytes` at `gbps` (1e9 bytes/s) in ms; 0 where the bandwidth is unknown.
 double floor_ms(double bytes, double gbps);

@@ -23,6 +23,7 @@ struct ShardTableInput {
   int dim = 0;                       // 1..1024
   const int64_t* offsets = nullptr;  // [batch_size + 1], offsets[0] == 0
   const int64_t* indices = nullptr;  // [offsets[batch_size]], each in [0, rows)
+  DataType data_type = DataType::kFp32;  // trained types only (fp32, fp16, bf16)
 };
 
 struct ShardInput {

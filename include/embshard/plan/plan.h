@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "embshard/kernel/tbe.h"
 #include "embshard/workload/table.h"
 
 namespace embshard {
@@ -24,17 +25,49 @@ class PieceStats;  // embshard/workload/trace_shard.h
 // search, naming the value.
 constexpr int kMaxDevices = 65536;
 
-// What a shard costs in device memory. The executor's default optimizer is
-// row-wise Adagrad: one fp32 accumulator per row per shard, on top of the
-// fp32 weights. Counting it avoids the under-estimated memory (and OOM) that
-// users report of planners that count weights only.
+// What a shard costs in device memory: its rows in the table's data type
+// (workload/data_type.h: a quantized row carries its scale and bias), plus
+// the optimizer's state. The executor's default optimizer is row-wise
+// Adagrad: one fp32 accumulator per row per shard. Adam keeps two fp32
+// moments per element; SGD and inference keep nothing. Counting the state
+// avoids the under-estimated memory (and OOM) that users report of planners
+// that count weights only.
 struct MemoryModel {
-  int64_t bytes_per_weight = 4;
   int64_t optimizer_bytes_per_row = 4;
+  int64_t optimizer_bytes_per_weight = 0;
 
-  int64_t shard_bytes(int64_t rows, int64_t cols) const {
-    return rows * (cols * bytes_per_weight + optimizer_bytes_per_row);
+  int64_t shard_bytes(DataType type, int64_t rows, int64_t cols) const {
+    return rows * (data_type_row_bytes(type, cols) + optimizer_bytes_per_row +
+                   cols * optimizer_bytes_per_weight);
   }
+  // The optimizer state one row of `cols` columns keeps.
+  int64_t state_bytes_per_row(int64_t cols) const {
+    return optimizer_bytes_per_row + cols * optimizer_bytes_per_weight;
+  }
+  // The state of the executor's optimizers: SGD none, row-wise Adagrad one
+  // fp32 per row, Adam two fp32 per weight.
+  static MemoryModel of(OptimizerType optimizer);
+  // "SGD", "row-wise Adagrad", "Adam", or the bytes where none of them.
+  std::string optimizer_name() const;
+};
+
+// "sgd", "rowwise_adagrad", "adam" (TorchRec's EmbOptimType, lower case).
+const std::vector<std::string>& optimizer_names();
+// Error naming `option`, the value and the valid names.
+OptimizerType parse_optimizer(const std::string& name, const std::string& option);
+
+// Device memory kept from the tables for what is not an embedding table
+// (dense parameters, activations, input and output buffers), taken off each
+// capacity a user gives: a share of it or, where `bytes` >= 0, an amount.
+// TorchRec's planner reserves 15% by default, and so does embshard.
+struct StorageReserve {
+  double share = 0.15;
+  int64_t bytes = -1;
+
+  int64_t of(int64_t capacity) const;
+  std::string str() const;  // "15%", "2.0 GB"
+  // "15%" (0-99%), a share "0.15", or a size ("2GB", "0"). Error naming `option`.
+  static StorageReserve parse(const std::string& text, const std::string& option);
 };
 
 // Column widths a split may produce: a multiple of 4 (the executor's vector
@@ -95,9 +128,17 @@ struct PlanTask {
   // its table's histograms, its share of the lookups its share of the rows).
   std::shared_ptr<PieceStats> piece_stats;
 
+  // Per device, what was taken off its memory before planning for what is
+  // not embedding tables (StorageReserve); empty: nothing.
+  std::vector<int64_t> reserved_bytes;
+
   int num_devices() const { return static_cast<int>(device_mem_bytes.size()); }
   int num_tables() const { return static_cast<int>(tables.size()); }
-  int64_t table_bytes(int t) const { return memory.shard_bytes(tables[t].rows, tables[t].dim); }
+  int64_t table_bytes(int t) const { return piece_bytes(t, tables[t].rows, tables[t].dim); }
+  // A piece of table t: `rows` x `cols` in the table's data type, with its state.
+  int64_t piece_bytes(int t, int64_t rows, int64_t cols) const {
+    return memory.shard_bytes(tables[t].data_type, rows, cols);
+  }
   // Pinned tables are never split: all of a pinned table stays on its device.
   bool splittable(int t) const { return !no_split[t] && pinned_device[t] < 0; }
   // The narrowest column piece a table can be cut into by halvings (its dim

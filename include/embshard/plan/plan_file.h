@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "embshard/plan/plan.h"
+
 namespace embshard {
 
 // One shard: a row range x a column range of a table, on one device (the
@@ -35,6 +37,7 @@ struct PlanFileTable {
   std::string compute_kernel;  // "fused", or "dense" for data parallel
   int64_t rows = 0;
   int dim = 0;
+  DataType data_type = DataType::kFp32;  // version 1 files: fp32
   int64_t memory_bytes = 0;  // the table's bytes under the plan, as written
   std::vector<int> ranks;    // one per shard; for data parallel, every replica's device
   // Empty for data parallel (the file's `shards` is null): the table is
@@ -73,10 +76,11 @@ struct PlanFile {
   int64_t batch_size = 0;
   int num_devices = 0;
   std::vector<int64_t> device_memory_bytes;  // capacity of each device
-  // The file's `memory_model` (absent before it was written: both 0). When
-  // present, every table's memory_bytes and every device's shards are
-  // checked with it.
-  int64_t bytes_per_weight = 0, optimizer_bytes_per_row = 0;
+  // The file's `memory_model`, with the tables' data types: every table's
+  // memory_bytes and every device's shards are checked with it. Absent (a
+  // file written before it was): not checked, and has_memory_model is false.
+  bool has_memory_model = false;
+  MemoryModel memory;
   // In the file's `table_order` (the task's order); by name where a file has
   // no `table_order`.
   std::vector<PlanFileTable> tables;

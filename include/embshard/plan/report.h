@@ -26,7 +26,12 @@
 namespace embshard {
 
 constexpr const char* kPlanFormat = "embshard-plan";
-constexpr int kPlanVersion = 1;
+constexpr int kPlanVersion = 2;
+
+// The report's `memory:` line (what the tables may use of each device, what
+// was reserved, whose optimizer state counts) and, where some table is not
+// fp32, its `data types:` line.
+std::string memory_lines(const PlanTask& task);
 
 // With a verification: also "measured" (the chosen plan's measured figures,
 // shaped like "predicted") and "verification" (every candidate's predicted

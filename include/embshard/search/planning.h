@@ -26,6 +26,12 @@ struct PlanRequest {
   // (default_device_capacity) that the reporter is told about.
   int64_t mem_per_device_bytes = 0;
   std::vector<int64_t> mem_bytes;
+  // Taken off each given capacity for what is not embedding tables (not off
+  // the default, which is sized from the tables).
+  StorageReserve reserve;
+  // Whose state memory counts (the cost models were measured with row-wise
+  // Adagrad whatever this is).
+  OptimizerType optimizer = OptimizerType::kRowWiseAdagrad;
   TaskConstraints constraints;
   std::string algo = "neuroshard";
   PlannerOptions planner;

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "embshard/workload/data_type.h"
+
 namespace embshard {
 
 constexpr int kReuseBins = 17;
@@ -48,8 +50,10 @@ struct TableSpec {
   int64_t unique_rows = 0;       // distinct rows accessed in the batch
   ReuseHistogram row_reuse{};     // share of distinct rows per reuse bin
   ReuseHistogram lookup_reuse{};  // share of lookups per reuse bin
+  DataType data_type = DataType::kFp32;  // what its weights are stored as
 
-  int64_t weight_bytes() const { return rows * static_cast<int64_t>(dim) * 4; }
+  // The stored weights (row-wise scales and biases included), no optimizer state.
+  int64_t weight_bytes() const { return rows * data_type_row_bytes(data_type, dim); }
 };
 
 }  // namespace embshard

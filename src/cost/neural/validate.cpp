@@ -94,7 +94,8 @@ std::optional<FloorFigures> floor_figures(const NeuralModel& model, const Comput
   for (size_t i = 0; i < data.records.size(); ++i) {
     const ComputeRecord& r = data.records[i];
     double bytes = 0;
-    for (const TableFeatures& t : r.tables) bytes += fused_work_bytes(t, r.batch, 4, state).total();
+    for (const TableFeatures& t : r.tables)
+      bytes += fused_work_bytes(t, r.batch, DataType::kFp32, state).total();
     const FloorRecord fr{r.line, r.tables.size(), floor_ms(bytes, f.memory_gbps), c.measured[i],
                          c.predicted[i]};
     if (fr.floor_ms <= 0) continue;
