@@ -26,6 +26,10 @@ TORCHREC_RESERVED_FRACTION = 0.15
 # A table spec's figures that hold for one batch size only: measured on fewer
 # rows' lookups than the plan's batch, they would understate it.
 PER_BATCH_FIELDS = ("unique_rows", "row_reuse_histogram", "lookup_reuse_histogram")
+# TorchRec's fused optimizers (EmbOptimType values) by the state embshard
+# counts for them.
+FUSED_OPTIMIZERS = {"sgd": "sgd", "exact_sgd": "sgd", "row_wise_adagrad": "rowwise_adagrad",
+                    "exact_row_wise_adagrad": "rowwise_adagrad", "adam": "adam"}
 
 
 def _value(x):
@@ -265,6 +269,22 @@ class EmbshardPlanner:
                 out.append(s)
         return out
 
+    def _optimizer(self, sharders):
+        """Whose state memory counts: the sharders' fused optimizer (TorchRec's
+        EmbOptimType, in fused_params), row-wise Adagrad where none says."""
+        for s in sharders:
+            fused = getattr(s, "fused_params", None) or {}
+            chosen = fused.get("optimizer") if isinstance(fused, Mapping) else None
+            if chosen is None:
+                continue
+            name = str(getattr(chosen, "value", chosen)).lower()
+            if name in FUSED_OPTIMIZERS:
+                return FUSED_OPTIMIZERS[name]
+            warn_user(f"the sharders' optimizer {name!r}: embshard counts the state of "
+                      f"{', '.join(sorted(set(FUSED_OPTIMIZERS)))}; planned with row-wise "
+                      "Adagrad's (one fp32 a row)", UserWarning)
+        return "rowwise_adagrad"
+
     def _offered(self, sharders):
         """The sharding types the sharders offer on the compute device (None:
         no sharder says)."""
@@ -359,7 +379,8 @@ class EmbshardPlanner:
             warn_user(f"constraints name tables no module holds: {unknown}", UserWarning)
         # mem_per_device is already what the tables may use (reserved_fraction).
         plan = plan_tables(specs, devices=self.world_size, mem_per_device=self.mem_per_device,
-                           reserve=0, batch_size=global_batch, algo=self.algo, cost_model=self.cost_model,
+                           reserve=0, optimizer=self._optimizer(ebc_sharders),
+                           batch_size=global_batch, algo=self.algo, cost_model=self.cost_model,
                            model=self.model, sharding_types=types, pins=self.pins,
                            no_split=whole, profile=self.profile, explain=self.explain,
                            **self.options)

@@ -76,9 +76,10 @@ def dlrm(configs=None):
     return Module(sparse_arch=Module(embedding_bag_collection=ebc), over_arch=Module())
 
 
-class Sharder:  # EmbeddingBagCollectionSharder: the types it offers
-    def __init__(self, types):
+class Sharder:  # EmbeddingBagCollectionSharder: the types it offers, its fused params
+    def __init__(self, types, fused_params=None):
         self.types = types
+        self.fused_params = fused_params
 
     def sharding_types(self, compute_device_type):
         return self.types
@@ -238,6 +239,17 @@ class Constraints(unittest.TestCase):
         plan, _ = self.plan(sharders=[Sharder(allowed)])
         self.assertEqual(plan["a"]["sharding_type"], "row_wise")
         self.assertTrue({t["sharding_type"] for t in plan.values()} <= set(allowed))
+
+    def test_the_sharders_optimizer_sets_the_state_memory_counts(self):
+        types = ["table_wise", "column_wise", "row_wise"]
+        _, p = self.plan(sharders=[Sharder(types, {"optimizer": "exact_row_wise_adagrad"})])
+        self.assertIn("optimizer state of row-wise Adagrad", p.last_plan.report())
+        # Adam's two fp32 a weight: the tables (1.3 GB of weights) no longer fit.
+        with self.assertRaisesRegex(embshard.EmbshardError, "the tables need 4.704 GB"):
+            self.plan(sharders=[Sharder(types, {"optimizer": "adam"})])
+        with self.assertWarnsRegex(UserWarning, "the sharders' optimizer 'lamb'"):
+            _, p = self.plan(sharders=[Sharder(types, {"optimizer": "lamb"})])
+        self.assertIn("optimizer state of row-wise Adagrad", p.last_plan.report())
 
     def test_an_unkeepable_constraint_is_an_error(self):
         # 'c' (26 MB) has no reason to split: the search keeps it whole.

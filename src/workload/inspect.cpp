@@ -129,8 +129,8 @@ std::string inspection_text(const WorkloadInspection& in) {
              grouped(static_cast<int64_t>(a.rows.median)), grouped(a.rows.max));
   out += fmt::format("  dims                min {}, median {}, max {}\n", a.dims.min, a.dims.median,
              a.dims.max);
-  out += fmt::format("  weights             {} ({} bytes, fp32)\n", format_bytes(a.weight_bytes),
-             grouped(a.weight_bytes));
+  out += fmt::format("  weights             {} ({} bytes, in the tables' data types)\n",
+                     format_bytes(a.weight_bytes), grouped(a.weight_bytes));
   out += histograms_text(in);
   if (in.published) {
     const PublishedComparison& c = in.comparison;
@@ -202,7 +202,7 @@ json inspection_json(const WorkloadInspection& in) {
 std::string inspection_summary(const WorkloadInspection& in) {
   const Workload& w = in.workload;
   const WorkloadStats& a = in.aggregate;
-  std::string out = fmt::format("workload {}: {} tables x batch {}, {} of fp32 weights\n",
+  std::string out = fmt::format("workload {}: {} tables x batch {}, {} of weights\n",
                                 w.dir.empty() ? w.source : w.dir, w.tables.size(), w.batch_size,
                                 format_bytes(a.weight_bytes));
   if (in.published) {

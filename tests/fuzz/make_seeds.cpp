@@ -132,6 +132,14 @@ void plan_seeds() {
     put("plan", algo + "_" + std::to_string(devices) + ".json",
         plan_to_json(out.task, out.result).dump(1) + "\n");
   }
+  // Data types, Adam's state and a reservation in the memory model.
+  r.workload.tables[1].data_type = DataType::kFp16;
+  r.workload.tables[2].data_type = DataType::kBf16;
+  r.optimizer = OptimizerType::kAdam;
+  r.algo = "neuroshard";
+  r.devices = 4;
+  const PlanOutcome typed = plan_workload(r, quiet);
+  put("plan", "typed_adam_4.json", plan_to_json(typed.task, typed.result).dump(1) + "\n");
 }
 
 void task_seeds() {

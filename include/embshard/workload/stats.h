@@ -64,7 +64,7 @@ struct WorkloadStats {
   double unique_ratio = 0;        // unique_rows / num_indices
   ReuseHistogram row_reuse{};
   ReuseHistogram lookup_reuse{};
-  int64_t weight_bytes = 0;       // fp32 weights of every table at its dim
+  int64_t weight_bytes = 0;       // every table's weights in its data type
   Summary rows, dims, pooling;    // per table
 };
 
