@@ -170,7 +170,7 @@ def _check_memory(where, plan, order, world, version):
         else:
             pieces = [(r, s["shard_sizes"][0], s["shard_sizes"][1])
                       for r, s in zip(t["ranks"], t["shards"])]
-        data_type = t.get("data_type", "fp32")
+        data_type = t["data_type"] if version > 1 else "fp32"
         held = 0
         for rank, rows, cols in pieces:
             bytes_ = rows * (row_bytes(data_type, cols) + per_row + cols * state_per_weight)

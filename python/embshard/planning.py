@@ -203,6 +203,14 @@ def _bytes(value, what):
     return value
 
 
+def _reserve(reserve):
+    """The reservation as the library reads it: a number of 1 or more is bytes
+    (2e9), under 1 a share (0.15); a string as it is ("15%", "2GB")."""
+    if isinstance(reserve, (int, float)) and not isinstance(reserve, bool) and reserve >= 1:
+        return str(int(reserve))
+    return str(reserve)
+
+
 def _memory(mem_per_device, devices):
     """(mem_per_device_bytes, mem_bytes) for the extension."""
     if mem_per_device is None:
@@ -322,7 +330,7 @@ def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None
             sharding_types=_type_list(sharding_types), split_dims=_widths(split_dims),
             planner=_options(options), explain=bool(explain), replan_from=replan_from,
             max_moves=INT_MAX if max_moves is None else max_moves,
-            reserve=str(reserve), optimizer=optimizer, log=_log)
+            reserve=_reserve(reserve), optimizer=optimizer, log=_log)
     return Plan(json.loads(plan_json), report, report_per_table, explanation if explain else None)
 
 

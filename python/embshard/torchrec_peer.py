@@ -86,12 +86,16 @@ def read_task(path):
 
 
 def _optimizer(task):
-    """The fused optimizer whose state TorchRec's storage estimate counts like
-    the task's memory model does."""
+    """The fused optimizer of the task's memory model, and the optimizer class
+    TorchRec's storage estimate counts its state by (it reads it from each
+    weight's `_optimizer_classes`, as apply_optimizer_in_backward leaves it)."""
+    import torch
     from fbgemm_gpu.split_embedding_configs import EmbOptimType
+    from torchrec import optim as trec_optim
     state = (task["optimizer_bytes_per_row"], task["optimizer_bytes_per_weight"])
-    known = {(0, 0): EmbOptimType.EXACT_SGD, (4, 0): EmbOptimType.EXACT_ROWWISE_ADAGRAD,
-             (0, 8): EmbOptimType.ADAM}
+    known = {(0, 0): (EmbOptimType.EXACT_SGD, torch.optim.SGD),
+             (4, 0): (EmbOptimType.EXACT_ROWWISE_ADAGRAD, trec_optim.RowWiseAdagrad),
+             (0, 8): (EmbOptimType.ADAM, torch.optim.Adam)}
     if state not in known:
         raise TaskError(f"optimizer state of {state[0]} bytes per row and {state[1]} per weight: "
                         "TorchRec's planner is run with SGD (0, 0), row-wise Adagrad (4, 0) "
@@ -133,6 +137,9 @@ def plan_task(task):
             sharding_types=allowed, compute_kernels=["fused", "dense"],
             pooling_factors=[float(t["pooling_factor"])])
     module = EmbeddingBagCollection(tables=configs, device=torch.device("meta"))
+    fused, optimizer_class = _optimizer(task)
+    for weight in module.parameters():
+        weight._optimizer_classes = [optimizer_class]
     topology = TopologyFactory.create_topology(
         TrainerConfig(world_size=devices, hbm_cap_bytes=memory[0], ddr_cap_bytes=0),
         kernel_config=KernelConfig(compute_device="cuda"))
@@ -140,7 +147,7 @@ def plan_task(task):
         topology=topology, batch_size=max(1, task["batch_size"] // devices),
         constraints=constraints, storage_reservation=FixedPercentageStorageReservation(0.0),
         debug=False)
-    sharder = EmbeddingBagCollectionSharder(fused_params={"optimizer": _optimizer(task)})
+    sharder = EmbeddingBagCollectionSharder(fused_params={"optimizer": fused})
     plan = planner.plan(module, [sharder])
     return _tables(plan, devices)
 

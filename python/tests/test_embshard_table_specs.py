@@ -548,6 +548,9 @@ class WithTheCli(unittest.TestCase):
                 "memory_bytes": assign(["tables", name, "memory_bytes"], t["memory_bytes"] + 1),
                 "capacity": assign(["device_memory_bytes"], [1, 1, 1, 1]),
                 "memory model": assign(["memory_model", "optimizer_bytes_per_row"], -4),
+                "data type": assign(["tables", name, "data_type"], "fp8"),
+                "data type in capitals": assign(["tables", name, "data_type"], "FP32"),
+                "data type not a string": assign(["tables", name, "data_type"], 16),
             }
             for what, edit in faults.items():
                 with self.subTest(what):

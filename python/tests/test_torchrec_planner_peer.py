@@ -81,6 +81,13 @@ class TorchrecPlannerPeer(unittest.TestCase):
         table["data_type"] = "fp32"
         with self.assertRaises(Exception):
             torchrec_peer.plan_task(task)
+        # Adam's state: 128 MB of fp16 weights and 512 MB of moments no longer fit.
+        table["data_type"] = "fp16"
+        task.update(optimizer_bytes_per_row=0, optimizer_bytes_per_weight=8)
+        with self.assertRaises(Exception):
+            torchrec_peer.plan_task(task)
+        task["device_memory_bytes"] = [800 * 10**6]
+        self.assertEqual(torchrec_peer.plan_task(task)["t"]["sharding_type"], "table_wise")
 
     def test_no_torchrec_python_is_a_clear_error(self):
         r, out = self.plan(env={"EMBSHARD_TORCHREC_PYTHON": "/nonexistent/python"})

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
+#include "embshard/util/error.h"
 #include "embshard/util/random.h"
 
 namespace embshard {
@@ -120,28 +122,43 @@ uint32_t rounding_random(uint64_t seed, int64_t step, int table, int64_t row, in
 }
 
 void quantize_row(DataType type, const float* in, int dim, uint8_t* out) {
-  const float lo = *std::min_element(in, in + dim), hi = *std::max_element(in, in + dim);
+  // The range of the finite values (none: 0); NaN takes code 0, infinities
+  // the ends.
+  float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+  for (int d = 0; d < dim; ++d) {
+    if (std::isfinite(in[d])) lo = std::min(lo, in[d]), hi = std::max(hi, in[d]);
+  }
+  if (lo > hi) lo = hi = 0.0f;
   const int levels = type == DataType::kInt8 ? 255 : 15;
-  const float scale = hi > lo ? (hi - lo) / static_cast<float>(levels) : 1.0f;
-  const float inverse = 1.0f / scale;
+  // int4 keeps its bias and scale in fp16: the codes are computed against
+  // the values it keeps (past fp16's range they saturate at +-65504).
+  const auto kept = [&](float v) {
+    if (type == DataType::kInt8) return v;
+    return fp16_to_fp32(fp32_to_fp16(std::clamp(v, -65504.0f, 65504.0f)));
+  };
+  const float bias = kept(lo);
+  const double range = static_cast<double>(hi) - static_cast<double>(bias);
+  const float scale = range > 0 ? kept(static_cast<float>(range / levels)) : 1.0f;
+  const double inverse = scale > 0 ? 1.0 / static_cast<double>(scale) : 0.0;
   const auto code = [&](int d) {
-    const float q = std::nearbyint((in[d] - lo) * inverse);
-    return static_cast<uint8_t>(std::clamp(q, 0.0f, static_cast<float>(levels)));
+    if (std::isnan(in[d])) return uint8_t{0};
+    const double q = std::nearbyint((static_cast<double>(in[d]) - bias) * inverse);
+    return static_cast<uint8_t>(std::clamp(q, 0.0, static_cast<double>(levels)));
   };
   if (type == DataType::kInt8) {
     for (int d = 0; d < dim; ++d) out[d] = code(d);
     std::memcpy(out + dim, &scale, 4);
-    std::memcpy(out + dim + 4, &lo, 4);
+    std::memcpy(out + dim + 4, &bias, 4);
     return;
   }
   const int bytes = (dim + 1) / 2;
-  for (int b = 0; b < bytes; ++b) {  // byte b after reading elements 2b, 2b+1: in place is safe
+  for (int b = 0; b < bytes; ++b) {  // byte b after reading elements 2b, 2b+1
     const uint8_t high = 2 * b + 1 < dim ? code(2 * b + 1) : uint8_t{0};
     out[b] = static_cast<uint8_t>(code(2 * b) | (high << 4));
   }
-  const uint16_t s = fp32_to_fp16(scale), b = fp32_to_fp16(lo);
+  const uint16_t s = fp32_to_fp16(scale), h = fp32_to_fp16(bias);
   std::memcpy(out + bytes, &s, 2);
-  std::memcpy(out + bytes + 2, &b, 2);
+  std::memcpy(out + bytes + 2, &h, 2);
 }
 
 void dequantize_row(DataType type, const uint8_t* in, int dim, float* out) {
@@ -164,6 +181,10 @@ void dequantize_row(DataType type, const uint8_t* in, int dim, float* out) {
 
 void pack_rows(DataType type, const float* in, int64_t rows, int dim, void* out) {
   const int64_t stride = data_type_row_bytes(type, dim);
+  ES_CHECK(static_cast<const void*>(in) != out || stride <= int64_t{4} * dim,
+           "pack_rows: a {} row of {} values ({} bytes) is longer than its fp32 row: it cannot "
+           "be packed in place",
+           data_type_name(type), dim, stride);
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = in + r * dim;
     uint8_t* to = static_cast<uint8_t*>(out) + r * stride;

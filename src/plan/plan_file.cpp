@@ -256,9 +256,15 @@ PlanFileTable read_table(const Reader& r, const std::string& name, const json& j
   t.dim = static_cast<int>(r.integer_at(j, where, "dim", 1, kMaxDim));
   t.rows = r.integer_at(j, where, "rows", 1, kMaxRows);
   if (version > 1) {
-    t.data_type =
-        parse_data_type(r.string_at(j, where, "data_type"),
-                        fmt::format("{}: field '{}'", r.source(), member_path(where, "data_type")));
+    // The names as written (lower case), as the Python reader takes them.
+    const json& type = r.member(j, where, "data_type");
+    const std::vector<std::string>& names = data_type_names();
+    const auto it = type.is_string()
+                        ? std::find(names.begin(), names.end(), type.get<std::string>())
+                        : names.end();
+    ES_CHECK(it != names.end(), "{}: field '{}' is {}, expected one of {}", r.source(),
+             member_path(where, "data_type"), show(type), fmt::join(names, ", "));
+    t.data_type = static_cast<DataType>(it - names.begin());
   }
   t.memory_bytes = r.integer_at(j, where, "memory_bytes", 0, kInt64Max);
   const std::string ranks_field = member_path(where, "ranks");

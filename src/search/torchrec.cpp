@@ -39,14 +39,14 @@ constexpr double kHalfBlockPenalty = 1.15;
 constexpr double kQuarterBlockPenalty = 1.75;
 constexpr int kFullBlockDim = 128;
 constexpr double kIndexBytes = 8;   // int64 ids
-constexpr double kValueBytes = 4;   // fp32 rows
+constexpr double kOutputBytes = 4;  // fp32 pooled outputs; rows in the table's type
 
 // Table-wise (or one column shard's) perf estimate, ms, as _get_tw_sharding_perf.
 double shard_perf_ms(const TableSpec& t, int cols, int64_t batch) {
   const double b = static_cast<double>(batch);
   const double input_read = b * t.pooling_factor * kIndexBytes;
-  const double lookup = b * t.pooling_factor * cols * kValueBytes;
-  const double output_write = b * cols * kValueBytes;
+  const double lookup = b * t.pooling_factor * data_type_row_bytes(t.data_type, cols);
+  const double output_write = b * cols * kOutputBytes;
   double penalty = 1.0;
   if (cols < kFullBlockDim) penalty = cols >= kFullBlockDim / 2 ? kHalfBlockPenalty
                                                                 : kQuarterBlockPenalty;
@@ -65,9 +65,10 @@ constexpr double kDeviceBw = kDdrMemBwBytesPerS * kCpuKernelBwFactor;
 double row_shard_perf_ms(const TableSpec& t, int cols, int64_t batch, int ranks) {
   const double b = static_cast<double>(batch);
   const double lookups = b * t.pooling_factor / ranks;
-  const double output_write = b * cols * kValueBytes;
+  const double output_write = b * cols * kOutputBytes;
   const double fwd_compute =
-      (lookups * kIndexBytes + lookups * cols * kValueBytes + output_write) / kDeviceBw;
+      (lookups * kIndexBytes + lookups * data_type_row_bytes(t.data_type, cols) + output_write) /
+      kDeviceBw;
   const double fwd_comms = output_write / kIntraNodeBwBytesPerS;
   const double bwd_comms =
       output_write / kIntraNodeBwBytesPerS + output_write * kBatchedCopyPerfFactor / kDeviceBw;
@@ -81,8 +82,10 @@ double replica_perf_ms(const TableSpec& t, int64_t batch, int devices) {
   const double b = static_cast<double>(batch) / devices;
   const double lookups = b * t.pooling_factor;
   const double fwd_compute =
-      (lookups * kIndexBytes + lookups * t.dim * kValueBytes + b * t.dim * kValueBytes) / kDeviceBw;
-  const double table_bytes = static_cast<double>(t.rows) * t.dim * kValueBytes;
+      (lookups * kIndexBytes + lookups * data_type_row_bytes(t.data_type, t.dim) +
+       b * t.dim * kOutputBytes) /
+      kDeviceBw;
+  const double table_bytes = static_cast<double>(t.weight_bytes());
   const double all_reduce = table_bytes / (kCrossNodeBwBytesPerS * devices);
   const double optimizer = table_bytes * kDpElementwiseKernelsPerfFactor / kDeviceBw;
   return 1e3 * (fwd_compute * (1 + kBwdComputeMultiplier) + all_reduce + optimizer);

@@ -8,11 +8,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 
 #include "embshard/kernel/precision.h"
 #include "embshard/kernel/tbe.h"
+#include "embshard/util/error.h"
 #include "kernel/tbe_test_util.h"
 
 namespace embshard {
@@ -95,6 +97,33 @@ TEST(Precision, PackingOverItsOwnInputGivesTheSameBytes) {
     pack_rows(type, rows.data(), 4, 9, rows.data());
     EXPECT_EQ(std::memcmp(rows.data(), apart.data(), apart.size()), 0) << data_type_name(type);
   }
+  // An int8 row of one value (9 bytes) is longer than its fp32 row: refused.
+  std::vector<float> one(4, 1.0f);
+  EXPECT_THROW(pack_rows(DataType::kInt8, one.data(), 4, 1, one.data()), Error);
+}
+
+TEST(Precision, QuantizedRowsOfOddValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (DataType type : {DataType::kInt8, DataType::kInt4}) {
+    const std::vector<float> row = {1.0f, inf, 2.0f, -inf, NAN, 1.5f};
+    std::vector<uint8_t> q(data_type_row_bytes(type, 6));
+    std::vector<float> back(6);
+    quantize_row(type, row.data(), 6, q.data());
+    dequantize_row(type, q.data(), 6, back.data());
+    for (float v : back) EXPECT_TRUE(std::isfinite(v)) << data_type_name(type);
+    EXPECT_NEAR(back[0], 1.0f, 0.04f) << data_type_name(type);
+    EXPECT_NEAR(back[2], 2.0f, 0.04f);
+    EXPECT_FLOAT_EQ(back[1], back[2]);  // +inf at the top, -inf and NaN at the bottom
+    EXPECT_FLOAT_EQ(back[3], back[0]);
+    EXPECT_FLOAT_EQ(back[4], back[0]);
+  }
+  // Far from zero, int4's fp16 bias: the codes count from the bias it keeps.
+  const std::vector<float> offset = {1000.3f, 1000.31f, 1000.305f};
+  std::vector<uint8_t> q(data_type_row_bytes(DataType::kInt4, 3));
+  std::vector<float> back(3);
+  quantize_row(DataType::kInt4, offset.data(), 3, q.data());
+  dequantize_row(DataType::kInt4, q.data(), 3, back.data());
+  for (int d = 0; d < 3; ++d) EXPECT_NEAR(back[d], offset[d], 0.5f);  // fp16's step at 1000
 }
 
 TEST(Precision, QuantizedRowsReadBackWithinHalfAStep) {

@@ -9,7 +9,8 @@
 // kernel draws the same number for the same element.
 //
 // Quantized rows (int8, int4) are laid out as data_type.h says: the codes,
-// then the row's scale and bias (fp32 for int8, fp16 for int4).
+// then the row's scale and bias (fp32 for int8, fp16 for int4). The range is
+// that of the row's finite values; NaN takes code 0, infinities the ends.
 #pragma once
 
 #include <cstdint>
@@ -60,8 +61,9 @@ void dequantize_row(DataType type, const uint8_t* in, int dim, float* out);
 
 // `rows` rows of fp32 values stored as `type` into `out`
 // (rows x data_type_row_bytes(type, dim) bytes), and back. pack_rows may
-// write over its input (`out` == `in`): a stored row is never longer than
-// its fp32 row, and each byte is written after the values it covers are read.
+// write over its input (`out` == `in`) where a stored row is no longer than
+// its fp32 row (every type but int8 of dim <= 2 and int4 of dim 1; Error
+// otherwise): each byte is written after the values it covers are read.
 void pack_rows(DataType type, const float* in, int64_t rows, int dim, void* out);
 void unpack_rows(DataType type, const void* in, int64_t rows, int dim, float* out);
 
