@@ -5,7 +5,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -21,8 +20,6 @@
 
 namespace embshard {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // In [-scale, scale), from a fast stream: GiBs of weights are filled quickly.
 float uniform(SplitMix64& rng, float scale) {
@@ -42,13 +39,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-template <typename F>
-double time_ms(F&& f) {
-  const auto start = Clock::now();
-  f();
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
 // Zipf(s) over [0, n) by inverting the continuous power law, then scattered

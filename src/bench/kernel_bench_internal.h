@@ -2,6 +2,7 @@
 // kernel_bench_check.cpp (the peers' numerics check).
 #pragma once
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -12,6 +13,15 @@
 #include "embshard/util/huge_buffer.h"
 
 namespace embshard {
+
+// Milliseconds `f()` takes on the steady clock.
+template <typename F>
+double time_ms(F&& f) {
+  const auto start = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
 
 // Evicts the caches before a timed call: each training iteration looks up a
 // new batch, so no implementation may find the previous call's rows in L3.

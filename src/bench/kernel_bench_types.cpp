@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -11,55 +10,36 @@
 #include "embshard/bench/kernel_bench.h"
 #include "embshard/kernel/precision.h"
 #include "embshard/util/error.h"
-#include "embshard/util/random.h"
 #include "embshard/util/reporter.h"
 #include "embshard/util/statistics.h"
 
 namespace embshard {
 namespace {
 
-// One type's copy of the case's table and its state.
+// One type's copy of the case's table (bind_case's, packed in place where
+// the type is not fp32) and its rounds.
 struct TypedTable {
   DataType type;
-  std::unique_ptr<HugeBuffer> storage;  // fp32 values, packed in place for other types
-  std::vector<float> momentum;
-  FusedBatch batch;
+  CaseData data;
   std::vector<double> fwd_ms, step_ms, fwd_ratio, step_ratio;
 };
 
-TypedTable make_typed(DataType type, const BenchTable& t, int64_t batch_size, uint64_t seed) {
-  TypedTable out{
-      type, std::make_unique<HugeBuffer>(t.rows * t.dim * int64_t{4}), {}, {}, {}, {}, {}, {}};
-  float* values = out.storage->floats();
-  SplitMix64 rng{seed};
-  for (int64_t i = 0; i < t.rows * t.dim; ++i) {
-    values[i] = 0.05f * (static_cast<float>(rng.next() >> 40) * (2.0f / 16777216.0f) - 1.0f);
+TypedTable make_typed(DataType type, const std::vector<BenchTable>& tables, int64_t batch_size,
+                      uint64_t seed) {
+  TypedTable out{type, bind_case(tables, batch_size, seed), {}, {}, {}, {}};
+  TableBatch& tb = out.data.batch.tables[0];
+  if (type != DataType::kFp32) {  // the case's dim (128): each stored row fits in its fp32 row
+    pack_rows(type, tb.weights, tb.rows, tb.dim, tb.weights);
+    tb.type = type;
+    tb.packed = tb.weights;
+    tb.weights = nullptr;
   }
-  TableBatch tb;
-  tb.type = type;
-  if (type == DataType::kFp32) {
-    tb.weights = values;
-  } else {  // each packed row lies at or before its fp32 row: in place is safe
-    pack_rows(type, values, t.rows, t.dim, values);
-    tb.packed = values;
-  }
-  out.momentum.assign(t.rows, 0.0f);
-  tb.momentum = out.momentum.data();
-  tb.rows = t.rows;
-  tb.dim = t.dim;
-  tb.offsets = t.trace.offsets.data();
-  tb.indices = t.trace.indices.data();
-  out.batch.batch_size = batch_size;
-  out.batch.tables.push_back(tb);
   return out;
 }
 
 double timed(CacheFlusher& cache, const auto& call) {
   cache.flush();
-  const auto start = std::chrono::steady_clock::now();
-  call();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
+  return time_ms(call);
 }
 
 }  // namespace
@@ -75,11 +55,8 @@ std::vector<KernelTypeResult> run_kernel_types(const KernelBenchOptions& options
       t.dim, batch_size, lookups / batch_size);
   std::vector<TypedTable> typed;
   for (size_t k = 0; k < data_type_names().size(); ++k) {
-    typed.push_back(make_typed(static_cast<DataType>(k), t, batch_size, options.seed));
+    typed.push_back(make_typed(static_cast<DataType>(k), tables, batch_size, options.seed));
   }
-  std::vector<float> output(batch_size * t.dim), grad(batch_size * t.dim);
-  SplitMix64 rng{seed_for(options.seed, SeedUse::kKernelGradients)};
-  for (float& g : grad) g = static_cast<float>(rng.next() >> 40) * (2.0f / 16777216.0f) - 1.0f;
   CacheFlusher cache;
   TbeWorkspace workspace;
   const OptimizerConfig& adagrad = options.optimizers.rowwise_adagrad;
@@ -92,12 +69,16 @@ std::vector<KernelTypeResult> run_kernel_types(const KernelBenchOptions& options
     for (size_t k = 0; k < order.size(); ++k) order[k] = (k + round) % order.size();
     std::vector<double> fwd(typed.size(), -1), step(typed.size(), -1);
     for (size_t k : order) {
-      TypedTable& tt = typed[k];
-      fwd[k] = timed(cache, [&] { check(tbe_forward(tt.batch, output.data(), options.threads)); });
-      if (!data_type_trains(tt.type)) continue;
+      CaseData& c = typed[k].data;
+      const auto forward = [&] {
+        check(tbe_forward(c.batch, c.output->floats(), options.threads));
+      };
+      fwd[k] = timed(cache, forward);
+      if (!data_type_trains(typed[k].type)) continue;
       step[k] = timed(cache, [&] {
-        check(tbe_forward(tt.batch, output.data(), options.threads));
-        check(tbe_backward_update(tt.batch, grad.data(), adagrad, options.threads, workspace));
+        forward();
+        check(tbe_backward_update(c.batch, c.grad_output.data(), adagrad, options.threads,
+                                  workspace));
       });
     }
     std::string line;

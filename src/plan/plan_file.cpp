@@ -363,9 +363,8 @@ PlanFilePrediction read_prediction(const Reader& r, const json& top, int num_dev
 void check_memory(const Reader& r, const json& model, int version, PlanFile& p) {
   ES_CHECK(model.is_object(), "{}: field 'memory_model' is {}, expected an object", r.source(),
            show(model));
-  if (version == 1) {  // fp32 tables, bytes_per_weight 4
-    const int64_t per_weight = r.integer_at(model, "memory_model", "bytes_per_weight", 4, 4);
-    (void)per_weight;
+  if (version == 1) {  // fp32 tables: bytes_per_weight is 4, checked
+    r.integer_at(model, "memory_model", "bytes_per_weight", 4, 4);
   } else {
     p.memory.optimizer_bytes_per_weight =
         r.integer_at(model, "memory_model", "optimizer_bytes_per_weight", 0, 1024);
