@@ -128,6 +128,9 @@ def check_plan(plan, where="plan"):
         _check_table(where, name, tables[name], world, version)
     if "memory_model" in plan:
         _check_memory(where, plan, order, world, version)
+    task = plan.get("task", "training")  # absent: written before inference plans
+    if task not in ("training", "inference"):
+        raise PlanError(f"{where}: field 'task' is {_show(task)}, expected training or inference")
 
 
 def row_bytes(data_type, cols):

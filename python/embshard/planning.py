@@ -257,12 +257,12 @@ def _plan_path(from_plan):
 def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None,
          algo="neuroshard", cost_model="neural", model=None, sharding_types=None, pins=None,
          no_split=None, split_dims=None, profile="2021", calibration=None, explain=True,
-         from_plan=None, max_moves=None, reserve="15%", optimizer="rowwise_adagrad",
+         from_plan=None, max_moves=None, reserve="15%", optimizer=None, task="training",
          **options):
     """Plans how to shard `tables` over `devices` devices; returns a Plan.
 
     tables: a list of table dicts in the table-spec format ({"name", "rows",
-        "dim", "data_type"? (fp32, fp16, bf16), "pooling_factor"?,
+        "dim", "data_type"? (fp32, fp16, bf16; int8, int4 for inference), "pooling_factor"?,
         "unique_rows"?, "row_reuse_histogram"?, "lookup_reuse_histogram"?}; what a table leaves out comes from the
         published averages of `profile`); a whole table-spec dict
         ({"batch_size", "tables", "profile"?}); a path to a table-spec file or
@@ -276,7 +276,10 @@ def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None
     reserve: of each given memory, what is kept for what is not an
         embedding table (dense parameters, activations, buffers): a share
         ("15%", TorchRec's default) or an amount ("2GB", 0).
-    optimizer: whose state memory counts: "rowwise_adagrad", "sgd", "adam".
+    optimizer: whose state memory counts: "rowwise_adagrad" (None: the
+        default), "sgd", "adam".
+    task: the step planned: "training", or "inference" (the forward alone:
+        weights only, "int8" and "int4" tables allowed; no optimizer).
     batch_size: the global batch the tables are looked up with (all ranks
         together). Required for table dicts and configs without samples;
         with samples it is theirs (a different one is an error).
@@ -314,8 +317,10 @@ def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None
         _integer(batch_size, "batch_size", 1, INT64_MAX)
     tables_json, tables_path, batch = _table_input(tables, samples, profile, batch_size)
     each, sizes = _memory(mem_per_device, devices)
-    if not isinstance(optimizer, str):
+    if optimizer is not None and not isinstance(optimizer, str):
         raise EmbshardError(f"optimizer is {optimizer!r}, expected a name such as 'adam'")
+    if not isinstance(task, str):
+        raise EmbshardError(f"task is {task!r}, expected 'training' or 'inference'")
     if max_moves is not None:
         if from_plan is None:
             raise EmbshardError("max_moves needs from_plan (the plan to re-plan)")
@@ -330,7 +335,7 @@ def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None
             sharding_types=_type_list(sharding_types), split_dims=_widths(split_dims),
             planner=_options(options), explain=bool(explain), replan_from=replan_from,
             max_moves=INT_MAX if max_moves is None else max_moves,
-            reserve=_reserve(reserve), optimizer=optimizer, log=_log)
+            reserve=_reserve(reserve), optimizer=optimizer or "", task=task, log=_log)
     return Plan(json.loads(plan_json), report, report_per_table, explanation if explain else None)
 
 

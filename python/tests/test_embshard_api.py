@@ -79,6 +79,25 @@ class SixTables(unittest.TestCase):
             with self.assertRaisesRegex(embshard.EmbshardError, message):
                 plan_six(cost_model="analytic", **bad)
 
+    def test_inference_plans_quantized_tables_with_weights_only(self):
+        tables = copy.deepcopy(SIX_TABLES["tables"])
+        tables[0]["data_type"], tables[1]["data_type"] = "int8", "INT4"
+        p = embshard.plan(tables, devices=16, mem_per_device="40GB", batch_size=65536,
+                          cost_model="analytic", task="inference", explain=False)
+        self.assertEqual(p.json["task"], "inference")
+        self.assertIn("inference: weights only", p.report())
+        self.assertEqual(p.tables["user_id"].memory_bytes, 100000000 * (128 + 8))
+        self.assertEqual(plan_six(cost_model="analytic", explain=False).json["task"],
+                         "training")
+        for bad, message in ((dict(task="inference", optimizer="adam"), "optimizer adam"),
+                             (dict(task="serving"), "task is 'serving'"),
+                             (dict(task=1), "task is 1")):
+            with self.assertRaisesRegex(embshard.EmbshardError, message):
+                plan_six(cost_model="analytic", **bad)
+        with self.assertRaisesRegex(embshard.EmbshardError, "--task inference"):
+            embshard.plan(tables, devices=16, mem_per_device="40GB", batch_size=65536,
+                          cost_model="analytic")
+
     def test_replan_from_a_plan_object_or_file(self):
         grown = copy.deepcopy(SIX_TABLES["tables"])
         grown[2]["rows"] *= 2  # history

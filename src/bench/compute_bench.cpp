@@ -38,6 +38,15 @@ void check_compute_bench_options(const ComputeBenchOptions& o) {
            o.warmup, o.min_rounds, o.max_rounds, o.target_relative_half_width,
            o.reference_window_s);
   ES_CHECK(!o.dims.empty(), "bench compute: --dims is empty");
+  for (DataType type : o.data_types) {
+    ES_CHECK(data_type_trains(type),
+             "bench compute: --data-types holds {}: a sample is a training step, and {} tables "
+             "are forward only (fp32, fp16 or bf16)",
+             data_type_name(type), data_type_name(type));
+    ES_CHECK(type == DataType::kFp32 || o.executor == "cpu",
+             "bench compute: --data-types holds {}: the {} executor runs fp32 tables only",
+             data_type_name(type), o.executor);
+  }
   for (int dim : o.dims) {
     ES_CHECK(dim >= 1 && dim <= 1024, "bench compute: --dims holds {}, dims must be in 1..1024",
              dim);
@@ -77,6 +86,7 @@ json table_record(ShardTimer& timer, const ShardTable& t) {
                     spec);
     spec.rows = rows;
   }
+  spec.data_type = t.data_type;
   json j = table_to_json(spec);
   j["table"] = t.table;
   j["dim"] = t.dim;
@@ -93,7 +103,7 @@ std::vector<ShardTable> draw_shard(const Workload& workload, const ComputeBenchO
 }
 
 ShardDraw shard_draw(const ComputeBenchOptions& o) {
-  return {o.max_tables, o.mem_cap_bytes, o.dims, o.piece_share, o.seed};
+  return {o.max_tables, o.mem_cap_bytes, o.dims, o.piece_share, o.seed, o.data_types};
 }
 
 std::unique_ptr<Executor> create_executor(const ComputeBenchOptions& o) {
@@ -166,6 +176,11 @@ json compute_bench_header(const Workload& workload, const ComputeBenchOptions& o
                  {"probe", probe},
                  {"scale", scale}};
   if (o.piece_share > 0) header["piece_share"] = o.piece_share;  // absent: whole tables
+  if (!o.data_types.empty()) {                                   // absent: the workload's own types
+    json types = json::array();
+    for (DataType type : o.data_types) types.push_back(data_type_name(type));
+    header["data_types"] = types;
+  }
   return header;
 }
 

@@ -72,8 +72,12 @@ void check_anchor_options(const AnchorOptions& o) {
 // The anchors of one pool: draws whose weights fit the cap, priced by the model.
 void draw_pool_anchors(const Workload& pool, const std::string& profile, int count,
                        const NeuralModel& model, const AnchorOptions& o, std::vector<Anchor>& out) {
-  const ShardDraw draw{o.max_tables, o.mem_cap_bytes, o.dims, 0.0,
-                       item_seed(o.seed, profile == kProfiles[0] ? 2 : 3)};
+  const ShardDraw draw{o.max_tables,
+                       o.mem_cap_bytes,
+                       o.dims,
+                       0.0,
+                       item_seed(o.seed, profile == kProfiles[0] ? 2 : 3),
+                       {}};
   for (int k = 0; k < count; ++k) {
     Anchor a;
     a.pool = profile;
@@ -82,7 +86,8 @@ void draw_pool_anchors(const Workload& pool, const std::string& profile, int cou
     for (const ShardTable& t : a.tables) {
       const TableSpec& spec = pool.tables[t.table];
       features.push_back(table_features(spec, t.dim));
-      a.weight_bytes += static_cast<double>(spec.rows) * t.dim * 4;
+      features.back().data_type = t.data_type;
+      a.weight_bytes += static_cast<double>(spec.rows) * data_type_row_bytes(t.data_type, t.dim);
     }
     a.predicted_ms = predict_compute_ms(model, features, pool.batch_size);
     out.push_back(std::move(a));

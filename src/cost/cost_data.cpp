@@ -7,6 +7,7 @@
 #include "embshard/cost/cost_data.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -130,6 +131,15 @@ ComputeRecord parse_compute(const json& r) {
           f.row_reuse[k] < 0 || f.lookup_reuse[k] < 0) {
         throw std::invalid_argument(fmt::format("/tables/{}: invalid reuse share in bin {}", i, k));
       }
+    }
+    if (const auto it = t.find("data_type"); it != t.end()) {  // absent: fp32
+      const std::vector<std::string>& names = data_type_names();
+      const auto name = it->is_string() ? std::find(names.begin(), names.end(), *it) : names.end();
+      if (name == names.end()) {
+        throw std::invalid_argument(fmt::format("field '/tables/{}/data_type' is {}, expected {}",
+                                                i, it->dump(), fmt::join(names, ", ")));
+      }
+      f.data_type = static_cast<DataType>(name - names.begin());
     }
     // A piece (bench compute --pieces): a row block starts at row_offset, a
     // replica serves slice s of n of the batch.

@@ -59,6 +59,7 @@ int match_table(const Workload& w, const TableFeatures& t) {
 
 ShardTimerOptions timer_options(const CostModelOptions& options) {
   ShardTimerOptions o;
+  o.forward_only = options.forward_only;
   o.warmup = kWarmup;
   o.reference.min_window_ms = 1e3 * options.reference_window_s;
   return o;
@@ -105,8 +106,13 @@ int MeasuredComputeModel::add_table(const TableFeatures& table) {
            "measured model: batch slice {} of {}", table.batch_slice, table.batch_slices);
   const int source = match_table(workload_, table);
   const bool whole = !table.row_piece;
-  const ShardTable t{source, table.dim, table.source_row_offset, whole ? 0 : table.rows,
-                     table.batch_slice, table.batch_slices};
+  const ShardTable t{source,
+                     table.dim,
+                     table.source_row_offset,
+                     whole ? 0 : table.rows,
+                     table.batch_slice,
+                     table.batch_slices,
+                     table.data_type};
   for (size_t id = 0; id < tables_.size(); ++id) {
     if (tables_[id] == t) return static_cast<int>(id);
   }

@@ -44,7 +44,10 @@ struct ManifestFields {
 };
 
 // Compute: every training file's probe, which must be today's probe on this
-// executor, normalized against (not raw medians), on one reference.
+// executor, normalized against (not raw medians), on one reference. A file
+// whose scale anchors set (bench compute --scale anchors) was put on the
+// scale of the model that priced its anchors, not on a reference of its own:
+// it takes the others' (and sets none where every file is such).
 void set_compute_scale(const ManifestFields& m, const std::string& compute,
                        const std::string& ground_truth, const std::string& executor,
                        ReferenceScale& scale) {
@@ -60,6 +63,8 @@ void set_compute_scale(const ManifestFields& m, const std::string& compute,
       complete = false;
       break;
     }
+    const json& how = (*entries)[i].is_object() ? (*entries)[i].value("scale", json()) : json();
+    if (how.is_object() && how.value("method", json()) == "anchors") continue;
     json description = *probe;
     description.erase("reference");
     const ProbeReference r =
@@ -72,7 +77,7 @@ void set_compute_scale(const ManifestFields& m, const std::string& compute,
     }
     scale.compute = r;
   }
-  if (!complete) {
+  if (!complete || !scale.compute) {
     scale.compute.reset();
     scale.note = fmt::format(
         "the model's compute data do not share one reference probe of normalized "

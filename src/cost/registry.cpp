@@ -67,6 +67,16 @@ std::optional<Calibration> optional_calibration(const std::string& path) {
   return load_calibration(path);
 }
 
+// A calibration whose compute terms were fitted (an analytic.json; a GPU
+// set's comm.json holds all-to-all constants only).
+Calibration load_forward_calibration(const std::string& path) {
+  ES_CHECK(!path.empty() && std::filesystem::path(path).filename() != "comm.json",
+           "inference: the forward's compute comes from an analytic calibration, and this model "
+           "set has none ({}): give one with --calibration",
+           path.empty() ? std::string("no analytic.json") : path);
+  return load_calibration(path);
+}
+
 }  // namespace
 
 bool CollectiveLoad::empty() const {
@@ -136,8 +146,10 @@ std::shared_ptr<ComputeModel> create_compute_model(const std::string& name,
                                                    const CostModelOptions& options) {
   const CostModelOptions o = with_defaults(name, options);
   if (name == "analytic") {
-    return make_analytic_compute_model(load_calibration(o.calibration), o.batch_size);
+    return make_analytic_compute_model(load_calibration(o.calibration), o.batch_size,
+                                       o.forward_only);
   }
+  if (name == "neural" && o.forward_only) return create_cost_model(name, o).compute;
   if (name == "neural") {
     return std::make_shared<NeuralComputeModel>(load_prepared_neural_model(o.model_dir),
                                                 o.batch_size);
@@ -150,10 +162,7 @@ std::shared_ptr<ComputeModel> create_compute_model(const std::string& name,
 std::shared_ptr<const CommModel> create_comm_model(const std::string& name,
                                                    const CostModelOptions& options) {
   const CostModelOptions o = with_defaults(name, options);
-  if (name == "analytic") {
-    return make_analytic_comm_model(load_calibration(o.calibration), o.batch_size);
-  }
-  if (name == "neural") return create_cost_model("neural", o).comm;
+  if (name == "analytic" || name == "neural") return create_cost_model(name, o).comm;
   ES_THROW("unknown communication model '{}': valid names are {}", name,
            fmt::join(comm_model_names(), ", "));
 }
@@ -161,7 +170,20 @@ std::shared_ptr<const CommModel> create_comm_model(const std::string& name,
 CostModel create_cost_model(const std::string& name, const CostModelOptions& options) {
   const CostModelOptions o = with_defaults(name, options);
   if (name == "analytic") {
-    return make_analytic_cost_model(load_calibration(o.calibration), o.batch_size);
+    return make_analytic_cost_model(load_calibration(o.calibration), o.batch_size, o.forward_only);
+  }
+  if (name == "neural" && o.forward_only) {
+    // The networks learned training steps: the forward's compute is the
+    // analytic terms', the exchanges' forward the networks'.
+    CostModelOptions training = o;
+    training.forward_only = false;
+    CostModel m = create_cost_model("neural", training);
+    const Calibration calibration = load_forward_calibration(o.calibration);
+    m.compute = make_analytic_compute_model(calibration, m.compute->batch_size(), true);
+    m.comm = forward_comm_model(std::move(m.comm));
+    m.name = fmt::format("analytic forward (compute, {}); {} (comm, forward)",
+                         std::filesystem::path(o.calibration).filename().string(), m.name);
+    return m;
   }
   if (name == "neural") {
     return make_neural_cost_model(load_prepared_neural_model(o.model_dir), o.batch_size,
@@ -176,8 +198,12 @@ CostModel create_cost_model(const std::string& name, const CostModelOptions& opt
     if (o.executor == "cpu") source.host_cpu = cpu_model();
     source.min_batch = source.max_batch = compute->batch_size();
     source.comm = analytic_comm_source(calibration);
-    return {compute, make_analytic_comm_model(calibration, compute->batch_size()),
-            "measured (compute: executor; comm: analytic)", source};
+    auto comm = make_analytic_comm_model(calibration, compute->batch_size());
+    if (o.forward_only) {
+      return {compute, forward_comm_model(std::move(comm)),
+              "measured forward (compute: executor; comm: analytic, forward)", source};
+    }
+    return {compute, comm, "measured (compute: executor; comm: analytic)", source};
   }
   ES_THROW("unknown cost model '{}': valid names are {}", name,
            fmt::join(cost_model_names(), ", "));

@@ -25,6 +25,7 @@ TableFeatures table_features(const TableSpec& spec, int dim) {
   f.pooling_factor = spec.pooling_factor;
   f.row_reuse = spec.row_reuse;
   f.lookup_reuse = spec.lookup_reuse;
+  f.data_type = spec.data_type;
   return f;
 }
 

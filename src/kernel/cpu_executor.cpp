@@ -29,33 +29,40 @@ double now_ms(bool thread_cpu_time) {
 class CpuShard : public PreparedShard {
  public:
   CpuShard(const ShardInput& in, int threads, bool thread_cpu_time)
-      : threads_(threads), thread_cpu_time_(thread_cpu_time) {
+      : threads_(threads), thread_cpu_time_(thread_cpu_time), forward_only_(in.forward_only) {
     fused_.batch_size = in.batch_size;
     fused_.pooling = in.pooling;
     optimizer_.type = in.optimizer;
     for (size_t i = 0; i < in.tables.size(); ++i) {
       const ShardTableInput& t = in.tables[i];
-      check_shard_table(t, i, "cpu executor");
+      check_shard_table(t, i, forward_only_, "cpu executor");
       fused_.tables.push_back(prepare_table(t, i, in.optimizer));
     }
     const size_t outputs = static_cast<size_t>(in.batch_size * fused_.total_dim());
     output_ = std::make_unique<HugeBuffer>(std::max<size_t>(1, outputs) * sizeof(float));
+    if (forward_only_) return;
     grad_ = std::make_unique<HugeBuffer>(std::max<size_t>(1, outputs) * sizeof(float));
     fill_pattern(grad_->floats(), outputs, 7);
   }
 
-  // The table's weights in its type and its optimizer's state.
+  // The table's weights in its type and (training) its optimizer's state.
   TableBatch prepare_table(const ShardTableInput& t, size_t i, OptimizerType optimizer) {
     const size_t count = static_cast<size_t>(t.rows) * t.dim;
     weights_.push_back(std::make_unique<HugeBuffer>(count * sizeof(float)));
     fill_pattern(weights_.back()->floats(), count, i);
     TableBatch b = table_batch(t, weights_.back()->floats(), nullptr);
     b.type = t.data_type;
-    if (t.data_type != DataType::kFp32) {  // packed in place: 2 bytes of every 4 used
-      pack_rows(t.data_type, b.weights, t.rows, t.dim, b.weights);
-      b.packed = b.weights;
+    if (t.data_type != DataType::kFp32) {
+      // Packed into a buffer of the stored rows (a quantized row of a narrow
+      // table is longer than its fp32 row), the fp32 one released.
+      auto packed = std::make_unique<HugeBuffer>(
+          static_cast<size_t>(t.rows * data_type_row_bytes(t.data_type, t.dim)));
+      pack_rows(t.data_type, b.weights, t.rows, t.dim, packed->data());
+      b.packed = packed->data();
       b.weights = nullptr;
+      weights_.back() = std::move(packed);
     }
+    if (forward_only_) return b;
     const auto state = [&](size_t floats) {
       weights_.push_back(std::make_unique<HugeBuffer>(std::max<size_t>(1, floats) * sizeof(float)));
       std::fill_n(weights_.back()->floats(), floats, 0.0f);
@@ -72,6 +79,7 @@ class CpuShard : public PreparedShard {
     Status s = tbe_forward(fused_, output_->floats(), threads_);
     t.fwd_ms = now_ms(thread_cpu_time_) - start;
     ES_CHECK(s.ok(), "cpu executor: forward failed: {}", s.message());
+    if (forward_only_) return t;
     start = now_ms(thread_cpu_time_);
     s = tbe_backward_update(fused_, grad_->floats(), optimizer_, threads_, workspace_);
     t.bwd_ms = now_ms(thread_cpu_time_) - start;
@@ -82,6 +90,7 @@ class CpuShard : public PreparedShard {
  private:
   int threads_;
   bool thread_cpu_time_;
+  bool forward_only_;
   FusedBatch fused_;
   OptimizerConfig optimizer_;
   std::vector<std::unique_ptr<HugeBuffer>> weights_;  // and optimizer state

@@ -19,13 +19,15 @@ class CudaShard : public PreparedShard {
   CudaShard(const ShardInput& in, int device) {
     // Weights are filled on the host and uploaded once; the host copies go
     // when the shard is on the GPU.
+    ES_CHECK(!in.forward_only,
+             "cuda executor: forward-only (inference) shards run on the cpu executor only");
     std::vector<std::vector<float>> weights(in.tables.size()), momentum(in.tables.size());
     FusedBatch fused;
     fused.batch_size = in.batch_size;
     fused.pooling = in.pooling;
     for (size_t i = 0; i < in.tables.size(); ++i) {
       const ShardTableInput& t = in.tables[i];
-      check_shard_table(t, i, "cuda executor");
+      check_shard_table(t, i, in.forward_only, "cuda executor");
       ES_CHECK(t.data_type == DataType::kFp32,
                "cuda executor: table {} of the shard is {}: the CUDA kernels store fp32 tables "
                "only",

@@ -31,12 +31,14 @@ inline void fill_pattern(float* values, size_t count, uint64_t seed) {
 }
 
 // Error naming the executor (`who`) unless table `i` of a shard can run:
-// rows, a dim of 1..kMaxDim, a trace.
-inline void check_shard_table(const ShardTableInput& t, size_t i, const char* who) {
+// rows, a dim of 1..kMaxDim, a trace, a type that trains unless the shard is
+// forward only.
+inline void check_shard_table(const ShardTableInput& t, size_t i, bool forward_only,
+                              const char* who) {
   ES_CHECK(t.rows > 0 && t.dim >= 1 && t.dim <= detail::kMaxDim && t.offsets && t.indices,
            "{}: table {} of the shard has rows {}, dim {} (must be > 0 and 1..{}) or no trace", who,
            i, t.rows, t.dim, detail::kMaxDim);
-  ES_CHECK(data_type_trains(t.data_type),
+  ES_CHECK(forward_only || data_type_trains(t.data_type),
            "{}: table {} of the shard is {}: a shard's step trains, and quantized tables are "
            "forward-only",
            who, i, data_type_name(t.data_type));

@@ -44,12 +44,17 @@ std::vector<ShardTable> draw_shard(const Workload& workload, const ShardDraw& op
     if (static_cast<int>(shard.size()) == wanted) break;
     const int dim = options.dims[pick_dim(rng)];
     ShardTable t{table, dim};
+    t.data_type = workload.tables[table].data_type;
     if (options.piece_share > 0 &&
         std::uniform_real_distribution<double>(0, 1)(rng) < options.piece_share) {
       make_piece(workload.tables[table], rng, t);
     }
+    if (!options.data_types.empty()) {
+      const size_t last = options.data_types.size() - 1;
+      t.data_type = options.data_types[std::uniform_int_distribution<size_t>(0, last)(rng)];
+    }
     const int64_t rows = t.rows > 0 ? t.rows : workload.tables[table].rows;
-    const int64_t bytes = rows * int64_t{dim} * 4;
+    const int64_t bytes = rows * data_type_row_bytes(t.data_type, dim);
     if (used_bytes + bytes > options.mem_cap_bytes) continue;
     used_bytes += bytes;
     shard.push_back(t);
@@ -61,7 +66,9 @@ std::vector<ShardTable> draw_shard(const Workload& workload, const ShardDraw& op
         static_cast<int>(std::min_element(workload.tables.begin(), workload.tables.end(),
                                           [](auto& a, auto& b) { return a.rows < b.rows; }) -
                          workload.tables.begin());
-    shard.push_back({smallest, *std::min_element(options.dims.begin(), options.dims.end())});
+    ShardTable t{smallest, *std::min_element(options.dims.begin(), options.dims.end())};
+    t.data_type = workload.tables[smallest].data_type;
+    shard.push_back(t);
   }
   return shard;
 }

@@ -96,6 +96,7 @@ std::unique_ptr<PreparedShard> ShardTimer::prepare(const std::vector<ShardTable>
   input.batch_size = workload_.batch_size;
   input.pooling = options_.pooling;
   input.optimizer = options_.optimizer;
+  input.forward_only = options_.forward_only;
   for (const ShardTable& s : shard) {
     ES_CHECK(s.table >= 0 && s.table < static_cast<int>(workload_.tables.size()),
              "shard timer: table {} is not in workload '{}' ({} tables)", s.table, workload_.dir,
@@ -107,7 +108,7 @@ std::unique_ptr<PreparedShard> ShardTimer::prepare(const std::vector<ShardTable>
     static const int64_t kNoIndices = 0;
     input.tables.push_back({s.rows > 0 ? s.rows : workload_.tables[s.table].rows, s.dim,
                             t.offsets.data(), t.indices.empty() ? &kNoIndices : t.indices.data(),
-                            workload_.tables[s.table].data_type});
+                            s.data_type});
   }
   return executor_.prepare(input);
 }

@@ -36,6 +36,18 @@ std::string MemoryModel::optimizer_name() const {
                      optimizer_bytes_per_weight);
 }
 
+const std::vector<std::string>& step_kind_names() {
+  static const std::vector<std::string> names = {"training", "inference"};
+  return names;
+}
+
+StepKind parse_step_kind(const std::string& name, const std::string& option) {
+  const std::vector<std::string>& names = step_kind_names();
+  const auto it = std::find(names.begin(), names.end(), name);
+  ES_CHECK(it != names.end(), "{} is '{}' (valid: {})", option, name, fmt::join(names, ", "));
+  return static_cast<StepKind>(it - names.begin());
+}
+
 const std::vector<std::string>& optimizer_names() {
   static const std::vector<std::string> names = {"sgd", "rowwise_adagrad", "adam"};
   return names;
@@ -96,12 +108,13 @@ std::string memory_line(const PlanTask& task) {
                            *lo == *hi ? format_bytes(static_cast<double>(most))
                                       : "up to " + format_bytes(static_cast<double>(most)));
   }
-  return fmt::format("memory: {} per device for the tables ({}); optimizer state of {}\n", room,
-                     reserved, task.memory.optimizer_name());
+  const std::string state = task.step == StepKind::kInference
+                                ? "inference: weights only"
+                                : "optimizer state of " + task.memory.optimizer_name();
+  return fmt::format("memory: {} per device for the tables ({}); {}\n", room, reserved, state);
 }
 
-// Where some tables are not fp32: how many of each type, and what the cost
-// models make of them (they learned fp32 tables only).
+// Where some tables are not fp32: how many of each type.
 std::string data_type_line(const PlanTask& task) {
   std::map<DataType, int> count;
   for (const TableSpec& s : task.tables) ++count[s.data_type];
@@ -109,10 +122,8 @@ std::string data_type_line(const PlanTask& task) {
   std::vector<std::string> parts;
   for (const auto& [type, n] : count)
     parts.push_back(fmt::format("{} {}", n, data_type_name(type)));
-  return fmt::format(
-      "data types: {}; memory and floors count each type's bytes, the cost models (measured "
-      "on fp32 tables) predict every table as fp32\n",
-      fmt::join(parts, ", "));
+  return fmt::format("data types: {}; memory and floors count each type's bytes\n",
+                     fmt::join(parts, ", "));
 }
 
 }  // namespace

@@ -193,7 +193,7 @@ std::vector<int64_t> device_capacities(int count, int64_t each_bytes,
   return std::vector<int64_t>(count, each_bytes);
 }
 
-void check_table_sizes(const std::vector<TableSpec>& tables) {
+void check_table_sizes(const std::vector<TableSpec>& tables, StepKind step) {
   for (const TableSpec& s : tables) {
     ES_CHECK(s.rows > 0 && s.dim > 0, "table '{}' has {} rows and dim {}, both must be positive",
              s.name, s.rows, s.dim);
@@ -202,17 +202,17 @@ void check_table_sizes(const std::vector<TableSpec>& tables) {
              s.name, s.rows, kMaxRows);
     ES_CHECK(s.dim <= kMaxDim, "table '{}' has dim {}, past the {} embshard plans for", s.name,
              s.dim, kMaxDim);
-    // Plans are of training steps; quantized tables have a forward only.
-    ES_CHECK(data_type_trains(s.data_type),
-             "table '{}' is {}: quantized tables are forward-only (inference) and embshard "
-             "plans training steps; plan it as fp16, bf16 or fp32",
+    // Quantized tables have a forward only.
+    ES_CHECK(step == StepKind::kInference || data_type_trains(s.data_type),
+             "table '{}' is {}: quantized tables are forward-only; plan inference (--task "
+             "inference) or the table as fp16, bf16 or fp32",
              s.name, data_type_name(s.data_type));
   }
 }
 
 PlanTask make_task(std::vector<TableSpec> tables, int64_t batch_size,
                    std::vector<int64_t> device_mem_bytes, const TaskConstraints& constraints,
-                   MemoryModel memory) {
+                   MemoryModel memory, StepKind step) {
   ES_CHECK(!device_mem_bytes.empty(), "a task needs at least one device, got 0");
   ES_CHECK(!tables.empty(), "a task needs at least one table, got 0");
   ES_CHECK(batch_size > 0, "batch size is {}, must be positive", batch_size);
@@ -225,11 +225,12 @@ PlanTask make_task(std::vector<TableSpec> tables, int64_t batch_size,
   task.batch_size = batch_size;
   task.device_mem_bytes = std::move(device_mem_bytes);
   task.memory = memory;
+  task.step = step;
   task.split = constraints.split;
   task.types = constraints.types;
   task.pinned_device.assign(task.tables.size(), -1);
   task.no_split.assign(task.tables.size(), 0);
-  check_table_sizes(task.tables);
+  check_table_sizes(task.tables, step);
   std::unordered_map<std::string, int> index;
   for (int t = 0; t < task.num_tables(); ++t) {
     ES_CHECK(index.emplace(task.tables[t].name, t).second, "table name '{}' appears twice",

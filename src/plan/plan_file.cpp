@@ -473,6 +473,14 @@ PlanFile read_plan(const Reader& r, const json& j) {
     values += t.rows * t.dim * copies;
   }
   if (j.contains("memory_model")) check_memory(r, j["memory_model"], file_version, p);
+  if (j.contains("task")) {  // absent: a training plan (written before inference ones)
+    const std::vector<std::string>& names = step_kind_names();
+    const json& task = j["task"];
+    const auto it = task.is_string() ? std::find(names.begin(), names.end(), task) : names.end();
+    ES_CHECK(it != names.end(), "{}: field 'task' is {}, expected {}", r.source(), show(task),
+             fmt::join(names, " or "));
+    p.step = static_cast<StepKind>(it - names.begin());
+  }
   p.predicted = read_prediction(r, j, p.num_devices);
   for (int d = 0; d < p.num_devices; ++d) {
     ES_CHECK(p.predicted.devices[d].memory_bytes <= p.device_memory_bytes[d],

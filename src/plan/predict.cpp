@@ -45,6 +45,7 @@ TableFeatures piece_features(const TableSpec& table, int cols, int64_t rows,
   f.pooling_factor = table.pooling_factor * lookup_share;
   f.row_reuse = table.row_reuse;
   f.lookup_reuse = table.lookup_reuse;
+  f.data_type = table.data_type;
   return f;
 }
 
@@ -92,6 +93,7 @@ TableFeatures shard_features(const PlanTask& task, const Shard& s) {
                                    : task.lookup_share(s.table, s.row_offset, s.rows);
     f = piece_features(spec, s.cols, s.rows, share);
   }
+  f.data_type = spec.data_type;
   f.source_table = source;
   f.source_row_offset = s.row_offset;
   f.row_piece = row_piece;

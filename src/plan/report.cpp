@@ -191,6 +191,7 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
   j["num_devices"] = task.num_devices();
   j["device_memory_bytes"] = task.device_mem_bytes;
   if (!task.reserved_bytes.empty()) j["device_reserved_bytes"] = task.reserved_bytes;
+  j["task"] = step_kind_names()[static_cast<size_t>(task.step)];
   // How a shard's bytes follow from its shape: readers check each device's
   // shards against its capacity with it.
   j["memory_model"] = {{"optimizer_bytes_per_row", task.memory.optimizer_bytes_per_row},

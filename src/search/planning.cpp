@@ -27,7 +27,8 @@ void explain(const PlanRequest& r, const CostModel& model, PlanOutcome& out) {
 // The request's task: each device's memory for the tables (the given
 // capacities less the reservation, or the default) and its optimizer's state.
 PlanTask planning_task(const PlanRequest& r, Reporter& reporter) {
-  const MemoryModel memory = MemoryModel::of(r.optimizer);
+  const MemoryModel memory =
+      r.step == StepKind::kInference ? MemoryModel{0, 0} : MemoryModel::of(r.optimizer);
   int64_t each = r.mem_per_device_bytes;
   const bool given = !r.mem_bytes.empty() || each > 0;
   if (!given) {
@@ -48,18 +49,27 @@ PlanTask planning_task(const PlanRequest& r, Reporter& reporter) {
     c -= reserved.back();
   }
   PlanTask task = make_task(r.workload.tables, r.workload.batch_size, std::move(capacity),
-                            r.constraints, memory);
+                            r.constraints, memory, r.step);
   task.reserved_bytes = std::move(reserved);
   return task;
 }
 
 }  // namespace
 
+void set_step(PlanRequest& r, const std::string& step, const std::string& optimizer,
+              const std::string& step_option, const std::string& optimizer_option) {
+  r.step = parse_step_kind(step, step_option);
+  ES_CHECK(r.step == StepKind::kTraining || optimizer.empty(),
+           "{} {}: an inference step updates nothing ({} inference counts weights only)",
+           optimizer_option, optimizer, step_option);
+  if (!optimizer.empty()) r.optimizer = parse_optimizer(optimizer, optimizer_option);
+}
+
 PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   ES_CHECK(r.devices > 0, "--devices is {}, must be at least 1", r.devices);
   ES_CHECK(r.devices <= kMaxDevices, "--devices is {}, past the {} embshard plans for",
            r.devices, kMaxDevices);
-  check_table_sizes(r.workload.tables);
+  check_table_sizes(r.workload.tables, r.step);
   // Fail on a bad name before any work.
   auto planner = create_planner(r.algo, r.planner);
   check_policy_use(r.algo, r.planner);
@@ -81,6 +91,7 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   }
   CostModelOptions model_options = r.model;
   if (model_options.batch_size == 0) model_options.batch_size = out.task.batch_size;
+  model_options.forward_only = r.step == StepKind::kInference;
   if (r.cost_model == "measured") {  // it runs the workload's shards on the executor
     model_options.workload_dir = r.workload.dir;
   }

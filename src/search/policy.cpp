@@ -18,9 +18,13 @@ namespace {
 // within-task z-score: what makes a table big *in this task*.
 constexpr int kTaskScalars = 9;
 
+// The policies read the compute features without the data type (they were
+// trained before it) and the histograms whole.
+constexpr ComputeFeatureSet kPolicyComputeFeatures{kNoReuseTail, false};
+
 std::vector<std::string> make_feature_names() {
-  std::vector<std::string> names = compute_feature_names();
-  const std::vector<std::string>& base = compute_feature_names();
+  std::vector<std::string> names = kPolicyComputeFeatures.names();
+  const std::vector<std::string> base = kPolicyComputeFeatures.names();
   for (int i = 0; i < kTaskScalars; ++i) names.push_back("task_z_" + base[i]);
   return names;
 }
@@ -75,13 +79,13 @@ const std::vector<std::string>& policy_device_feature_names(PolicyKind kind) {
 }
 
 std::vector<float> policy_table_features(const PlanTask& task) {
-  const int nc = static_cast<int>(compute_feature_names().size());
+  const int nc = kPolicyComputeFeatures.size();
   const int nf = static_cast<int>(policy_feature_names().size());
   const int n = task.num_tables();
   std::vector<float> x(static_cast<size_t>(n) * nf, 0.0f);
   for (int t = 0; t < n; ++t) {
     compute_raw_features(table_features(task.tables[t], task.tables[t].dim), task.batch_size,
-                         &x[static_cast<size_t>(t) * nf], kNoReuseTail);
+                         &x[static_cast<size_t>(t) * nf], kPolicyComputeFeatures);
   }
   for (int f = 0; f < kTaskScalars; ++f) {
     double sum = 0, sq = 0;

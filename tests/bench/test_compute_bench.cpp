@@ -429,5 +429,42 @@ TEST(ComputeBench, PiecesAreDrawnAndRecordedWithTheirOwnFeatures) {
   EXPECT_THROW(run_compute_bench(o, silent_reporter()), Error);
 }
 
+// --data-types draws each table's type; the records carry it and load back
+// into the features; without it every draw is the workload's own (fp32 here)
+// and the draws are those of a run without types; forward-only types are refused.
+TEST(ComputeBench, DataTypesAreDrawnAndRecorded) {
+  ScratchDir dir("compute_types");
+  const Workload w = load_workload(make_workload(dir, 8));
+  ComputeBenchOptions o = small_options(dir.path().string(), dir.file("types.jsonl"));
+  ComputeBenchOptions plain = o;
+  o.data_types = {DataType::kFp16, DataType::kBf16};
+  std::array<int, 5> drawn{};
+  for (int64_t i = 0; i < 40; ++i) {
+    for (const ShardTable& t : draw_shard(w, plain, i)) EXPECT_EQ(t.data_type, DataType::kFp32);
+    for (const ShardTable& t : draw_shard(w, o, i)) ++drawn[static_cast<size_t>(t.data_type)];
+  }
+  EXPECT_EQ(drawn[0], 0);
+  EXPECT_GT(drawn[1], 10);
+  EXPECT_GT(drawn[2], 10);
+  o.samples = 3;
+  ASSERT_EQ(run_compute_bench(o, silent_reporter()), 3);
+  json header;
+  const auto records = RecordFile::read_all(o.out_path, &header, nullptr);
+  EXPECT_EQ(header["data_types"], json::array({"fp16", "bf16"}));
+  const ComputeData data = load_compute_data(o.out_path);
+  ASSERT_EQ(data.records.size(), 3u);
+  for (size_t r = 0; r < records.size(); ++r) {
+    const std::vector<ShardTable> shard = draw_shard(w, o, r);
+    ASSERT_EQ(data.records[r].tables.size(), shard.size());
+    for (size_t i = 0; i < shard.size(); ++i) {
+      EXPECT_EQ(records[r]["tables"][i]["data_type"], data_type_name(shard[i].data_type));
+      EXPECT_EQ(data.records[r].tables[i].data_type, shard[i].data_type);
+    }
+  }
+  o.data_types = {DataType::kInt8};
+  const std::string e = testing::error_of([&] { run_compute_bench(o, silent_reporter()); });
+  EXPECT_NE(e.find("--data-types holds int8"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace embshard

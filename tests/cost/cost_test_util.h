@@ -219,12 +219,13 @@ inline void edit_records(const std::string& path,
 
 // A neural model with random networks (compute, and forward and backward
 // communication) over the real feature sets.
-inline NeuralModel random_neural_model(uint64_t seed) {
+inline NeuralModel random_neural_model(uint64_t seed, bool data_type_feature = true) {
   std::mt19937_64 rng(seed);
   NeuralModel m;
+  m.compute.data_type_feature = data_type_feature;
   m.batch_size = m.max_batch_size = 512;
   m.comm_batch_size = m.comm_max_batch_size = 1024;
-  const int nf = static_cast<int>(compute_feature_names().size());
+  const int nf = m.compute.inputs().size();
   m.compute.features.mean.assign(nf, 0.5f);
   m.compute.features.scale.assign(nf, 0.7f);
   m.compute.table = random_mlp({nf, 16, 8}, true, rng);

@@ -38,6 +38,8 @@ Calibration hand_calibration() {
   c.sort_ns_per_lookup_pass = 1, c.grad_read_gbps = 30;
   c.dram_update_gbps = 4, c.cache_update_gbps = 20;
   c.comm_latency_us = 10, c.comm_gbps = 1;
+  c.fwd_convert_ns = {0.5, 0.25, 1, 2};
+  c.fwd_convert_lookup_ns = {0, 3, 5, 9};
   return c;
 }
 
@@ -178,6 +180,40 @@ TEST(CalibrationFile, RoundTrips) {
   EXPECT_NE(testing::error_of([&] { calibration_from_json(old, "old.json"); })
                 .find("old.json: field 'executor'"),
             std::string::npos);
+  // Files from before the conversions: none.
+  old = calibration_to_json(c);
+  old.erase("fwd_convert_ns_per_element");
+  old.erase("fwd_convert_ns_per_lookup");
+  const Calibration before = calibration_from_json(old, "old.json");
+  EXPECT_EQ(before.fwd_convert_ns, (std::array<double, 4>{}));
+  EXPECT_EQ(before.fwd_convert_lookup_ns, (std::array<double, 4>{}));
+}
+
+// The forward of a table stored as fp16, bf16, int8 or int4: its bytes as
+// stored, plus its conversion per element and per row looked up; fp32 and
+// the backward's gradients are as before.
+TEST(AnalyticModel, StoredTypesReadTheirBytesAndPayTheirConversion) {
+  const Calibration c = hand_calibration();
+  AnalyticTable t = analytic_table(testing::uniform_table(50'000, 64, 8), c.batch_size);
+  const AnalyticTerms fp32 = analytic_terms(std::span(&t, 1), c.batch_size, c.cache_bytes);
+  for (int k = 0; k < kConvertedTypes; ++k) {
+    t.data_type = static_cast<DataType>(k + 1);
+    AnalyticTerms typed = analytic_terms(std::span(&t, 1), c.batch_size, c.cache_bytes);
+    const double ratio =
+        static_cast<double>(data_type_row_bytes(t.data_type, t.dim)) / (4.0 * t.dim);
+    EXPECT_NEAR(typed.fwd[3] + typed.fwd[4], (fp32.fwd[3] + fp32.fwd[4]) * ratio, 1e-6);
+    EXPECT_EQ(typed.bwd[4], fp32.bwd[4]);  // fp32 gradients
+    EXPECT_EQ(typed.output_bytes, fp32.output_bytes);
+    EXPECT_DOUBLE_EQ(typed.converted_elements[k], t.lookups * t.dim);
+    EXPECT_DOUBLE_EQ(typed.converted_lookups[k], t.lookups);
+    const double convert_ms =
+        (t.lookups * t.dim * c.fwd_convert_ns[k] + t.lookups * c.fwd_convert_lookup_ns[k]) * 1e-6;
+    std::fill(std::begin(typed.converted_elements), std::end(typed.converted_elements), 0.0);
+    std::fill(std::begin(typed.converted_lookups), std::end(typed.converted_lookups), 0.0);
+    const double bytes_only = analytic_fwd_ms(typed, c);
+    typed = analytic_terms(std::span(&t, 1), c.batch_size, c.cache_bytes);
+    EXPECT_NEAR(analytic_fwd_ms(typed, c), bytes_only + convert_ms, 1e-9);
+  }
 }
 
 // Writes hand_calibration with `edit` applied and expects Error naming the
@@ -206,6 +242,9 @@ TEST(CalibrationFile, RefusesBadFilesNamingFileAndField) {
   expect_refused([](json& j) { j["version"] = kCalibrationVersion + 1; }, "version");
   expect_refused([](json& j) { j["format"] = "something else"; }, "format");
   expect_refused([](json& j) { j.erase("batch_size"); }, "batch_size");
+  expect_refused([](json& j) { j["fwd_convert_ns_per_lookup"]["int4"] = -1.0; }, "int4");
+  expect_refused([](json& j) { j["fwd_convert_ns_per_element"] = 2.0; },
+                 "fwd_convert_ns_per_element");
   ScratchDir dir("calib_torn");
   write_file_atomic(dir.file("torn.json"), "{\"format\": \"embshard-analytic");
   EXPECT_THROW(load_calibration(dir.file("torn.json")), Error);
@@ -229,6 +268,39 @@ TEST(Calibrate, QuickRunFitsRealProbesWithinSeconds) {
   auto m = make_analytic_compute_model(c, 0);
   EXPECT_GT(single_ms(*m, testing::uniform_table(1 << 22, 128, 32)),
             single_ms(*m, testing::uniform_table(1000, 128, 32)));
+  // The typed forward probes ran and fitted each type's conversion.
+  for (size_t k = 0; k < c.fwd_convert_ns.size(); ++k) {
+    EXPECT_TRUE(std::isfinite(c.fwd_convert_ns[k]) && c.fwd_convert_ns[k] >= 0) << k;
+    EXPECT_TRUE(std::isfinite(c.fwd_convert_lookup_ns[k]) && c.fwd_convert_lookup_ns[k] >= 0);
+  }
+  // int4 rows unpack two codes a byte and an fp16 scale and bias: never free.
+  EXPECT_GT(c.fwd_convert_ns[3] + c.fwd_convert_lookup_ns[3], 0);
+}
+
+// --from FILE --data-types refits the conversions alone; without --from it is refused.
+TEST(Calibrate, CliRefitsTheConversionsOfACalibration) {
+  ScratchDir dir("calib_types");
+  Calibration c = hand_calibration();
+  c.executor = "cpu (1 thread)";
+  c.batch_size = 512;
+  c.fwd_convert_ns = {};
+  c.fwd_convert_lookup_ns = {};
+  save_calibration(c, dir.file("in.json"));
+  const auto r = testing::run_cli("calibrate --quick --batch 512 --from " + dir.file("in.json") +
+                                  " --data-types --out " + dir.file("out.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("int4 forward conversion"), std::string::npos) << r.output;
+  const Calibration back = load_calibration(dir.file("out.json"));
+  EXPECT_EQ(back.fwd_call_us, c.fwd_call_us);
+  EXPECT_EQ(back.dram_gather_gbps, c.dram_gather_gbps);
+  const std::string fp16 = fmt::format("fp16 forward conversion {:.3f} ns an element, {:.3f} ns",
+                                       back.fwd_convert_ns[0], back.fwd_convert_lookup_ns[0]);
+  EXPECT_NE(r.output.find(fp16), std::string::npos) << r.output;
+  const auto bad = testing::run_cli("calibrate --quick --data-types --out " + dir.file("x.json"));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--data-types refits a calibration given with --from"),
+            std::string::npos)
+      << bad.output;
 }
 
 TEST(Calibrate, CliWritesALoadableFile) {

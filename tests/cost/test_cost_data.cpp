@@ -164,6 +164,34 @@ TEST(CostData, PiecesAreReadAndChecked) {
   EXPECT_EQ(data.records[2].tables[0].batch_slices, 1);
 }
 
+// data_type: absent reads fp32; a name of another case, an unknown type or a
+// number is a bad record naming the field and value.
+TEST(CostData, DataTypesAreReadAndChecked) {
+  ScratchDir dir("cost_data_types");
+  const std::string path = dir.file("compute.jsonl");
+  testing::write_synth_compute(path, 80, 5);
+  testing::edit_records(path, [](int k, nlohmann::json& r) {
+    nlohmann::json& t = r["tables"][0];
+    if (k == 0) t["data_type"] = "fp16";
+    if (k == 1) t["data_type"] = "bf16";
+    if (k == 2) t["data_type"] = "FP16";
+    if (k == 3) t["data_type"] = "int2";
+    if (k == 4) t["data_type"] = 16;
+  });
+  const ComputeData data = load_compute_data(path);
+  ASSERT_EQ(data.records.size(), 77u);
+  ASSERT_EQ(data.problems.size(), 3u);
+  const char* expected[] = {"data_type' is \"FP16\"", "data_type' is \"int2\"", "data_type' is 16"};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(data.problems[i].line, static_cast<int64_t>(i + 4));
+    EXPECT_NE(data.problems[i].reason.find(expected[i]), std::string::npos)
+        << data.problems[i].reason;
+  }
+  EXPECT_EQ(data.records[0].tables[0].data_type, DataType::kFp16);
+  EXPECT_EQ(data.records[1].tables[0].data_type, DataType::kBf16);
+  EXPECT_EQ(data.records[2].tables[0].data_type, DataType::kFp32);
+}
+
 TEST(CostData, AccuracyFigures) {
   const std::vector<double> measured = {1, 2, 4, 8, 16};
   const std::vector<double> predicted = {1.1, 2, 3.6, 8, 17.6};

@@ -104,15 +104,15 @@ TableFeatures table_with_hot_rows(std::mt19937_64& rng) {
 // histograms end before the tail.
 TEST(NeuralFeatures, ReuseTailMergedIntoOneBin) {
   std::mt19937_64 rng(7);
-  const size_t nf = compute_feature_names().size();
+  const size_t nf = ComputeFeatureSet{}.size();
   constexpr int kScalars = 9, kRow = kScalars, kLookup = kScalars + kReuseBins;
-  ASSERT_EQ(nf, static_cast<size_t>(kScalars + 2 * kReuseBins));
+  ASSERT_EQ(nf, static_cast<size_t>(kScalars + 2 * kReuseBins + 1));
   for (int trial = 0; trial < 20; ++trial) {
     const TableFeatures t = table_with_hot_rows(rng);
     std::vector<float> none(nf), merged(nf);
-    compute_raw_features(t, 4096, none.data(), kNoReuseTail);
+    compute_raw_features(t, 4096, none.data(), {kNoReuseTail});
     for (int tail : {1, 5, kDefaultReuseTailBin, kNoReuseTail - 1, kNoReuseTail}) {
-      compute_raw_features(t, 4096, merged.data(), tail);
+      compute_raw_features(t, 4096, merged.data(), {tail});
       for (int i = 0; i < kScalars; ++i) EXPECT_EQ(merged[i], none[i]) << "feature " << i;
       for (int base : {kRow, kLookup}) {
         float sum = 0;
@@ -130,14 +130,63 @@ TEST(NeuralFeatures, ReuseTailMergedIntoOneBin) {
     cold.row_reuse[k] = cold.lookup_reuse[k] = 0;
   }
   std::vector<float> a(nf), b(nf);
-  compute_raw_features(cold, 2048, a.data(), kNoReuseTail);
-  compute_raw_features(cold, 2048, b.data(), kDefaultReuseTailBin);
+  compute_raw_features(cold, 2048, a.data(), {kNoReuseTail});
+  compute_raw_features(cold, 2048, b.data(), {kDefaultReuseTailBin});
   EXPECT_EQ(a, b);
   for (int bad : {0, -1, kReuseBins}) {
     EXPECT_NE(testing::error_of([&] {
-                compute_raw_features(cold, 2048, a.data(), bad);
+                compute_raw_features(cold, 2048, a.data(), {bad});
               }).find("reuse tail bin " + std::to_string(bad)),
               std::string::npos);
+  }
+}
+
+// The data type reaches a typed network as the weight bytes and the bytes a
+// weight (fp16 and bf16 alike), nothing else; a network trained before the
+// feature (its manifest names one feature fewer) reads every table as fp32
+// and says so for a table that is not.
+TEST(NeuralModel, DataTypeFeatureTravelsWithTheModel) {
+  std::mt19937_64 rng(5);
+  TableFeatures fp32 = table_with_hot_rows(rng), fp16 = fp32, bf16 = fp32;
+  fp16.data_type = DataType::kFp16;
+  bf16.data_type = DataType::kBf16;
+  const ComputeFeatureSet typed{kDefaultReuseTailBin, true}, untyped{kDefaultReuseTailBin, false};
+  const std::vector<std::string> names = typed.names();
+  ASSERT_EQ(names.back(), "log_bytes_per_weight");
+  EXPECT_EQ(untyped.names(), std::vector<std::string>(names.begin(), names.end() - 1));
+  std::vector<float> a(typed.size()), b(typed.size()), c(typed.size());
+  compute_raw_features(fp32, 2048, a.data(), typed);
+  compute_raw_features(fp16, 2048, b.data(), typed);
+  compute_raw_features(bf16, 2048, c.data(), typed);
+  EXPECT_EQ(b, c);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (names[i] == "log_weight_bytes" || names[i] == "log_bytes_per_weight") {
+      EXPECT_NEAR(a[i] - b[i], std::log(2.0), 1e-5) << names[i];
+    } else {
+      EXPECT_EQ(a[i], b[i]) << names[i];
+    }
+  }
+  EXPECT_NEAR(a.back(), std::log(4.0), 1e-6);
+  a.resize(untyped.size());
+  b.resize(untyped.size());
+  compute_raw_features(fp32, 2048, a.data(), untyped);
+  compute_raw_features(fp16, 2048, b.data(), untyped);
+  EXPECT_EQ(a, b);
+
+  ScratchDir dir("neural_types");
+  for (bool feature : {true, false}) {
+    const NeuralModel m = testing::random_neural_model(4, feature);
+    save_neural_model(m, dir.path().string());
+    const auto manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));
+    EXPECT_EQ(manifest["networks"]["compute"]["features"].size(), names.size() - (feature ? 0 : 1));
+    const NeuralModel back = load_neural_model(dir.path().string());
+    EXPECT_EQ(back.compute.data_type_feature, feature);
+    const double p32 = predict_compute_ms(back, std::vector<TableFeatures>{fp32});
+    const double p16 = predict_compute_ms(back, std::vector<TableFeatures>{fp16});
+    EXPECT_EQ(p32 == p16, !feature) << p32 << " " << p16;
+    const std::string why = NeuralComputeModel(prepared_neural_model(back)).far_from_training(fp16);
+    EXPECT_EQ(why.find("data type fp16: this model reads every table as fp32") == 0, !feature)
+        << why;
   }
 }
 
@@ -351,11 +400,11 @@ TEST(NeuralModel, TablesFarFromTheTrainingTablesAreNamed) {
   std::vector<TableFeatures> pool = pool_features(40);
   for (size_t i = 0; i < pool.size(); ++i) pool[i].dim = 8 << (i % 4);
   NeuralModel m = testing::random_neural_model(7);
-  const size_t nf = compute_feature_names().size();
+  const size_t nf = m.compute.inputs().size();
   std::vector<double> sum(nf), sq(nf);
   std::vector<float> x(nf);
   for (const TableFeatures& t : pool) {
-    compute_raw_features(t, m.batch_size, x.data(), m.compute.reuse_tail_bin);
+    compute_raw_features(t, m.batch_size, x.data(), m.compute.inputs());
     for (size_t i = 0; i < nf; ++i) sum[i] += x[i], sq[i] += double{x[i]} * x[i];
   }
   for (size_t i = 0; i < nf; ++i) {  // as training fits them: a constant feature's scale 1

@@ -36,10 +36,10 @@ TEST(NeuralValidate, FiguresByShardingTypeAndModelSets) {
     if ((k >= 5 && k <= 9) || k == 10) r["tables"].back()["batch_slice"] = {0, 2};
   });
   const FileValidation none = validate_on_file(model, "set", plain, silent_reporter());
-  EXPECT_TRUE(none.by_piece.empty());
-  EXPECT_FALSE(none.figures.contains("by_piece"));
+  EXPECT_TRUE(none.breakdown.empty());
+  EXPECT_FALSE(none.figures.contains("breakdown"));
   const FileValidation v = validate_on_file(model, "set", pieces, silent_reporter());
-  ASSERT_EQ(v.by_piece.size(), 3u);
+  ASSERT_EQ(v.breakdown.size(), 3u);
   std::vector<int> whole(19);
   std::iota(whole.begin(), whole.end(), 11);
   const std::vector<std::pair<std::string, std::vector<int>>> expected = {
@@ -49,7 +49,7 @@ TEST(NeuralValidate, FiguresByShardingTypeAndModelSets) {
   const Comparison& all = v.comparisons.front();
   for (size_t g = 0; g < expected.size(); ++g) {
     const auto& [name, records] = expected[g];
-    const Comparison& c = v.by_piece[g];
+    const Comparison& c = v.breakdown[g];
     EXPECT_EQ(c.name, "compute_" + name);
     EXPECT_FALSE(c.plot);
     ASSERT_EQ(c.measured.size(), records.size()) << name;
@@ -57,12 +57,42 @@ TEST(NeuralValidate, FiguresByShardingTypeAndModelSets) {
       EXPECT_EQ(c.measured[k], all.measured[records[k]]) << name;
       EXPECT_EQ(c.predicted[k], all.predicted[records[k]]) << name;
     }
-    EXPECT_EQ(v.figures["by_piece"][name]["count"], records.size());
-    EXPECT_DOUBLE_EQ(v.figures["by_piece"][name]["mape_pct"].get<double>(),
+    EXPECT_EQ(v.figures["breakdown"][name]["count"], records.size());
+    EXPECT_DOUBLE_EQ(v.figures["breakdown"][name]["mape_pct"].get<double>(),
                      accuracy(c.predicted, c.measured).mape_pct);
   }
   // The pieces' figures are a breakdown, not more records.
   EXPECT_EQ(v.figures["count"], 30);
+}
+
+// Records 0-2 hold an fp16 table, 3-4 a bf16 one, 5 both: the breakdown by
+// data type, beside none by sharding type (whole tables only).
+TEST(NeuralValidate, FiguresByDataType) {
+  ScratchDir dir("validate_types");
+  const NeuralModel model = testing::random_neural_model(6);
+  const std::string path = dir.file("types.jsonl");
+  testing::write_synth_compute(path, 30, 9);
+  testing::edit_records(path, [](int k, nlohmann::json& r) {
+    if (k <= 2 || k == 5) r["tables"][0]["data_type"] = "fp16";
+    if (k == 3 || k == 4 || k == 5) r["tables"].back()["data_type"] = "bf16";
+  });
+  const FileValidation v = validate_on_file(model, "m", path, silent_reporter());
+  std::vector<int> plain(24);
+  std::iota(plain.begin(), plain.end(), 6);
+  const std::vector<std::pair<std::string, std::vector<int>>> expected = {
+      {"fp32_only", plain}, {"with_fp16", {0, 1, 2, 5}}, {"with_bf16", {3, 4, 5}}};
+  ASSERT_EQ(v.breakdown.size(), expected.size());
+  const Comparison& all = v.comparisons.front();
+  for (size_t g = 0; g < expected.size(); ++g) {
+    const auto& [name, records] = expected[g];
+    const Comparison& c = v.breakdown[g];
+    EXPECT_EQ(c.name, "compute_" + name);
+    ASSERT_EQ(c.measured.size(), records.size()) << name;
+    for (size_t k = 0; k < records.size(); ++k) {
+      EXPECT_EQ(c.predicted[k], all.predicted[records[k]]) << name;
+    }
+    EXPECT_EQ(v.figures["breakdown"][name]["count"], records.size());
+  }
 }
 
 TEST(NeuralValidate, EveryRecordAgainstItsFloorAtTheModelsBandwidth) {

@@ -93,6 +93,18 @@ TEST(ReferenceScale, ComesFromTheModelsTrainingData) {
     EXPECT_FALSE(s.compute.has_value()) << entries.dump();
     EXPECT_NE(s.note.find("do not share one reference probe"), std::string::npos) << s.note;
   }
+  // A file anchors put on a model's scale takes the others' reference; files
+  // that are all such set none.
+  json anchored = compute_entry(3.2);
+  anchored["scale"] = {{"method", "anchors"}, {"reference_ms", 3.2}};
+  s = model_reference_scale(
+      "neural", model_with(dir, {{"compute", {compute_entry(3.5), anchored, compute_entry(3.5)}}}),
+      kCpu, 2, 2048);
+  ASSERT_TRUE(s.compute.has_value()) << s.note;
+  EXPECT_DOUBLE_EQ(s.compute->reference_ms, 3.5);
+  s = model_reference_scale("neural", model_with(dir, {{"compute", {anchored}}}), kCpu, 2, 2048);
+  EXPECT_FALSE(s.compute.has_value());
+  EXPECT_NE(s.note.find("do not share one reference probe"), std::string::npos) << s.note;
   // Raw medians have no scale to share.
   s = model_reference_scale(
       "neural", model_with(dir, {{"ground_truth", "raw medians"}, {"compute", {compute_entry(3.5)}}}),

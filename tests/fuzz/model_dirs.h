@@ -36,7 +36,7 @@ inline NeuralModel small_neural_model() {
   m.batch_size = 512;
   m.max_batch_size = 2048;
   m.comm_batch_size = m.comm_max_batch_size = 1024;
-  const int nf = static_cast<int>(compute_feature_names().size());
+  const int nf = m.compute.inputs().size();
   m.compute.features.mean.assign(nf, 0.5f);
   m.compute.features.scale.assign(nf, 0.7f);
   m.compute.features.clamp = 6;

@@ -78,6 +78,25 @@ TEST(Executor, CpuStepsHalfTablesAndAdamAndRefusesQuantizedOnes) {
   }
 }
 
+// Inference: the forward alone, quantized tables too (int8 at dim 1 and 2,
+// whose stored rows are longer than their fp32 rows, among them).
+TEST(Executor, CpuForwardOnlyStepsQuantizedTables) {
+  for (int dim : {1, 2, 16}) {
+    for (DataType type : {DataType::kFp32, DataType::kFp16, DataType::kInt8, DataType::kInt4}) {
+      SmallShard s(dim);
+      s.input.forward_only = true;
+      s.input.tables[0].data_type = type;
+      s.input.tables[1].data_type = DataType::kInt8;
+      auto shard = create_executor("cpu")->prepare(s.input);
+      for (int i = 0; i < 2; ++i) {
+        const StepTiming t = shard->step();
+        EXPECT_GT(t.fwd_ms, 0) << data_type_name(type) << " dim " << dim;
+        EXPECT_EQ(t.bwd_ms, 0) << data_type_name(type) << " dim " << dim;
+      }
+    }
+  }
+}
+
 TEST(Executor, CpuThreadTimeIsNamedOneThreadOnlyAndWithinTheWallClock) {
   ExecutorOptions o;
   o.thread_cpu_time = true;

@@ -15,6 +15,7 @@ void add_bench_compute_command(CLI::App& bench) {
     ComputeBenchOptions options;
     std::string optimizer = "rowwise_adagrad";
     std::string scale = "anchors";
+    std::vector<std::string> data_types;
     int64_t show = 12;
   };
   auto args = std::make_shared<Args>();
@@ -35,6 +36,10 @@ void add_bench_compute_command(CLI::App& bench) {
   add_bytes_option(cmd, "--mem-cap", o.mem_cap_bytes, "Weight bytes per shard at most")
       ->default_str(std::to_string(o.mem_cap_bytes));
   add_list_option(cmd, "--dims", o.dims, "Dims a table is augmented to");
+  cmd->add_option("--data-types", args->data_types,
+                  "Types each drawn table is stored as, drawn uniformly: fp32, fp16, bf16 "
+                  "(default: the workload's own)")
+      ->delimiter(',');
   cmd->add_option("--threads", o.threads, "Threads of the executor (a device)")
       ->capture_default_str();
   add_thread_cpu_time_flag(cmd, o.thread_cpu_time);
@@ -72,6 +77,9 @@ void add_bench_compute_command(CLI::App& bench) {
                                                   : ComputeBenchOptions::Scale::kAnchors;
     args->options.optimizer = args->optimizer == "sgd" ? OptimizerType::kSgd
                                                        : OptimizerType::kRowWiseAdagrad;
+    for (const std::string& name : args->data_types) {
+      args->options.data_types.push_back(parse_data_type(name, "bench compute: --data-types"));
+    }
     run_compute_bench(args->options, stderr_reporter());
     fmt::print("{}", compute_records_table(args->options.out_path, args->show));
   });

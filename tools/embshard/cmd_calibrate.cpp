@@ -23,12 +23,16 @@ struct CalibrateArgs {
   std::string check;  // a bench compute file to report the model's accuracy on
   std::string check_csv;  // where to write predicted vs measured per shard
   std::vector<std::string> collectives;  // `bench comm --collectives` files to fit
+  bool conversions = false;  // with --from: measure and refit the typed forward's conversions
 };
 
 void run(const CalibrateArgs& args) {
   // Every output checked before anything is measured or written.
-  const bool writes =
-      args.from.empty() || !args.options.comm_path.empty() || !args.collectives.empty();
+  const bool writes = args.from.empty() || !args.options.comm_path.empty() ||
+                      !args.collectives.empty() || args.conversions;
+  ES_CHECK(!args.conversions || !args.from.empty(),
+           "calibrate: --data-types refits a calibration given with --from (a calibration "
+           "measured afresh fits them already)");
   ES_CHECK(!writes || !args.options.out_path.empty(),
            "calibrate: give --out FILE for the calibration (to replace the shipped one, name "
            "models/analytic.json: it is never overwritten by default)");
@@ -42,6 +46,7 @@ void run(const CalibrateArgs& args) {
     if (!args.options.comm_path.empty()) {
       fit_comm_from_file(args.options.comm_path, c, stderr_reporter());
     }
+    if (args.conversions) fit_conversions(args.options, c, stderr_reporter());
   }
   if (!args.collectives.empty()) fit_collectives_from_files(args.collectives, c, stderr_reporter());
   if (writes) {
@@ -95,6 +100,9 @@ void add_calibrate_command(CLI::App& app) {
                   "Load this calibration instead of measuring (with --comm or --collectives: "
                   "refit them and write --out)")
       ->check(CLI::ExistingFile);
+  cmd->add_flag("--data-types", args->conversions,
+                "With --from: measure forward-only probes of fp16, bf16, int8 and int4 tables "
+                "and refit the forward's conversion cost of each");
   cmd->add_option("--check", args->check,
                   "A `bench compute` file: print the model's MAPE, p90 APE and Kendall tau")
       ->check(CLI::ExistingFile);

@@ -27,7 +27,7 @@ struct PlanArgs {
   std::string out, svg, trace;
   std::string sharding_types;
   std::string verify_rivals = "torchrec";
-  std::string reserve = "15%", optimizer = "rowwise_adagrad";
+  std::string reserve = "15%", optimizer, task = "training";
   bool verbose = false;
   bool mem_per_device_given = false;
   bool verify_rounds_given = false;
@@ -70,7 +70,7 @@ void run_plan(PlanArgs& a) {
   ES_CHECK(!a.mem_per_device_given || r.mem_per_device_bytes > 0,
            "--mem-per-device is 0: a device needs memory (leave it out for the default)");
   r.reserve = StorageReserve::parse(a.reserve, "--reserve");
-  r.optimizer = parse_optimizer(a.optimizer, "--optimizer");
+  set_step(r, a.task, a.optimizer, "--task", "--optimizer");
   // Before the search, not after it.
   VerifyOptions& v = r.verify;
   ES_CHECK(v.candidates >= 0,
@@ -133,9 +133,9 @@ CLI::Option* add_memory_options(CLI::App* cmd, PlanArgs& a) {
                   "Of each given device's memory, kept for what is not an embedding table: a "
                   "share (15%) or an amount (2GB, 0)")
       ->capture_default_str();
-  cmd->add_option("--optimizer", a.optimizer,
-                  "Whose state memory counts: " + one_of(optimizer_names()))
-      ->capture_default_str();
+  cmd->add_option(
+      "--optimizer", a.optimizer,
+      "Whose state memory counts: " + one_of(optimizer_names()) + " (default rowwise_adagrad)");
   return per_device;
 }
 
@@ -152,6 +152,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--profile", a->profile, "Synthetic profile assumed where --tables omits "
                   "pooling factors or histograms")->capture_default_str();
   cmd->add_option("--devices", r.devices, "Number of devices")->required();
+  cmd->add_option("--task", a->task,
+                  "The step planned: training, or inference (the forward alone: weights only, "
+                  "int8 and int4 tables allowed)")
+      ->capture_default_str();
   CLI::Option* per_device = add_memory_options(cmd, *a);
   cmd->add_option("--algo", r.algo, "Planner: " + planner_choices())->capture_default_str();
   cmd->add_option("--cost-model", r.cost_model, "Cost model: " + one_of(cost_model_names()))

@@ -67,7 +67,7 @@ json run_ranking(const ValidateArgs& args) {
 // The file's comparisons, then its breakdown by sharding type.
 std::vector<Comparison> rows_of(const FileValidation& v) {
   std::vector<Comparison> rows = v.comparisons;
-  rows.insert(rows.end(), v.by_piece.begin(), v.by_piece.end());
+  rows.insert(rows.end(), v.breakdown.begin(), v.breakdown.end());
   return rows;
 }
 

@@ -60,6 +60,10 @@ struct ComputeBenchOptions {
   // with the features measured on its own lookups. 0: whole tables only (the
   // draws are then exactly those of earlier versions).
   double piece_share = 0;
+  // Each drawn table stored as one of these types, drawn uniformly (trained
+  // types only: a sample is a training step); empty: as the workload's
+  // table is (the draws are then exactly those of earlier versions).
+  std::vector<DataType> data_types;
   // Keep each sample's rounds in its record ("per_round": the work's and the
   // probe's time in every timed round, their ratios and the block ratios), so
   // that another statistic can be computed from the same runs later.

@@ -22,6 +22,7 @@ struct TableFeatures {
   double pooling_factor = 0;
   ReuseHistogram row_reuse{};
   ReuseHistogram lookup_reuse{};
+  DataType data_type = DataType::kFp32;  // what its weights are stored as
   // The table's index in the workload it came from, or -1 when unknown. Only
   // the measured (executor-backed) model needs it, to find the table's trace;
   // without it that model matches tables by rows, pooling factor and reuse.

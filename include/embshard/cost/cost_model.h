@@ -65,6 +65,8 @@ struct CostModelOptions {
   // measured: seconds of reference-probe runs its quiet time is taken from
   // (the shard timer normalizes every shard against it).
   double reference_window_s = 20;
+  // Inference: the costs of a step's forward alone (create_cost_model).
+  bool forward_only = false;
 };
 
 // Valid names: compute "analytic", "neural", "measured"; comm "analytic",
@@ -76,6 +78,11 @@ std::shared_ptr<const CommModel> create_comm_model(const std::string& name,
 
 // The cost models by name: "analytic", "neural" (its compute and comm
 // networks), "measured" (compute on the executor, the analytic all-to-all).
+// With options.forward_only, of inference steps: the all-to-alls' and
+// collectives' forward, and the forward's compute, timed on the executor
+// ("measured") or from the analytic terms ("analytic", and "neural" too: the
+// networks learned training steps; from the set's analytic.json, else the
+// shipped one).
 const std::vector<std::string>& cost_model_names();
 CostModel create_cost_model(const std::string& name, const CostModelOptions& options);
 // create_cost_model, except that "neural" without a model directory on disk

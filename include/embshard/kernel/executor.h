@@ -23,7 +23,7 @@ struct ShardTableInput {
   int dim = 0;                       // 1..1024
   const int64_t* offsets = nullptr;  // [batch_size + 1], offsets[0] == 0
   const int64_t* indices = nullptr;  // [offsets[batch_size]], each in [0, rows)
-  DataType data_type = DataType::kFp32;  // trained types only (fp32, fp16, bf16)
+  DataType data_type = DataType::kFp32;  // int8 and int4: forward-only shards only
 };
 
 struct ShardInput {
@@ -31,6 +31,9 @@ struct ShardInput {
   PoolingMode pooling = PoolingMode::kSum;
   OptimizerType optimizer = OptimizerType::kRowWiseAdagrad;
   std::vector<ShardTableInput> tables;
+  // Inference: a step is the forward alone (bwd_ms 0), no optimizer state,
+  // and quantized (int8, int4) tables may be held.
+  bool forward_only = false;
 };
 
 struct StepTiming {
@@ -43,8 +46,9 @@ struct StepTiming {
 class PreparedShard {
  public:
   virtual ~PreparedShard() = default;
-  // One forward, then one backward + update. Error naming the failing kernel
-  // and its status when a kernel fails.
+  // One forward, then one backward + update (the forward alone for a
+  // forward-only shard). Error naming the failing kernel and its status when
+  // a kernel fails.
   virtual StepTiming step() = 0;
 };
 

@@ -19,11 +19,14 @@ struct ShardDraw {
   // tables only.
   double piece_share = 0;
   uint64_t seed = 0;
+  // Each table stored as one of these, drawn uniformly; empty: as the
+  // workload's table is.
+  std::vector<DataType> data_types;
 };
 
 // Shard `index`: a pure function of (seed, index), so that a resumed run
 // draws exactly the shards an uninterrupted one would have drawn. Every draw
-// too big for the cap falls back to the smallest table at the smallest dim;
+// too big for the cap (weight bytes by type) falls back to the smallest table at the smallest dim;
 // the caller checks that it fits.
 std::vector<ShardTable> draw_shard(const Workload& workload, const ShardDraw& draw, int64_t index);
 

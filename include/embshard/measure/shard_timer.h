@@ -28,13 +28,15 @@ namespace embshard {
 // One table of a shard: which workload table, at which dim; optionally a
 // row piece of it (rows [row_offset, row_offset + rows): the trace's lookups
 // in that range, bucketized and remapped) or a replica's slice of the batch
-// (slice of slices: the other samples' bags empty).
+// (slice of slices: the other samples' bags empty); stored as `data_type`
+// (bench compute may draw another type than the workload table's).
 struct ShardTable {
   int table = 0;
   int dim = 0;
   int64_t row_offset = 0;
   int64_t rows = 0;  // 0: all the table's rows
   int batch_slice = 0, batch_slices = 1;
+  DataType data_type = DataType::kFp32;
   bool operator==(const ShardTable&) const = default;
 };
 
@@ -59,6 +61,7 @@ struct ShardTimerOptions {
   int repeats = 10;  // time(): timed steps (medians)
   PoolingMode pooling = PoolingMode::kSum;
   OptimizerType optimizer = OptimizerType::kRowWiseAdagrad;
+  bool forward_only = false;  // inference: shards step their forward alone (the probe trains)
   InterleavedOptions interleave = shard_interleave_defaults();  // measure()
   ProbeReferenceOptions reference;     // the probe's reference, when estimated here
 };

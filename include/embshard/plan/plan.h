@@ -108,6 +108,15 @@ struct ShardingTypes {
 };
 const std::vector<std::string>& sharding_type_names();
 
+// The step a plan is for: training (forward, backward and the optimizer's
+// update: the default) or inference (the forward alone: weights without
+// optimizer state, quantized int8 and int4 tables allowed, the forward's costs).
+enum class StepKind : uint8_t { kTraining, kInference };
+// "training", "inference"
+const std::vector<std::string>& step_kind_names();
+// Error naming `option`, the value and the valid names.
+StepKind parse_step_kind(const std::string& name, const std::string& option);
+
 // What the planners are given. Build it with make_task(), which resolves the
 // constraints by table name and checks them.
 struct PlanTask {
@@ -115,6 +124,7 @@ struct PlanTask {
   int64_t batch_size = 0;
   std::vector<int64_t> device_mem_bytes;  // capacity of each device
   MemoryModel memory;
+  StepKind step = StepKind::kTraining;
   SplitRule split;
   std::vector<int> pinned_device;   // per table: its device, or -1
   std::vector<uint8_t> no_split;    // per table: 1 if it must stay whole
@@ -171,15 +181,16 @@ struct TaskConstraints {
 };
 
 // Error naming the table whose rows or dim are not positive or past the
-// limits above (make_task calls it; so does planning, before any sizing).
-void check_table_sizes(const std::vector<TableSpec>& tables);
+// limits above, or that is quantized in a training task (make_task calls it;
+// so does planning, before any sizing).
+void check_table_sizes(const std::vector<TableSpec>& tables, StepKind step = StepKind::kTraining);
 
 // Resolves the constraints (unknown table names and out-of-range devices are
 // errors) and checks that the task is feasible piece by piece: Error names the
 // table that cannot fit, its bytes and the capacity it was compared with.
 PlanTask make_task(std::vector<TableSpec> tables, int64_t batch_size,
                    std::vector<int64_t> device_mem_bytes, const TaskConstraints& constraints,
-                   MemoryModel memory = {});
+                   MemoryModel memory = {}, StepKind step = StepKind::kTraining);
 // A capacity per device when the user gives none: `headroom` x an even split
 // of the tables, so that memory binds, or `headroom` x the largest 4-column
 // piece of a table where that is more (many devices, one huge table), so that

@@ -81,6 +81,7 @@ struct PlanFile {
   // file written before it was): not checked, and has_memory_model is false.
   bool has_memory_model = false;
   MemoryModel memory;
+  StepKind step = StepKind::kTraining;  // the file's `task` (absent: training)
   // In the file's `table_order` (the task's order); by name where a file has
   // no `table_order`.
   std::vector<PlanFileTable> tables;

@@ -32,6 +32,8 @@ struct PlanRequest {
   // Whose state memory counts (the cost models were measured with row-wise
   // Adagrad whatever this is).
   OptimizerType optimizer = OptimizerType::kRowWiseAdagrad;
+  // Inference: weights only in memory (no optimizer), the forward's costs.
+  StepKind step = StepKind::kTraining;
   TaskConstraints constraints;
   std::string algo = "neuroshard";
   PlannerOptions planner;
@@ -52,6 +54,12 @@ struct PlanRequest {
   std::string replan_from;
   int max_moves = std::numeric_limits<int>::max();
 };
+
+// The request's step and optimizer from their names, as `step_option` and
+// `optimizer_option` (--task and --optimizer) give them; `optimizer` "": the
+// default. Error where an inference step is given an optimizer.
+void set_step(PlanRequest& request, const std::string& step, const std::string& optimizer,
+              const std::string& step_option, const std::string& optimizer_option);
 
 struct PlanOutcome {
   PlanTask task;

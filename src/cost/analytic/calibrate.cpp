@@ -111,21 +111,31 @@ void make_table(const ProbeTable& spec, int64_t batch, std::mt19937_64& rng, Pro
       static_cast<double>(std::unique(sorted.begin(), sorted.end()) - sorted.begin());
 }
 
+// How the probes run: training steps of fp32 tables (the fit), or forward
+// steps of tables stored as `type` (the conversions' fit).
+struct ProbeMode {
+  DataType type = DataType::kFp32;
+  bool forward_only = false;
+};
+
 // One probe set up for timing on the executor: its tables' traces and the
 // prepared shard.
 class ProbeRun {
  public:
-  ProbeRun(const Probe& probe, const CalibrateOptions& o, Executor& executor, uint64_t seed)
+  ProbeRun(const Probe& probe, const CalibrateOptions& o, Executor& executor, uint64_t seed,
+           ProbeMode mode)
       : data_(probe.tables.size()) {
     std::mt19937_64 rng(seed);
     result_.tables.resize(probe.tables.size());
     ShardInput input;
     input.batch_size = o.batch_size;
     input.optimizer = OptimizerType::kRowWiseAdagrad;  // what bench compute measures
+    input.forward_only = mode.forward_only;
     for (size_t i = 0; i < probe.tables.size(); ++i) {
       make_table(probe.tables[i], o.batch_size, rng, data_[i], result_.tables[i]);
-      input.tables.push_back({probe.tables[i].rows, probe.tables[i].dim,
-                              data_[i].offsets.data(), data_[i].indices.data()});
+      result_.tables[i].data_type = mode.type;
+      input.tables.push_back({probe.tables[i].rows, probe.tables[i].dim, data_[i].offsets.data(),
+                              data_[i].indices.data(), mode.type});
     }
     shard_ = executor.prepare(input);
   }
@@ -154,12 +164,11 @@ class ProbeRun {
 // after two warm-up runs each), so that a burst of load from other processes
 // on a shared machine spreads over all probes instead of spoiling one; the
 // median over rounds is kept.
-std::vector<ProbeResult> run_probes(const std::vector<Probe>& probes,
-                                    const CalibrateOptions& o, Executor& executor,
-                                    Reporter& reporter) {
+std::vector<ProbeResult> run_probes(const std::vector<Probe>& probes, const CalibrateOptions& o,
+                                    Executor& executor, Reporter& reporter, ProbeMode mode = {}) {
   std::vector<std::unique_ptr<ProbeRun>> runs;
   for (size_t i = 0; i < probes.size(); ++i) {
-    runs.push_back(std::make_unique<ProbeRun>(probes[i], o, executor, o.seed + i));
+    runs.push_back(std::make_unique<ProbeRun>(probes[i], o, executor, o.seed + i, mode));
     for (int w = 0; w < 2; ++w) runs.back()->run(false);
   }
   const int rounds = o.quick ? 3 : 9;
@@ -169,9 +178,10 @@ std::vector<ProbeResult> run_probes(const std::vector<Probe>& probes,
   std::vector<ProbeResult> results;
   for (size_t i = 0; i < probes.size(); ++i) {
     results.push_back(runs[i]->result());
-    reporter.note(fmt::format("calibrate: probe {:2}/{} {:<18} fwd {:8.3f} ms  bwd {:8.3f} ms",
-                              i + 1, probes.size(), probes[i].name, results.back().fwd_ms,
-                              results.back().bwd_ms));
+    reporter.note(fmt::format("calibrate: probe {:2}/{} {:<18}{} fwd {:8.3f} ms  bwd {:8.3f} ms",
+                              i + 1, probes.size(), probes[i].name,
+                              mode.type == DataType::kFp32 ? "" : " " + data_type_name(mode.type),
+                              results.back().fwd_ms, results.back().bwd_ms));
   }
   return results;
 }
@@ -248,7 +258,56 @@ void store_fits(const Fit& f, const Fit& b, Calibration& c) {
   c.bwd_fit_rms_pct = b.rms_pct;
 }
 
+// The probes whose forward the conversion dominates or does not: cached and
+// DRAM-bound rows, narrow and wide.
+std::vector<Probe> conversion_probes(bool quick) {
+  std::vector<Probe> out;
+  for (Probe& p : make_probes(quick)) {
+    for (const char* name : {"dram dim128", "mid dim64", "mid dim16 x4", "hot dim128", "hot dim32",
+                             "hot dim4", "mid dim4", "skewed dim64", "mixed"}) {
+      if (p.name == name) out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+void fit_conversions(const CalibrateOptions& o, Calibration& c, Reporter& reporter) {
+  ExecutorOptions eo;
+  eo.threads = o.threads;
+  eo.thread_cpu_time = o.thread_cpu_time;
+  const std::unique_ptr<Executor> executor = create_executor("cpu", eo);
+  ES_CHECK(executor->name() == c.executor,
+           "calibrate: the calibration was measured on '{}', and its conversions would be on "
+           "'{}' (give the same --threads and --thread-cpu-time)",
+           c.executor, executor->name());
+  const std::vector<Probe> probes = conversion_probes(o.quick);
+  for (int k = 0; k < kConvertedTypes; ++k) {
+    const DataType type = static_cast<DataType>(k + 1);
+    const std::vector<ProbeResult> results =
+        run_probes(probes, o, *executor, reporter, {type, true});
+    // What the forward takes beyond its bytes, per element and per row
+    // converted: non-negative least squares, each probe weighted by
+    // 1 / measured (the model is judged on percentage errors).
+    std::vector<double> a, b;
+    for (const ProbeResult& r : results) {
+      AnalyticTerms t = analytic_terms(r.tables, o.batch_size, c.cache_bytes);
+      a.push_back(t.converted_elements[k] * 1e-6 / r.fwd_ms);
+      a.push_back(t.converted_lookups[k] * 1e-6 / r.fwd_ms);
+      std::fill(std::begin(t.converted_elements), std::end(t.converted_elements), 0.0);
+      std::fill(std::begin(t.converted_lookups), std::end(t.converted_lookups), 0.0);
+      b.push_back((r.fwd_ms - analytic_fwd_ms(t, c)) / r.fwd_ms);
+    }
+    const std::vector<double> ns = nnls(a, b, 2);
+    c.fwd_convert_ns[k] = ns[0];
+    c.fwd_convert_lookup_ns[k] = ns[1];
+    reporter.note(
+        fmt::format("calibrate: {} forward conversion {:.3f} ns an element, {:.3f} ns "
+                    "a row",
+                    data_type_name(type), ns[0], ns[1]));
+  }
+}
 
 Calibration run_calibration(const CalibrateOptions& o, Reporter& reporter) {
   ES_CHECK(o.threads >= 1, "calibrate: --threads is {}, must be >= 1", o.threads);
@@ -291,6 +350,7 @@ Calibration run_calibration(const CalibrateOptions& o, Reporter& reporter) {
         "calibrate: fit {:<18} fwd {:8.3f} / {:8.3f} ms  bwd {:8.3f} / {:8.3f} ms", probes[i].name,
         analytic_fwd_ms(t, c), results[i].fwd_ms, analytic_bwd_ms(t, c), results[i].bwd_ms));
   }
+  fit_conversions(o, c, reporter);
   // Without comm data: a shared-memory all-to-all copies each byte twice
   // (into and out of a shared segment), so half the memcpy bandwidth.
   c.comm_gbps = c.seq_gbps / 2;

@@ -12,6 +12,7 @@
 #include "embshard/util/file.h"
 #include "embshard/util/json_field.h"
 #include "embshard/util/machine.h"
+#include "embshard/workload/data_type.h"
 
 namespace embshard {
 namespace {
@@ -64,6 +65,13 @@ constexpr Field kForwardCollectiveFields[] = {
     {"reduce_scatter_gbps", &Calibration::reduce_scatter_gbps, true},
 };
 
+// The conversion coefficients by their JSON names, each an object by type.
+template <typename C>
+auto conversion_fields(C& c) {
+  return std::array{std::pair{"fwd_convert_ns_per_element", &c.fwd_convert_ns},
+                    std::pair{"fwd_convert_ns_per_lookup", &c.fwd_convert_lookup_ns}};
+}
+
 const json& require(const json& j, const char* field, const std::string& context) {
   ES_CHECK(j.contains(field), "{}: field '{}' is missing", context, field);
   return j.at(field);
@@ -104,6 +112,11 @@ json calibration_to_json(const Calibration& c) {
   for (const Field& f : kFields) j[f.name] = c.*(f.member);
   for (const Field& f : kCollectiveFields) j[f.name] = c.*(f.member);
   for (const Field& f : kForwardCollectiveFields) j[f.name] = c.*(f.member);
+  for (const auto& [name, values] : conversion_fields(c)) {
+    json by_type = json::object();
+    for (size_t i = 0; i < values->size(); ++i) by_type[data_type_names()[i + 1]] = (*values)[i];
+    j[name] = by_type;
+  }
   j["collective_source"] = c.collective_source;
   if (!c.collectives_by_ranks.empty()) {
     json by_ranks = json::array();
@@ -157,6 +170,18 @@ Calibration calibration_from_json(const json& j, const std::string& context) {
                              std::span<const Field>(kForwardCollectiveFields)}) {
     for (const Field& f : fields) {
       if (j.contains(f.name)) c.*(f.member) = number(j, f, context);
+    }
+  }
+  for (const auto& [name, values] : conversion_fields(c)) {  // optional: 0 in older files
+    if (!j.contains(name)) continue;
+    const std::string where = fmt::format("{}: field '{}'", context, name);
+    const json& by_type = j[name];
+    ES_CHECK(by_type.is_object(), "{} is {}, not an object", where, by_type.dump());
+    for (size_t i = 0; i < values->size(); ++i) {
+      const std::string& type = data_type_names()[i + 1];
+      if (by_type.contains(type)) {
+        (*values)[i] = number(by_type, Field{type.c_str(), nullptr, true}, where);
+      }
     }
   }
   if (j.contains("collective_source")) {

@@ -1,4 +1,5 @@
 // The analytic cost model: calibrated bandwidths and overheads, no training data.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -16,10 +17,10 @@ namespace {
 
 class AnalyticComputeModel : public ComputeModel {
  public:
-  AnalyticComputeModel(Calibration c, int64_t batch_size)
-      : c_(std::move(c)), batch_size_(batch_size) {}
+  AnalyticComputeModel(Calibration c, int64_t batch_size, bool forward_only)
+      : c_(std::move(c)), batch_size_(batch_size), forward_only_(forward_only) {}
 
-  std::string name() const override { return "analytic"; }
+  std::string name() const override { return forward_only_ ? "analytic forward" : "analytic"; }
   int64_t batch_size() const override { return batch_size_; }
 
   int add_table(const TableFeatures& table) override {
@@ -55,7 +56,8 @@ class AnalyticComputeModel : public ComputeModel {
     std::memcpy(static_cast<void*>(&sums), state.data(), sizeof sums);  // only doubles
     if (sums.tables == 0) return 0.0;
     const AnalyticTerms terms = analytic_terms(sums, c_.cache_bytes);
-    const double ms = analytic_fwd_ms(terms, c_) + analytic_bwd_ms(terms, c_);
+    const double ms =
+        analytic_fwd_ms(terms, c_) + (forward_only_ ? 0.0 : analytic_bwd_ms(terms, c_));
     // Never hand the planner a NaN or inf (inputs are checked, so this is a bug).
     ES_CHECK(std::isfinite(ms) && ms >= 0, "analytic model: predicted {} ms", ms);
     return ms;
@@ -64,6 +66,7 @@ class AnalyticComputeModel : public ComputeModel {
  private:
   Calibration c_;
   int64_t batch_size_;
+  bool forward_only_;
   std::vector<AnalyticSums> tables_;  // each table's share of a shard's sums
 };
 
@@ -89,11 +92,36 @@ class AnalyticCommModel : public CommModel {
   int64_t batch_size_;
 };
 
+class ForwardCommModel : public CommModel {
+ public:
+  explicit ForwardCommModel(std::shared_ptr<const CommModel> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name() + ", forward"; }
+  void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
+               std::span<double> fwd_ms, std::span<double> bwd_ms) const override {
+    inner_->comm_ms(dim_sums, delays_ms, fwd_ms, bwd_ms);
+    std::fill(bwd_ms.begin(), bwd_ms.end(), 0.0);
+  }
+  void collective_ms(const CollectiveLoad& load, std::span<double> fwd_ms,
+                     std::span<double> bwd_ms) const override {
+    std::vector<double> unused(bwd_ms.size());  // collective_ms adds: bwd_ms stays as it is
+    inner_->collective_ms(load, fwd_ms, unused);
+  }
+  // The inner floor bounds forward + backward, not the forward alone: none.
+
+ private:
+  std::shared_ptr<const CommModel> inner_;
+};
+
 }  // namespace
 
-std::shared_ptr<ComputeModel> make_analytic_compute_model(const Calibration& c,
-                                                          int64_t batch_size) {
-  return std::make_shared<AnalyticComputeModel>(c, batch_size > 0 ? batch_size : c.batch_size);
+std::shared_ptr<ComputeModel> make_analytic_compute_model(const Calibration& c, int64_t batch_size,
+                                                          bool forward_only) {
+  return std::make_shared<AnalyticComputeModel>(c, batch_size > 0 ? batch_size : c.batch_size,
+                                                forward_only);
+}
+
+std::shared_ptr<const CommModel> forward_comm_model(std::shared_ptr<const CommModel> comm) {
+  return std::make_shared<ForwardCommModel>(std::move(comm));
 }
 
 std::shared_ptr<const CommModel> make_analytic_comm_model(const Calibration& c,
@@ -143,13 +171,18 @@ Bandwidths calibration_bandwidths(const Calibration& c) {
   return b;
 }
 
-CostModel make_analytic_cost_model(const Calibration& c, int64_t batch_size) {
+CostModel make_analytic_cost_model(const Calibration& c, int64_t batch_size, bool forward_only) {
   ModelSource source;
   source.hardware = fmt::format("{} on {}, analytic terms fitted", c.executor, c.machine_cpu);
   source.host_cpu = c.machine_cpu;
   source.min_batch = source.max_batch = c.batch_size;
   source.comm = analytic_comm_source(c);
   source.bandwidths = calibration_bandwidths(c);
+  if (forward_only) {
+    return {make_analytic_compute_model(c, batch_size, true),
+            forward_comm_model(make_analytic_comm_model(c, batch_size)), "analytic, forward",
+            source};
+  }
   return {make_analytic_compute_model(c, batch_size), make_analytic_comm_model(c, batch_size),
           "analytic", source};
 }

@@ -37,20 +37,29 @@ AnalyticTable analytic_table(const TableFeatures& t, int64_t batch_size) {
   a.dim = t.dim;
   a.lookups = t.pooling_factor * static_cast<double>(batch_size);
   a.distinct_rows = estimate_distinct_rows(t, a.lookups);
+  a.data_type = t.data_type;
   return a;
 }
 
 void AnalyticSums::add(const AnalyticTable& t, int64_t batch_size) {
-  const double row_bytes = t.dim * 4.0;
+  // Rows are read and updated at their stored bytes; the pooled output and
+  // the state are fp32.
+  const double row_bytes = static_cast<double>(data_type_row_bytes(t.data_type, t.dim));
+  const double output_row_bytes = t.dim * 4.0;
   tables += 1;
   lookups += t.lookups;
   footprint_bytes += t.distinct_rows * row_bytes;
   pages += std::min(t.distinct_rows, t.rows * row_bytes / kPageBytes);
   distinct_rows += t.distinct_rows;
   lookup_bytes += t.lookups * row_bytes;
+  grad_bytes += t.lookups * output_row_bytes;
+  if (t.data_type != DataType::kFp32) {
+    converted_elements[static_cast<int>(t.data_type) - 1] += t.lookups * t.dim;
+    converted_lookups[static_cast<int>(t.data_type) - 1] += t.lookups;
+  }
   if (!specialised_dim(t.dim)) generic_elements += t.lookups * t.dim;
   sort_lookup_passes += t.lookups * sort_passes(t.rows);
-  output_bytes += static_cast<double>(batch_size) * row_bytes;
+  output_bytes += static_cast<double>(batch_size) * output_row_bytes;
   // Update: each distinct row (and its 4-byte momentum) read and written once.
   update_bytes += 2.0 * t.distinct_rows * (row_bytes + 4.0);
 }
@@ -74,8 +83,12 @@ AnalyticTerms analytic_terms(const AnalyticSums& s, int64_t cache_bytes) {
   terms.fwd[5] = s.generic_elements;
   terms.fwd[6] = terms.bwd[7] = s.distinct_rows * walk;
   terms.output_bytes = s.output_bytes;
+  std::copy(std::begin(s.converted_elements), std::end(s.converted_elements),
+            terms.converted_elements);
+  std::copy(std::begin(s.converted_lookups), std::end(s.converted_lookups),
+            terms.converted_lookups);
   terms.bwd[3] = s.sort_lookup_passes;
-  terms.bwd[4] = s.lookup_bytes;
+  terms.bwd[4] = s.grad_bytes;
   terms.bwd[5] = s.update_bytes * cold;
   terms.bwd[6] = s.update_bytes * (1.0 - cold);
   return terms;
@@ -113,7 +126,14 @@ std::array<double, kBwdTerms> bwd_coefficients_ms(const Calibration& c) {
 }  // namespace
 
 double analytic_fwd_ms(const AnalyticTerms& terms, const Calibration& c) {
-  return dot(terms.fwd, fwd_coefficients_ms(c)) + terms.output_bytes * ms_per_byte(c.seq_gbps);
+  double convert_ms = 0;
+  for (int i = 0; i < kConvertedTypes; ++i) {
+    convert_ms += (terms.converted_elements[i] * c.fwd_convert_ns[i] +
+                   terms.converted_lookups[i] * c.fwd_convert_lookup_ns[i]) *
+                  1e-6;
+  }
+  return dot(terms.fwd, fwd_coefficients_ms(c)) + terms.output_bytes * ms_per_byte(c.seq_gbps) +
+         convert_ms;
 }
 
 double analytic_bwd_ms(const AnalyticTerms& terms, const Calibration& c) {

@@ -20,14 +20,24 @@ std::vector<std::string> make_compute_names() {
                                     "unique_over_rows"};
   for (int k = 0; k < kReuseBins; ++k) names.push_back("row_reuse_" + std::to_string(k));
   for (int k = 0; k < kReuseBins; ++k) names.push_back("lookup_reuse_" + std::to_string(k));
+  names.push_back("log_bytes_per_weight");
+  return names;
+}
+
+const std::vector<std::string>& compute_names() {
+  static const std::vector<std::string> names = make_compute_names();
   return names;
 }
 
 }  // namespace
 
-const std::vector<std::string>& compute_feature_names() {
-  static const std::vector<std::string> names = make_compute_names();
-  return names;
+std::vector<std::string> ComputeFeatureSet::names() const {
+  const std::vector<std::string>& all = compute_names();
+  return {all.begin(), all.begin() + size()};
+}
+
+int ComputeFeatureSet::size() const {
+  return static_cast<int>(compute_names().size()) - (data_type ? 0 : 1);
 }
 
 const std::vector<std::string>& comm_fwd_feature_names() {
@@ -53,7 +63,9 @@ const std::vector<std::string>& comm_bwd_feature_names() {
   return names;
 }
 
-void compute_raw_features(const TableFeatures& t, int64_t batch, float* out, int reuse_tail_bin) {
+void compute_raw_features(const TableFeatures& t, int64_t batch, float* out,
+                          const ComputeFeatureSet& set) {
+  const int reuse_tail_bin = set.reuse_tail_bin;
   ES_CHECK(reuse_tail_bin >= 1 && reuse_tail_bin <= kNoReuseTail,
            "neural cost model: reuse tail bin {} (must be 1 .. {})", reuse_tail_bin, kNoReuseTail);
   ES_CHECK(t.rows > 0 && t.dim > 0 && std::isfinite(t.pooling_factor) && t.pooling_factor >= 0,
@@ -66,6 +78,9 @@ void compute_raw_features(const TableFeatures& t, int64_t batch, float* out, int
   }
   const double unique = estimate_distinct_rows(t, static_cast<double>(batch) * t.pooling_factor);
   const double rows = static_cast<double>(t.rows), dim = t.dim;
+  // Bytes of a stored row: by type where the network reads the type, else fp32.
+  const double row_bytes = static_cast<double>(
+      data_type_row_bytes(set.data_type ? t.data_type : DataType::kFp32, t.dim));
   const double scalars[kComputeScalarFeatures] = {
       std::log(rows),
       std::log(dim),
@@ -74,7 +89,7 @@ void compute_raw_features(const TableFeatures& t, int64_t batch, float* out, int
       std::log1p(static_cast<double>(batch) * t.pooling_factor),
       std::log1p(unique),
       std::log1p(dim * unique),
-      std::log(rows * dim * 4),
+      std::log(rows * row_bytes),
       unique / rows};
   for (int i = 0; i < kComputeScalarFeatures; ++i) out[i] = static_cast<float>(scalars[i]);
   float* const row = out + kComputeScalarFeatures;
@@ -88,6 +103,7 @@ void compute_raw_features(const TableFeatures& t, int64_t batch, float* out, int
     lookup[reuse_tail_bin] += lookup[k];
     row[k] = lookup[k] = 0;
   }
+  if (set.data_type) lookup[kReuseBins] = static_cast<float>(std::log(row_bytes / dim));
 }
 
 void comm_raw_features(std::span<const double> dim_sums, std::span<const double> delays_ms,

@@ -47,10 +47,9 @@ double predict_compute_ms(const NeuralModel& model, std::span<const TableFeature
   if (tables.empty()) return 0.0;
   const BatchFit fit =
       fit_batch(model.batch_size, model.max_batch_size, batch > 0 ? batch : model.batch_size);
-  std::vector<float> x(compute_feature_names().size()), e(net.table.out()),
-      sum(net.table.out(), 0.0f);
+  std::vector<float> x(net.inputs().size()), e(net.table.out()), sum(net.table.out(), 0.0f);
   for (const TableFeatures& t : tables) {
-    compute_raw_features(t, fit.network_batch, x.data(), net.reuse_tail_bin);
+    compute_raw_features(t, fit.network_batch, x.data(), net.inputs());
     net.features.apply(x.data());
     net.table.forward(x.data(), e.data());
     for (size_t i = 0; i < e.size(); ++i) sum[i] += table_exp(e[i]);
@@ -195,7 +194,7 @@ std::string NeuralComputeModel::name() const { return neural_name(notes()); }
 int NeuralComputeModel::add_table(const TableFeatures& table) {
   const ComputeNet& net = model_->compute;
   float x[Mlp::kMaxWidth];
-  compute_raw_features(table, fit_.network_batch, x, net.reuse_tail_bin);
+  compute_raw_features(table, fit_.network_batch, x, net.inputs());
   net.features.apply(x);
   const size_t at = embedded_.size();
   embedded_.resize(at + embed_);
@@ -208,11 +207,25 @@ int NeuralComputeModel::add_table(const TableFeatures& table) {
 std::string NeuralComputeModel::far_from_training(const TableFeatures& table) const {
   const Normaliser& n = model_->compute.features;
   float x[Mlp::kMaxWidth];
-  compute_raw_features(table, fit_.network_batch, x, model_->compute.reuse_tail_bin);
+  compute_raw_features(table, fit_.network_batch, x, model_->compute.inputs());
   // The first three features: log rows, log dim, log(1 + pooling factor).
   const char* const names[] = {"rows", "dim", "pooling factor"};
   const double values[] = {static_cast<double>(table.rows), static_cast<double>(table.dim),
                            table.pooling_factor};
+  if (table.data_type != DataType::kFp32) {
+    const std::string& type = data_type_name(table.data_type);
+    if (!model_->compute.data_type_feature) {
+      return fmt::format(
+          "data type {}: this model reads every table as fp32 (it was trained "
+          "before data types)",
+          type);
+    }
+    const int i = model_->compute.inputs().size() - 1;  // log bytes per weight
+    if (n.scale[i] == 1.0f && std::abs(x[i] - n.mean[i]) > 1e-3f) {
+      return fmt::format("data type {}: every training table had {:.3g} bytes a weight", type,
+                         std::exp(n.mean[i]));
+    }
+  }
   for (size_t i = 0; i < 3; ++i) {
     const float z = (x[i] - n.mean[i]) * n.scale[i];
     if (n.scale[i] == 1.0f) {  // training leaves a feature every table shared at scale 1

@@ -242,7 +242,7 @@ uint32_t file_crc32(const std::string& path) {
 void save_neural_model(const NeuralModel& m, const std::string& dir) {
   std::filesystem::create_directories(dir);
   json nets;
-  nets["compute"] = {{"features", compute_feature_names()},
+  nets["compute"] = {{"features", m.compute.inputs().names()},
                      {"pooling", "sum_exp_log"},  // log(sum over tables of exp(table_mlp))
                      {"reuse_tail_bin", m.compute.reuse_tail_bin},
                      {"normaliser", normaliser_json(m.compute.features)},
@@ -291,7 +291,11 @@ NeuralModel load_neural_model(const std::string& given) {
   ES_CHECK(std::isfinite(m.batch_correction) && std::abs(m.batch_correction) < 4,
            "{}: batch_correction is {}, must be a number in (-4, 4)", path, m.batch_correction);
   const std::string c = "/networks/compute";
-  check_names(manifest, c, compute_feature_names(), path, "compute");
+  // Networks trained before the data-type feature name one feature fewer.
+  const ComputeFeatureSet untyped{kNoReuseTail, false};
+  m.compute.data_type_feature = json_field(manifest, c + "/features", JsonKind::kStrings, path)
+                                    .get<std::vector<std::string>>() != untyped.names();
+  check_names(manifest, c, m.compute.inputs().names(), path, "compute");
   const std::string pooling = json_field(manifest, c + "/pooling", JsonKind::kString, path);
   ES_CHECK(pooling == "sum_exp_log",
            "{}: compute pooling '{}', this embshard implements 'sum_exp_log'", path, pooling);
@@ -302,11 +306,11 @@ NeuralModel load_neural_model(const std::string& given) {
     m.compute.reuse_tail_bin = static_cast<int>(bin);
   }
   m.compute.features =
-      normaliser_from(manifest, c + "/normaliser", compute_feature_names().size(), path);
+      normaliser_from(manifest, c + "/normaliser", m.compute.inputs().size(), path);
   m.compute.table = mlp_from(dir, manifest, c + "/table_mlp", path);
   m.compute.head = mlp_from(dir, manifest, c + "/head_mlp", path);
   read_target(manifest, c, path, "compute", m.compute.target_mean, m.compute.target_std);
-  ES_CHECK(m.compute.table.in() == static_cast<int>(compute_feature_names().size()) &&
+  ES_CHECK(m.compute.table.in() == m.compute.inputs().size() &&
                m.compute.table.out() == m.compute.head.in() && m.compute.head.out() == 1,
            "{}: compute networks do not fit together (sizes {} -> {} -> {} -> 1)", path,
            m.compute.table.in(), m.compute.table.out(), m.compute.head.in());

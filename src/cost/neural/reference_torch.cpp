@@ -83,7 +83,7 @@ TorchComputeReference::TorchComputeReference(const NeuralModel& model)
   impl_->model = model;
   impl_->table = import_mlp(model.compute.table);
   impl_->head = import_mlp(model.compute.head);
-  impl_->num_features = static_cast<int>(compute_feature_names().size());
+  impl_->num_features = impl_->model.compute.inputs().size();
 }
 
 TorchComputeReference::~TorchComputeReference() = default;
@@ -94,7 +94,7 @@ int TorchComputeReference::add_table(const TableFeatures& table) {
   const size_t at = impl_->rows.size();
   impl_->rows.resize(at + impl_->num_features);
   compute_raw_features(table, impl_->model.batch_size, impl_->rows.data() + at,  // its smallest
-                       impl_->model.compute.reuse_tail_bin);
+                       impl_->model.compute.inputs());
   impl_->model.compute.features.apply(impl_->rows.data() + at);
   impl_->features = to_tensor(impl_->rows, impl_->num_features);
   return static_cast<int>(at / impl_->num_features);

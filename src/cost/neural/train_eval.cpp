@@ -127,7 +127,7 @@ void evaluate_trained_model(const TrainOptions& o, const ComputeData& compute,
         model, unseen, all, "compute_unseen_file" + suffix,
         fmt::format("compute, tables of another pool (never seen), batch {}: {}",
                     unseen.batch_size, std::filesystem::path(path).filename().string())));
-    for (Comparison& c : piece_comparisons(unseen, all, cmp.back())) {
+    for (Comparison& c : breakdown_comparisons(unseen, all, cmp.back())) {
       cmp.push_back(std::move(c));
     }
     data["unseen_compute"].push_back(data_file_entry(path, unseen.header, unseen.records.size(),

@@ -180,7 +180,7 @@ struct ComputeTensors {
 };
 
 ComputeTensors compute_tensors(const ComputeData& data, ComputeNet& net, const ComputeSplit& s) {
-  const int nf = static_cast<int>(compute_feature_names().size());
+  const int nf = net.inputs().size();
   std::vector<float> rows, train_rows;
   std::vector<int64_t> first = {0};
   std::vector<float> x(nf);
@@ -189,7 +189,7 @@ ComputeTensors compute_tensors(const ComputeData& data, ComputeNet& net, const C
   std::vector<double> train_log_ms;
   for (size_t r = 0; r < data.records.size(); ++r) {
     for (const TableFeatures& t : data.records[r].tables) {
-      compute_raw_features(t, data.records[r].batch, x.data(), net.reuse_tail_bin);
+      compute_raw_features(t, data.records[r].batch, x.data(), net.inputs());
       rows.insert(rows.end(), x.begin(), x.end());
       if (in_train[r]) train_rows.insert(train_rows.end(), x.begin(), x.end());
     }
@@ -226,8 +226,9 @@ torch::Tensor compute_forward(TorchMlp& table, TorchMlp& head, const ComputeTens
 FitOutcome train_compute(const ComputeData& data, const ComputeSplit& split,
                          const TrainOptions& o, ComputeNet& net) {
   net.reuse_tail_bin = o.reuse_tail_bin;
+  net.data_type_feature = true;
   const ComputeTensors t = compute_tensors(data, net, split);
-  const int nf = static_cast<int>(compute_feature_names().size());
+  const int nf = net.inputs().size();
   TorchMlp table(std::vector<int>{nf, o.hidden, o.hidden, o.embed}, /*relu_last=*/false);
   TorchMlp head(std::vector<int>{o.embed, o.hidden, o.hidden, 1}, /*relu_last=*/false);
   Fit job;
@@ -323,7 +324,7 @@ void fine_tune_fitted_model(FitResult& r, const FineTuneOptions& o, Reporter& re
   check_fine_tune_options(o);
   NeuralModel& model = r.model;
   ComputeNet& net = model.compute;
-  const int nf = static_cast<int>(compute_feature_names().size());
+  const int nf = net.inputs().size();
   // The fit records through the model's own path: features at the network's
   // batch, normalised as trained; the target is what the head must output
   // for the record's measured ms, given the batch scaling around it.
@@ -333,7 +334,7 @@ void fine_tune_fitted_model(FitResult& r, const FineTuneOptions& o, Reporter& re
     const ComputeRecord& rec = r.data.records[r.fit_idx[k]];
     const BatchFit bf = fit_batch(model.batch_size, model.max_batch_size, rec.batch);
     for (const TableFeatures& t : rec.tables) {
-      compute_raw_features(t, bf.network_batch, x.data(), net.reuse_tail_bin);
+      compute_raw_features(t, bf.network_batch, x.data(), net.inputs());
       net.features.apply(x.data());
       rows.insert(rows.end(), x.begin(), x.end());
     }

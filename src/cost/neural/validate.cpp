@@ -154,7 +154,7 @@ FileValidation validate_compute(const NeuralModel& model, const std::string& pat
                       return a.ape_pct != b.ape_pct ? a.ape_pct > b.ape_pct : a.line < b.line;
                     });
   v.most_missed.resize(keep);
-  v.by_piece = piece_comparisons(data, all, c);
+  v.breakdown = breakdown_comparisons(data, all, c);
   v.floors = floor_figures(model, data, c);
   return v;
 }
@@ -195,6 +195,8 @@ Comparison compute_comparison(const NeuralModel& model, const ComputeData& data,
   return c;
 }
 
+namespace {
+
 std::vector<Comparison> piece_comparisons(const ComputeData& data, const std::vector<int>& records,
                                           const Comparison& all) {
   Comparison whole{all.name + "_whole_tables", "- of which, whole tables only", {}, {}, false};
@@ -216,6 +218,51 @@ std::vector<Comparison> piece_comparisons(const ComputeData& data, const std::ve
   for (Comparison* c : {&whole, &rows, &slices}) {
     if (!c->measured.empty()) out.push_back(std::move(*c));
   }
+  return out;
+}
+
+std::vector<Comparison> type_comparisons(const ComputeData& data, const std::vector<int>& records,
+                                         const Comparison& all) {
+  std::vector<Comparison> by_type;
+  by_type.push_back({all.name + "_fp32_only", "- of which, fp32 tables only", {}, {}, false});
+  for (DataType type : {DataType::kFp16, DataType::kBf16}) {
+    const std::string& name = data_type_name(type);
+    by_type.push_back(
+        {all.name + "_with_" + name, "- of which, with " + name + " tables", {}, {}, false});
+  }
+  for (size_t k = 0; k < records.size(); ++k) {
+    bool typed = false;
+    for (DataType type : {DataType::kFp16, DataType::kBf16}) {
+      const auto& tables = data.records[records[k]].tables;
+      if (std::ranges::none_of(tables,
+                               [&](const TableFeatures& t) { return t.data_type == type; })) {
+        continue;
+      }
+      typed = true;
+      Comparison& c = by_type[static_cast<size_t>(type)];
+      c.predicted.push_back(all.predicted[k]);
+      c.measured.push_back(all.measured[k]);
+    }
+    if (!typed) {
+      by_type[0].predicted.push_back(all.predicted[k]);
+      by_type[0].measured.push_back(all.measured[k]);
+    }
+  }
+  std::vector<Comparison> out;
+  if (by_type[0].measured.size() == records.size()) return out;
+  for (Comparison& c : by_type) {
+    if (!c.measured.empty()) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Comparison> breakdown_comparisons(const ComputeData& data,
+                                              const std::vector<int>& records,
+                                              const Comparison& all) {
+  std::vector<Comparison> out = piece_comparisons(data, records, all);
+  for (Comparison& c : type_comparisons(data, records, all)) out.push_back(std::move(c));
   return out;
 }
 
@@ -272,9 +319,9 @@ FileValidation validate_on_file(const NeuralModel& model, const std::string& mod
     }
   }
   if (v.floors) v.figures["floors"] = floors_json(*v.floors);
-  for (const Comparison& c : v.by_piece) {  // "compute_row_blocks" -> "row_blocks"
+  for (const Comparison& c : v.breakdown) {  // "compute_row_blocks" -> "row_blocks"
     const std::string key = c.name.substr(v.comparisons.front().name.size() + 1);
-    v.figures["by_piece"][key] = to_json(accuracy(c.predicted, c.measured));
+    v.figures["breakdown"][key] = to_json(accuracy(c.predicted, c.measured));
   }
   if (kind == CostDataKind::kComm) {
     v.figures["fwd"] = to_json(accuracy(v.comparisons[0].predicted, v.comparisons[0].measured));

@@ -27,6 +27,10 @@ struct CalibrateOptions {
 // Measures the probes, fits, and returns the calibration; the probes' figures
 // go to `reporter`.
 Calibration run_calibration(const CalibrateOptions& options, Reporter& reporter);
+// Measures forward-only probes of fp16, bf16, int8 and int4 tables and fits
+// each type's conversion cost (Calibration::fwd_convert_ns) into `c`, whose
+// other coefficients it takes as they are (run_calibration calls it last).
+void fit_conversions(const CalibrateOptions& options, Calibration& c, Reporter& reporter);
 // Fits comm_latency_us / comm_gbps from a `bench comm` file into `c`.
 void fit_comm_from_file(const std::string& path, Calibration& c, Reporter& reporter);
 // Fits the collectives' constants (the backward's collective_latency_us,

@@ -6,6 +6,7 @@
 // See docs/cost_models.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -47,6 +48,12 @@ struct Calibration {
   // (often itself a DRAM miss) on first touch, whatever their dim.
   double fwd_page_walk_ns = 0;
   double bwd_page_walk_ns = 0;
+  // The forward's conversion to fp32 of rows stored as fp16, bf16, int8,
+  // int4 (in that order), beyond their bytes: per element and per row looked
+  // up (a quantized row's scale and bias). calibrate fits them to
+  // forward-only probes of each type (0: files from before them).
+  std::array<double, 4> fwd_convert_ns = {};
+  std::array<double, 4> fwd_convert_lookup_ns = {};
   // backward + update
   double bwd_call_us = 0;
   double bwd_per_table_us = 0;

@@ -32,6 +32,7 @@ struct AnalyticTable {
   int dim = 0;
   double lookups = 0;        // pooling factor x batch
   double distinct_rows = 0;  // rows touched at least once in the batch
+  DataType data_type = DataType::kFp32;  // rows read and updated at its bytes
 };
 
 // With distinct rows from estimate_distinct_rows (compute_model.h), assuming
@@ -45,17 +46,24 @@ AnalyticTable analytic_table(const TableFeatures& t, int64_t batch_size);
 // update bytes, cached update bytes, page-walk rows}. Page-walk rows: distinct
 // rows x (1 - TLB entries / distinct pages the shard touches), where a table
 // touches min(distinct rows, its bytes / kPageBytes) pages. The pooled output (batch x dim x 4
-// bytes written) is charged at seq_gbps, measured directly, not fitted.
+// bytes written) is charged at seq_gbps, measured directly, not fitted; so
+// is the forward's conversion of rows stored as fp16, bf16, int8 or int4 to
+// fp32 (per element and per row looked up, Calibration::fwd_convert_ns and
+// fwd_convert_lookup_ns, fitted apart).
 constexpr int kFwdTerms = 7;
 constexpr int kBwdTerms = 8;
 // 2048 L2 TLB entries x 4 KiB pages (x86 server cores); past it, rows spread
 // over a table's pages each cost a page walk.
 constexpr double kTlbReachBytes = 8.0 * (1 << 20);
 constexpr double kPageBytes = 4096;
+// Per stored type but fp32 (fp16, bf16, int8, int4: DataType - 1).
+constexpr int kConvertedTypes = 4;
 struct AnalyticTerms {
   double fwd[kFwdTerms] = {};
   double bwd[kBwdTerms] = {};
   double output_bytes = 0;
+  double converted_elements[kConvertedTypes] = {};  // lookups x dim of each type
+  double converted_lookups[kConvertedTypes] = {};   // lookups of each type
 };
 // What a shard's tables add up to. Every term is a function of these sums
 // (and of the cache and the TLB reach), so the terms of a shard can be kept
@@ -64,11 +72,14 @@ struct AnalyticSums {
   double tables = 0, lookups = 0, footprint_bytes = 0, pages = 0, distinct_rows = 0;
   double lookup_bytes = 0, generic_elements = 0, sort_lookup_passes = 0, output_bytes = 0;
   double update_bytes = 0;
+  double grad_bytes = 0;  // fp32 gradients, one row a lookup (lookup_bytes: rows as stored)
+  double converted_elements[kConvertedTypes] = {};
+  double converted_lookups[kConvertedTypes] = {};
   void add(const AnalyticTable& t, int64_t batch_size);
 };
 // As a state vector: the fields in order (the struct is only doubles).
 constexpr size_t kAnalyticSums = sizeof(AnalyticSums) / sizeof(double);
-static_assert(std::is_trivially_copyable_v<AnalyticSums> && kAnalyticSums == 10);
+static_assert(std::is_trivially_copyable_v<AnalyticSums> && kAnalyticSums == 19);
 AnalyticTerms analytic_terms(const AnalyticSums& sums, int64_t cache_bytes);
 AnalyticTerms analytic_terms(std::span<const AnalyticTable> shard, int64_t batch_size,
                              int64_t cache_bytes);

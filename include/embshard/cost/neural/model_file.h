@@ -29,9 +29,11 @@ namespace embshard {
 struct ComputeNet {
   Normaliser features;                     // per-table features
   int reuse_tail_bin = kNoReuseTail;       // compute_raw_features' (manifest: absent = none)
+  bool data_type_feature = true;           // manifest: its features' names say
   Mlp table;                               // per-table MLP (linear output)
   Mlp head;                                // log(sum of exp(table outputs)) -> normalised log ms
   double target_mean = 0, target_std = 1;  // log ms = y * target_std + target_mean
+  ComputeFeatureSet inputs() const { return {reuse_tail_bin, data_type_feature}; }
 };
 
 struct CommNet {

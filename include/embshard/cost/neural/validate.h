@@ -23,14 +23,19 @@ class Reporter;
 Comparison compute_comparison(const NeuralModel& model, const ComputeData& data,
                               const std::vector<int>& records, std::string name,
                               std::string title);
-// `all`, the comparison of `records` of `data` (in that order), by sharding
-// type where any record holds a piece (bench compute --pieces): the records
-// of whole tables only, those holding a row block, those holding a replica
-// slice (a record with both is in both), named `all.name` + "_whole_tables" /
-// "_row_blocks" / "_replica_slices", titled "- of which, whole tables only"
-// and so on, without plots (a breakdown). Empty when no record holds a piece.
-std::vector<Comparison> piece_comparisons(const ComputeData& data, const std::vector<int>& records,
-                                          const Comparison& all);
+// `all`, the comparison of `records` of `data` (in that order), broken down
+// without plots:
+// - by sharding type where any record holds a piece (bench compute
+//   --pieces): the records of whole tables only, those holding a row block,
+//   those holding a replica slice (a record with both is in both), named
+//   `all.name` + "_whole_tables" / "_row_blocks" / "_replica_slices", titled
+//   "- of which, whole tables only" and so on;
+// - by data type where any record holds a table not fp32: "_fp32_only",
+//   "_with_fp16", "_with_bf16" (a record with both is in both).
+// Empty when every record holds whole fp32 tables.
+std::vector<Comparison> breakdown_comparisons(const ComputeData& data,
+                                              const std::vector<int>& records,
+                                              const Comparison& all);
 // Comm predictions of every device of the given (file, record) items, one
 // comparison per direction ("comm_fwd" + suffix, "comm_bwd" + suffix).
 void comm_comparisons(const NeuralModel& model, const std::vector<CommData>& files,
@@ -70,11 +75,9 @@ struct FileValidation {
   std::vector<Comparison> comparisons;  // compute: one; comm: forward, backward
   // compute: the kMissedRecords records of the largest error, largest first
   std::vector<MissedRecord> most_missed;
-  // compute, a file with pieces (bench compute --pieces): the same figures by
-  // sharding type, over the records of whole tables only, those holding a row
-  // block and those holding a replica slice (a record with both is in both);
-  // empty for a file without pieces.
-  std::vector<Comparison> by_piece;
+  // compute: the same figures broken down by sharding type and data type
+  // (breakdown_comparisons); empty for a file of whole fp32 tables only.
+  std::vector<Comparison> breakdown;
   size_t skipped_bad_records = 0;
   // compute: the file's scale against the model's data (noted when it moved
   // past their spread); empty where either has no probe reference.
@@ -83,7 +86,7 @@ struct FileValidation {
   std::optional<FloorFigures> floors;
   // accuracy() figures: compute's, or both comm directions pooled at the top
   // level and each under "fwd" / "bwd"; plus kind, model, data, skipped and
-  // (compute) "most_missed" and "by_piece" (name -> figures).
+  // (compute) "most_missed" and "breakdown" (name -> figures).
   nlohmann::json figures;
 };
 // Every record of a `bench compute` or `bench comm` file (told apart by its
