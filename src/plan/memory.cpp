@@ -36,16 +36,26 @@ std::string MemoryModel::optimizer_name() const {
                      optimizer_bytes_per_weight);
 }
 
+namespace {
+
+// The index of `name` among `names`; Error naming `option`, the value and
+// the valid names otherwise.
+size_t name_index(const std::vector<std::string>& names, const std::string& name,
+                  const std::string& option) {
+  const auto it = std::find(names.begin(), names.end(), name);
+  ES_CHECK(it != names.end(), "{} is '{}' (valid: {})", option, name, fmt::join(names, ", "));
+  return static_cast<size_t>(it - names.begin());
+}
+
+}  // namespace
+
 const std::vector<std::string>& step_kind_names() {
   static const std::vector<std::string> names = {"training", "inference"};
   return names;
 }
 
 StepKind parse_step_kind(const std::string& name, const std::string& option) {
-  const std::vector<std::string>& names = step_kind_names();
-  const auto it = std::find(names.begin(), names.end(), name);
-  ES_CHECK(it != names.end(), "{} is '{}' (valid: {})", option, name, fmt::join(names, ", "));
-  return static_cast<StepKind>(it - names.begin());
+  return static_cast<StepKind>(name_index(step_kind_names(), name, option));
 }
 
 const std::vector<std::string>& optimizer_names() {
@@ -54,10 +64,7 @@ const std::vector<std::string>& optimizer_names() {
 }
 
 OptimizerType parse_optimizer(const std::string& name, const std::string& option) {
-  const std::vector<std::string>& names = optimizer_names();
-  const auto it = std::find(names.begin(), names.end(), name);
-  ES_CHECK(it != names.end(), "{} is '{}' (valid: {})", option, name, fmt::join(names, ", "));
-  return static_cast<OptimizerType>(it - names.begin());
+  return static_cast<OptimizerType>(name_index(optimizer_names(), name, option));
 }
 
 int64_t StorageReserve::of(int64_t capacity) const {

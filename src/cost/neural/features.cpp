@@ -103,7 +103,7 @@ void compute_raw_features(const TableFeatures& t, int64_t batch, float* out,
     lookup[reuse_tail_bin] += lookup[k];
     row[k] = lookup[k] = 0;
   }
-  if (set.data_type) lookup[kReuseBins] = static_cast<float>(std::log(row_bytes / dim));
+  if (set.data_type) out[set.size() - 1] = static_cast<float>(std::log(row_bytes / dim));
 }
 
 void comm_raw_features(std::span<const double> dim_sums, std::span<const double> delays_ms,
