@@ -58,7 +58,9 @@ TEST(NeuralModel, FastPathEqualsReference) {
     }
     const double fast = model.compute_ms(ids), ref = predict_compute_ms(model.model(), shard);
     EXPECT_GT(fast, 0);
-    EXPECT_NEAR(fast, ref, 1e-6 * ref);
+    // Both in float: a few ulps over the layers' sums, which builds with
+    // other flags (the sanitizers') order otherwise.
+    EXPECT_NEAR(fast, ref, 1e-5 * ref);
   }
   EXPECT_EQ(model.compute_ms({}), 0.0);
   EXPECT_THROW(model.compute_ms(std::vector<int>{99}), Error);
