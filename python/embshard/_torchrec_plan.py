@@ -49,6 +49,15 @@ def _placement(p, device_type, local_world_size):
     return f"rank:{rank}/cuda:{rank % local_world_size if local_world_size else rank}"
 
 
+def _local_world_size(plan, local_world_size):
+    """The given GPUs per host, else the plan's hosts (its `topology`), else None."""
+    _check_local_world_size(local_world_size)
+    if local_world_size is not None:
+        return local_world_size
+    topology = plan.get("topology") if isinstance(plan, dict) else None
+    return topology.get("devices_per_host") if isinstance(topology, dict) else None
+
+
 def _check_local_world_size(local_world_size):
     if local_world_size is not None and (isinstance(local_world_size, bool)
                                          or not isinstance(local_world_size, int)
@@ -130,8 +139,8 @@ def _layout_why(t, world, device_type, local_world_size):
 def layout_problems(plan, device_type="cuda", local_world_size=None):
     """[(table, sharding type, why)] of each table whose placement TorchRec
     cannot run; empty where it runs them all."""
-    _check_local_world_size(local_world_size)
     check_plan(plan)
+    local_world_size = _local_world_size(plan, local_world_size)
     world = plan["num_devices"]
     out = []
     for name in plan.get("table_order", sorted(plan["tables"])):
@@ -152,7 +161,7 @@ def refusal(problems, what="TorchRec cannot run this plan"):
 def check_torchrec_layout(plan, device_type="cuda", local_world_size=None):
     """Raise an EmbshardError naming each table (its sharding type, and why)
     whose placement TorchRec 1.9 cannot run on `device_type` ("cuda" or
-    "cpu") with hosts of `local_world_size` ranks (None: one host)."""
+    "cpu") with hosts of `local_world_size` ranks (None: the plan's hosts, else one)."""
     problems = layout_problems(plan, device_type, local_world_size)
     if problems:
         raise refusal(problems)
@@ -167,10 +176,10 @@ def to_parameter_sharding_dicts(plan, device_type="cuda", local_world_size=None)
 
     `local_world_size`: GPUs per host, when the ranks span hosts (TorchRec's
     placement names the host's own GPU: rank 9 on hosts of 8 is cuda:1);
-    None: one host. The plan's content as it is: check_torchrec_layout says
-    whether TorchRec runs it."""
-    _check_local_world_size(local_world_size)
+    None: the plan's hosts (`topology`), else one host. The plan's content as
+    it is: check_torchrec_layout says whether TorchRec runs it."""
     check_plan(plan)
+    local_world_size = _local_world_size(plan, local_world_size)
     out = {}
     for name in plan.get("table_order", sorted(plan["tables"])):
         t = plan["tables"][name]

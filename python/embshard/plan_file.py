@@ -131,6 +131,12 @@ def check_plan(plan, where="plan"):
     task = plan.get("task", "training")  # absent: written before inference plans
     if task not in ("training", "inference"):
         raise PlanError(f"{where}: field 'task' is {_show(task)}, expected training or inference")
+    if "topology" in plan:
+        topology = plan["topology"]
+        if not isinstance(topology, dict):
+            raise PlanError(f"{where}: field 'topology' is {_show(topology)}, expected an object")
+        _integer(where, _member(where, topology, "topology", "devices_per_host"),
+                 "topology.devices_per_host", 1, world - 1)
 
 
 def row_bytes(data_type, cols):

@@ -167,6 +167,10 @@ class EmbshardPlanner:
             world_size = world_size or _get(topology, "world_size")
             compute_device = compute_device or _get(topology, "compute_device")
             local_world_size = local_world_size or _get(topology, "local_world_size")
+            # TorchRec's inter_host_bw: bytes/ms per device (a NIC each).
+            self._inter_host_bw = _get(topology, "inter_host_bw")
+        else:
+            self._inter_host_bw = None
         if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
             raise EmbshardError(f"world_size is {world_size!r:.60}: give a topology or "
                                 "world_size=")
@@ -204,6 +208,15 @@ class EmbshardPlanner:
         self.explain = explain
         self.options = options
         self.last_plan = None
+
+    def _hosts(self):
+        """The hosts TorchRec's topology gives: local_world_size devices each,
+        joined by their NICs (inter_host_bw each); none on one host."""
+        per_host = self.local_world_size
+        if not per_host or per_host >= self.world_size or not self._inter_host_bw:
+            return {}
+        return {"devices_per_host": per_host,
+                "inter_host_gbps": self._inter_host_bw * per_host / 1e6}
 
     # ---- what the plan is made from ----
 
@@ -383,7 +396,7 @@ class EmbshardPlanner:
                            batch_size=global_batch, algo=self.algo, cost_model=self.cost_model,
                            model=self.model, sharding_types=types, pins=self.pins,
                            no_split=whole, profile=self.profile, explain=self.explain,
-                           **self.options)
+                           **self._hosts(), **self.options)
         self.last_plan = plan  # refused or not: its report says what was planned
         for name, allowed in per_table.items():
             t = plan.tables.get(name)

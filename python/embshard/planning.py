@@ -258,7 +258,7 @@ def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None
          algo="neuroshard", cost_model="neural", model=None, sharding_types=None, pins=None,
          no_split=None, split_dims=None, profile="2021", calibration=None, explain=True,
          from_plan=None, max_moves=None, reserve="15%", optimizer=None, task="training",
-         **options):
+         devices_per_host=None, inter_host_gbps=None, inter_host_latency_us=0, **options):
     """Plans how to shard `tables` over `devices` devices; returns a Plan.
 
     tables: a list of table dicts in the table-spec format ({"name", "rows",
@@ -280,6 +280,10 @@ def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None
         default), "sgd", "adam".
     task: the step planned: "training", or "inference" (the forward alone:
         weights only, "int8" and "int4" tables allowed; no optimizer).
+    devices_per_host, inter_host_gbps, inter_host_latency_us: the devices'
+        hosts (None: one host): devices on each host, in order, and each
+        host's link to the others in GB/s each way (required with hosts) and
+        its latency in us. The search and the report price the links.
     batch_size: the global batch the tables are looked up with (all ranks
         together). Required for table dicts and configs without samples;
         with samples it is theirs (a different one is an error).
@@ -321,6 +325,19 @@ def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None
         raise EmbshardError(f"optimizer is {optimizer!r}, expected a name such as 'adam'")
     if not isinstance(task, str):
         raise EmbshardError(f"task is {task!r}, expected 'training' or 'inference'")
+    per_host = 0 if devices_per_host is None else _integer(devices_per_host, "devices_per_host", 1,
+                                                           MAX_DEVICES)
+    link = {}
+    for name, value in (("inter_host_gbps", inter_host_gbps),
+                        ("inter_host_latency_us", inter_host_latency_us)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not value >= 0):
+            raise EmbshardError(f"{name} is {value!r:.60}, expected a number >= 0")
+        link[name] = float(value or 0)
+    if 0 < per_host < devices and not link["inter_host_gbps"] > 0:
+        raise EmbshardError(f"devices_per_host {per_host} puts {devices} devices on "
+                            f"{-(-devices // per_host)} hosts: give inter_host_gbps (each host's "
+                            "link to the others, GB/s)")
     if max_moves is not None:
         if from_plan is None:
             raise EmbshardError("max_moves needs from_plan (the plan to re-plan)")
@@ -335,7 +352,8 @@ def plan(tables, devices=8, mem_per_device="40GB", batch_size=None, samples=None
             sharding_types=_type_list(sharding_types), split_dims=_widths(split_dims),
             planner=_options(options), explain=bool(explain), replan_from=replan_from,
             max_moves=INT_MAX if max_moves is None else max_moves,
-            reserve=_reserve(reserve), optimizer=optimizer or "", task=task, log=_log)
+            reserve=_reserve(reserve), optimizer=optimizer or "", task=task,
+            devices_per_host=per_host, log=_log, **link)
     return Plan(json.loads(plan_json), report, report_per_table, explanation if explain else None)
 
 

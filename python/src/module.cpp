@@ -169,7 +169,8 @@ py::tuple plan_binding(std::optional<std::string> tables_json,
                        std::vector<std::string> no_split, const std::string& sharding_types,
                        std::vector<int> split_dims, const py::dict& planner, bool explain,
                        const std::string& replan_from, int max_moves, const std::string& reserve,
-                       const std::string& optimizer, const std::string& task, py::object log) {
+                       const std::string& optimizer, const std::string& task, int devices_per_host,
+                       double inter_host_gbps, double inter_host_latency_us, py::object log) {
   Tables tables{std::move(tables_json), std::move(tables_path), source, profile, batch_size};
   PlanRequest r;
   r.devices = devices;
@@ -193,6 +194,7 @@ py::tuple plan_binding(std::optional<std::string> tables_json,
   r.max_moves = max_moves;
   r.reserve = StorageReserve::parse(reserve, "reserve");
   set_step(r, task, optimizer, "task", "optimizer");
+  r.topology = Topology{devices_per_host, inter_host_gbps, inter_host_latency_us};
   const PlanTexts t = plan(tables, std::move(r), std::move(log));
   return py::make_tuple(t.plan_json, t.report, t.report_per_table, t.explain);
 }
@@ -232,7 +234,9 @@ PYBIND11_MODULE(_embshard, m) {
         py::arg("split_dims") = std::vector<int>{}, py::arg("planner") = py::dict(),
         py::arg("explain") = false, py::arg("replan_from") = "",
         py::arg("max_moves") = std::numeric_limits<int>::max(), py::arg("reserve") = "15%",
-        py::arg("optimizer") = "", py::arg("task") = "training", py::arg("log") = py::none(),
+        py::arg("optimizer") = "", py::arg("task") = "training", py::arg("devices_per_host") = 0,
+        py::arg("inter_host_gbps") = 0.0, py::arg("inter_host_latency_us") = 0.0,
+        py::arg("log") = py::none(),
         "Plans tables (table-spec JSON text, a table-spec file or workload folder, or neither: "
         "the built-in default workload) without the GIL; returns (plan JSON, report, report "
         "with a row per table, explanation). log(kind, text) receives notes and progress.");

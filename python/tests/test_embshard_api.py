@@ -79,6 +79,31 @@ class SixTables(unittest.TestCase):
             with self.assertRaisesRegex(embshard.EmbshardError, message):
                 plan_six(cost_model="analytic", **bad)
 
+    def test_hosts_are_priced_and_carried(self):
+        p = plan_six(cost_model="analytic", explain=False, devices_per_host=8,
+                     inter_host_gbps=12.5)
+        self.assertEqual(p.json["topology"]["devices_per_host"], 8)
+        self.assertIn("hosts: 2 hosts of 8 devices, 12.5 GB/s between hosts", p.report())
+        self.assertNotIn("topology", plan_six(cost_model="analytic", explain=False).json)
+        # TorchRec's placements name each host's own GPUs.
+        handed = p.to_torchrec("m", as_dicts=True)["m"]
+        for table in handed.values():
+            for shard in table["shards"] or []:
+                rank = int(shard["placement"].split("/")[0].split(":")[1])
+                self.assertEqual(shard["placement"], f"rank:{rank}/cuda:{rank % 8}")
+        bad = copy.deepcopy(p.json)
+        bad["topology"]["devices_per_host"] = 16
+        with self.assertRaisesRegex(embshard.EmbshardError, "topology.devices_per_host"):
+            embshard.Plan(bad)
+        for bad, message in ((dict(devices_per_host=8), "give inter_host_gbps"),
+                             (dict(devices_per_host=0, inter_host_gbps=1), "devices_per_host is 0"),
+                             (dict(devices_per_host=8, inter_host_gbps="fast"),
+                              "inter_host_gbps is 'fast'"),
+                             (dict(devices_per_host=8, inter_host_gbps=1,
+                                   inter_host_latency_us=-1), "inter_host_latency_us is -1")):
+            with self.assertRaisesRegex(embshard.EmbshardError, message):
+                plan_six(cost_model="analytic", explain=False, **bad)
+
     def test_inference_plans_quantized_tables_with_weights_only(self):
         tables = copy.deepcopy(SIX_TABLES["tables"])
         tables[0]["data_type"], tables[1]["data_type"] = "int8", "INT4"

@@ -38,7 +38,7 @@ namespace {
 
 using nlohmann::json;
 
-PlanTask make_eval_task(const Workload& pool, const EvalTask& t, int devices,
+PlanTask make_eval_task(const Workload& pool, const EvalTask& t, const EvalOptions& o,
                         std::shared_ptr<PieceStats> piece_stats) {
   std::vector<TableSpec> tables;
   for (size_t k = 0; k < t.tables.size(); ++k) {
@@ -49,7 +49,8 @@ PlanTask make_eval_task(const Workload& pool, const EvalTask& t, int devices,
   // Feasible under any allowed type: each algorithm's own types are checked
   // when it plans.
   PlanTask task = make_task(std::move(tables), pool.batch_size,
-                            device_capacities(devices, t.mem_cap_bytes, {}), {});
+                            device_capacities(o.devices, t.mem_cap_bytes, {}), {});
+  task.topology = o.topology;
   task.source_table = t.tables;
   task.piece_stats = std::move(piece_stats);
   return task;
@@ -92,6 +93,17 @@ struct Measured {
 // its planner's best plans measured on `selection`. Error where it finds none.
 PlanResult plan_algo(const AlgoSpec& algo, const PlanTask& task, const EvalOptions& o,
                      const CostModel& model, const CostModel* selection) {
+  if (algo.flat) {
+    AlgoSpec one_host = algo;
+    one_host.flat = false;
+    PlanTask flat = task;
+    flat.topology = Topology{};
+    PlanResult r = plan_algo(one_host, flat, o, model, selection);
+    ShardCosts costs(task, model);  // the plan on the hosts it runs on
+    r.predicted = predict_plan(task, r.plan, costs);
+    r.bound = lower_bound(task, costs);
+    return r;
+  }
   const std::string base = verified_base(algo.name);
   if (base.empty()) return plan_task(task, algo.name, algo.planner, model);
   auto planner = create_planner(base, algo.planner);
@@ -473,15 +485,17 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
     m = measuring_models(o, mo, model, pool, verified, comm, comm_source, comm_probe, raw_comm,
                          header, reporter);
   }
+  if (o.topology.hierarchical(o.devices)) header["topology"] = o.topology.str(o.devices);
   // The task file's content, not only its path: a task file made again at the
   // same path must not resume on the old one's records.
   header["tasks_crc32"] = fmt::format("{:08x}", file_crc32(o.tasks_path));
-  RecordFile out(o.out_path, header,
-                 {"format", "version", "machine", "tasks", "tasks_crc32", "pool", "devices", "algos", "sharding_types",
-                  "cost_model", "model_dir", "threads", "comm", "predict_only", "executor",
-                  "comm_passes", "compute_passes", "raw_clock", "verify_candidates",
-                  "verify_rounds", "verify_passes", "verify_rivals", "verify_leaders",
-                  "verify_tables"});
+  RecordFile out(
+      o.out_path, header,
+      {"format",        "version",       "machine",        "tasks",          "tasks_crc32",
+       "pool",          "devices",       "topology",       "algos",          "sharding_types",
+       "cost_model",    "model_dir",     "threads",        "comm",           "predict_only",
+       "executor",      "comm_passes",   "compute_passes", "raw_clock",      "verify_candidates",
+       "verify_rounds", "verify_passes", "verify_rivals",  "verify_leaders", "verify_tables"});
   if (out.dropped_bytes() > 0) {
     reporter.note(fmt::format("eval: dropped a torn last record ({} bytes) from {}",
                               out.dropped_bytes(), o.out_path));
@@ -492,7 +506,7 @@ std::vector<json> run_eval(const EvalOptions& o, Reporter& reporter,
   for (size_t i = done; i < tasks.size(); ++i) {
     PlanTask task;
     try {
-      task = make_eval_task(pool, tasks[i], o.devices, piece_stats);
+      task = make_eval_task(pool, tasks[i], o, piece_stats);
     } catch (const Error& e) {
       // The same task file serves any device count: a task too big for this
       // many devices is recorded and left out of the summary, not fatal.

@@ -29,6 +29,7 @@ class MpiCommModel : public CommModel {
                bool raw, std::shared_ptr<int64_t> measurements)
       : dog_(dog), timing_(timing), ranks_(ranks), reference_ms_(reference_ms), raw_(raw),
         measurements_(std::move(measurements)) {}
+  bool measures_network() const override { return true; }
   std::string name() const override {
     return fmt::format("MPI collectives, {} ranks{}", ranks_, raw_ ? ", raw clock" : "");
   }
@@ -144,6 +145,11 @@ RootSetup set_up_root(const EvalOptions& o, int n, Reporter& reporter) {
   r.references = comm_references_in(o.out_path, n);
   if (!r.references.empty()) {
     r.reference_source = "the resumed file's";
+  } else if (o.topology.hierarchical(n)) {
+    // The model's reference exchange ran on one host: against it the links
+    // between hosts would be normalized away.
+    reporter.note(
+        fmt::format("eval: timing the reference exchange now, on the {}", o.topology.str(n)));
   } else if (m.reference != EvalMeasurement::Reference::kNow) {
     const ReferenceScale scale = model_reference_scale(o.cost_model, o.model_dir,
                                                        /*executor=*/"", n, r.timing.batch);

@@ -42,10 +42,15 @@ AlgoSpec parse_algo_spec(const std::string& spec, const EvalOptions& run) {
       const std::string key = option.substr(0, eq);
       const bool verify_option =
           key == "verify-tables" || key == "candidates" || key == "rounds" || key == "leaders";
-      ES_CHECK(key == "uncertainty" || verify_option,
-               "--algos {}: '{}' is not an option (they are: uncertainty=U, and on a +verify "
-               "item verify-tables, candidates=N, rounds=N and leaders=N)",
+      ES_CHECK(key == "uncertainty" || key == "flat" || verify_option,
+               "--algos {}: '{}' is not an option (they are: uncertainty=U, flat, and on a "
+               "+verify item verify-tables, candidates=N, rounds=N and leaders=N)",
                spec, option);
+      if (key == "flat") {
+        ES_CHECK(eq == std::string::npos, "--algos {}: flat takes no value", spec);
+        out.flat = true;
+        continue;
+      }
       ES_CHECK(!verify_option || verified, "--algos {}: {} is an option of the +verify algorithms",
                spec, key);
       if (key == "verify-tables") {
@@ -101,6 +106,7 @@ bool check_eval_options(const EvalOptions& o, bool comm_measured) {
   ES_CHECK(!o.algos.empty(), "eval: --algos is empty");
   check_no_repeated_algos(o.algos, "eval");
   ES_CHECK(o.devices >= 1, "eval: --devices is {}, must be at least 1", o.devices);
+  check_topology(o.topology, o.devices);
   bool verified = false;
   for (const std::string& spec : o.algos) {  // unknown names fail now
     const AlgoSpec algo = parse_algo_spec(spec, o);

@@ -334,6 +334,18 @@ PlanFileDevice read_device(const Reader& r, const json& j, const std::string& wh
   return d;
 }
 
+Topology read_topology(const Reader& r, const json& j, int num_devices) {
+  const std::string where = "topology";
+  Topology t;
+  t.devices_per_host =
+      static_cast<int>(r.integer_at(j, where, "devices_per_host", 1, num_devices - 1));
+  t.inter_host_gbps = r.non_negative_at(j, where, "inter_host_gbps");
+  t.inter_host_latency_us = r.non_negative_at(j, where, "inter_host_latency_us");
+  ES_CHECK(t.inter_host_gbps > 0, "{}: field 'topology.inter_host_gbps' is {}, must be more than 0",
+           r.source(), t.inter_host_gbps);
+  return t;
+}
+
 PlanFilePrediction read_prediction(const Reader& r, const json& top, int num_devices) {
   const std::string where = "predicted";
   const json& j = r.member(top, "", where);
@@ -481,6 +493,7 @@ PlanFile read_plan(const Reader& r, const json& j) {
              fmt::join(names, " or "));
     p.step = static_cast<StepKind>(it - names.begin());
   }
+  if (j.contains("topology")) p.topology = read_topology(r, j["topology"], p.num_devices);
   p.predicted = read_prediction(r, j, p.num_devices);
   for (int d = 0; d < p.num_devices; ++d) {
     ES_CHECK(p.predicted.devices[d].memory_bytes <= p.device_memory_bytes[d],

@@ -65,6 +65,17 @@ void add_floors(const PlanTask& task, const Plan& plan, const Bandwidths& b, Pla
           b.link_gbps);
     }
   }
+  // The host's link carries its devices' traffic to other hosts, forward and back.
+  if (task.topology.hierarchical(task.num_devices())) {
+    std::vector<double> dims;
+    for (const DeviceCosts& c : p.devices) dims.push_back(c.dim_sum);
+    const HostBytes host = alltoall_host_bytes(task.topology, dims, task.batch_size);
+    for (int d = 0; d < task.num_devices(); ++d) {
+      const int h = task.topology.host_of(d);
+      p.devices[d].comm_floor_ms = std::max(
+          p.devices[d].comm_floor_ms, floor_ms(2 * host.busiest(h), task.topology.inter_host_gbps));
+    }
+  }
 }
 
 }  // namespace
@@ -73,6 +84,7 @@ ShardCosts::ShardCosts(const PlanTask& task, const CostModel& model)
     : task_(task), model_(model) {
   ES_CHECK(model_.compute && model_.comm, "cost model '{}' lacks its {} model", model_.name,
            model_.compute ? "communication" : "compute");
+  model_.comm = with_topology(model_.comm, task.topology, task.batch_size, task.num_devices());
 }
 
 TableFeatures shard_features(const PlanTask& task, const Shard& s) {

@@ -192,6 +192,11 @@ nlohmann::json plan_to_json(const PlanTask& task, const PlanResult& r) {
   j["device_memory_bytes"] = task.device_mem_bytes;
   if (!task.reserved_bytes.empty()) j["device_reserved_bytes"] = task.reserved_bytes;
   j["task"] = step_kind_names()[static_cast<size_t>(task.step)];
+  if (task.topology.hierarchical(task.num_devices())) {
+    j["topology"] = {{"devices_per_host", task.topology.devices_per_host},
+                     {"inter_host_gbps", task.topology.inter_host_gbps},
+                     {"inter_host_latency_us", task.topology.inter_host_latency_us}};
+  }
   // How a shard's bytes follow from its shape: readers check each device's
   // shards against its capacity with it.
   j["memory_model"] = {{"optimizer_bytes_per_row", task.memory.optimizer_bytes_per_row},
@@ -468,6 +473,7 @@ std::string plan_report(const PlanTask& task, const PlanResult& r, bool per_tabl
   std::string out;
   if (per_table) add_table_rows(task, r, out);
   out += device_rows(task, r, per_table);
+  out += host_report(task, r.predicted);
   out += fmt::format(
       "plan {} with cost model {}: {} on {}, batch {}\n"
       "cost model measured on: {}\n"

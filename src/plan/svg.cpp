@@ -51,6 +51,24 @@ std::vector<std::string> wrapped(const std::string& s, size_t chars) {
 }
 
 // A device's physical floor: a black line across its bar.
+// Hosts of `t` over `n` device columns `step` wide: a line between each two
+// down to `bottom`, and their numbers where a host is wide enough for one.
+std::string host_marks(const Topology& t, int n, double step, double bottom) {
+  std::string s;
+  for (int h = 0; t.hierarchical(n) && h < t.num_hosts(n); ++h) {
+    const double x = kLeft + h * t.devices_per_host * step;
+    if (h > 0) {
+      s += fmt::format(
+          "<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#999\"/>\n", x, kTop,
+          x, bottom);
+    }
+    if (t.devices_per_host * step >= 40) {
+      s += text(x + 3, kTop + 10, fmt::format("host {}", h), "start", 9);
+    }
+  }
+  return s;
+}
+
 std::string floor_mark(double x, double width, double y, int device, double floor_ms) {
   return fmt::format(
       "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
@@ -96,8 +114,10 @@ std::string plan_svg(const PlanTask& task, const PlanResult& r) {
   // The caption under the plot, wrapped to the picture's width.
   std::vector<std::string> caption;
   const auto chars = static_cast<size_t>((width - 20) / text_width("x", 10));
-  for (const std::string& part :
-       {"cost model: " + r.cost_model, sharding_type_summary(task, r.plan)}) {
+  std::vector<std::string> parts = {"cost model: " + r.cost_model,
+                                    sharding_type_summary(task, r.plan)};
+  if (task.topology.hierarchical(n)) parts.push_back("hosts: " + task.topology.str(n));
+  for (const std::string& part : parts) {
     for (std::string& line : wrapped(part, chars)) caption.push_back(std::move(line));
   }
   constexpr int kCaptionLine = 13;
@@ -152,6 +172,7 @@ std::string plan_svg(const PlanTask& task, const PlanResult& r) {
                           task.device_mem_bytes[d] / 1e9, 100 * frac));
     if (n <= 32 || d % (n / 16) == 0) s += text(x + bar / 2, mem_base + 14, std::to_string(d), "middle", 11);
   }
+  s += host_marks(task.topology, n, step, mem_base);
   s += text(kLeft - 8, mem_base - kMemHeight / 2, "memory", "end", 11);
   s += text(kLeft + step * n / 2, mem_base + 32, "device (* critical)", "middle", 12);
   s += "</svg>\n";

@@ -51,6 +51,7 @@ PlanTask planning_task(const PlanRequest& r, Reporter& reporter) {
   PlanTask task = make_task(r.workload.tables, r.workload.batch_size, std::move(capacity),
                             r.constraints, memory, r.step);
   task.reserved_bytes = std::move(reserved);
+  task.topology = r.topology;
   return task;
 }
 
@@ -70,6 +71,7 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
   ES_CHECK(r.devices <= kMaxDevices, "--devices is {}, past the {} embshard plans for",
            r.devices, kMaxDevices);
   check_table_sizes(r.workload.tables, r.step);
+  check_topology(r.topology, r.devices);
   // Fail on a bad name before any work.
   auto planner = create_planner(r.algo, r.planner);
   check_policy_use(r.algo, r.planner);
@@ -96,10 +98,12 @@ PlanOutcome plan_workload(const PlanRequest& r, Reporter& reporter) {
     model_options.workload_dir = r.workload.dir;
   }
   const CostModel model = open_cost_model(r.cost_model, model_options, reporter);
-  reporter.note(fmt::format("plan: {} from {}; {}; {} against the {} cost model",
-                            count_of(out.task.num_tables(), "table"), r.workload.source,
-                            count_of(out.task.num_devices(), "device"),
-                            r.algo, model.name));
+  reporter.note(
+      fmt::format("plan: {} from {}; {}{}; {} against the {} cost model",
+                  count_of(out.task.num_tables(), "table"), r.workload.source,
+                  count_of(out.task.num_devices(), "device"),
+                  r.topology.hierarchical(r.devices) ? " on " + r.topology.str(r.devices) : "",
+                  r.algo, model.name));
   const VerifyOptions& v = r.verify;
   if (v.candidates == 0) {
     out.result = make_plan(*planner, out.task, model);

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "embshard/eval/eval.h"
+#include "embshard/util/record_file.h"
+#include "embshard/util/reporter.h"
 #include "embshard/util/error.h"
 #include "eval_test_util.h"
 
@@ -48,17 +50,20 @@ TEST(Eval, AlgoSpecsCarryTheirOwnOptions) {
   EXPECT_EQ(e.verify.candidates, 2);
   EXPECT_EQ(e.verify.rounds, 1);
   EXPECT_EQ(e.verify.leaders, 0);
+  // Searched on one host, measured on the run's hosts.
+  EXPECT_TRUE(parse_algo_spec("neuroshard:flat", run).flat);
+  EXPECT_FALSE(parse_algo_spec("neuroshard", run).flat);
   const AlgoSpec f = parse_algo_spec("neuroshard+verify:leaders=1", run);
   EXPECT_EQ(f.verify.candidates, run.verify.candidates);
   EXPECT_EQ(f.verify.rounds, 3);
   EXPECT_EQ(f.verify.leaders, 1);
   for (const std::string bad :
        {"neuroshard:uncertainty=", "neuroshard:uncertainty=0.1x", "neuroshard:uncertainty=-0.1",
-        "neuroshard:beam=3", "neuroshard:", "neuroshard:verify-tables",
+        "neuroshard:beam=3", "neuroshard:", "neuroshard:flat=1", "neuroshard:verify-tables",
         "neuroshard+verify:verify-tables:", "neuroshard+verify:verify-tables=1",
-        "neuroshard:candidates=2", "neuroshard+verify:candidates=0",
-        "neuroshard+verify:candidates", "neuroshard+verify:rounds=1.5",
-        "neuroshard+verify:leaders=-1", "neuroshard+verify:rounds=101"}) {
+        "neuroshard:candidates=2", "neuroshard+verify:candidates=0", "neuroshard+verify:candidates",
+        "neuroshard+verify:rounds=1.5", "neuroshard+verify:leaders=-1",
+        "neuroshard+verify:rounds=101"}) {
     const std::string e = testing::error_of([&] { parse_algo_spec(bad, run); });
     EXPECT_NE(e.find("--algos " + bad + ":"), std::string::npos) << e;
   }
@@ -72,6 +77,42 @@ TEST(Eval, AlgoSpecsCarryTheirOwnOptions) {
       << rounds;
   run.algos = {"neuroshard+verify"};
   EXPECT_TRUE(testing::error_of([&] { check_eval_options(run, false); }).empty());
+}
+
+// On hosts, every plan is predicted on them; `:flat` searches without them.
+// Both cost at least what a one-host run predicts for them, and the search
+// that sees the hosts predicts no worse than the one that does not.
+TEST(Eval, HostsPriceEveryPlanAndFlatSearchesWithout) {
+  ScratchDir dir("eval_hosts");
+  EvalOptions o;
+  o.tasks_path = testing::make_tasks(dir);
+  o.algos = {"neuroshard", "neuroshard:flat"};
+  o.devices = 4;
+  o.topology = Topology{2, 1e-3, 0};
+  o.cost_model = "analytic";
+  o.out_path = dir.file("hosts.jsonl");
+  o.predict_only = true;
+  const auto hosts = run_eval(o, silent_reporter());
+  o.topology = Topology{};
+  o.out_path = dir.file("flat.jsonl");
+  const auto flat = run_eval(o, silent_reporter());
+  ASSERT_EQ(hosts.size(), flat.size());
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    const nlohmann::json& h = hosts[i]["algos"];
+    EXPECT_LE(h["neuroshard"]["predicted_ms"].get<double>(),
+              h["neuroshard:flat"]["predicted_ms"].get<double>() * 1.0001);
+    EXPECT_GT(h["neuroshard:flat"]["predicted_ms"].get<double>(),
+              flat[i]["algos"]["neuroshard:flat"]["predicted_ms"].get<double>());
+    // Without hosts, :flat is the search itself.
+    EXPECT_EQ(flat[i]["algos"]["neuroshard:flat"]["predicted_ms"],
+              flat[i]["algos"]["neuroshard"]["predicted_ms"]);
+  }
+  nlohmann::json header;
+  RecordFile::read_all(dir.file("hosts.jsonl"), &header, nullptr);
+  EXPECT_EQ(header["topology"], "2 hosts of 2 devices, 0.001 GB/s between hosts");
+  o.topology = Topology{2, 0, 0};
+  EXPECT_NE(testing::error_of([&] { check_eval_options(o, false); }).find("--inter-host-gbps"),
+            std::string::npos);
 }
 
 TEST(Eval, CliRejectsUnknownAlgorithm) {

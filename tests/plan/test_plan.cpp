@@ -145,7 +145,6 @@ ToyPlan toy_plan() {
 
 TEST(PlanJson, HasTorchRecShapeAndPredictions) {
   const ToyPlan toy = toy_plan();
-  const PlanTask& task = toy.task;
   const nlohmann::json& j = toy.json;
   for (const char* key : {"format", "version", "algorithm", "cost_model", "batch_size",
                           "num_devices", "device_memory_bytes", "tables", "table_order",

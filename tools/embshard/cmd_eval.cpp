@@ -139,6 +139,7 @@ void add_eval_command(CLI::App& app) {
                   "Algorithms: " + planner_choices() + ", each also as NAME" + kVerifySuffix +
                       " (its best plans measured, the fastest kept), "
                       "NAME:uncertainty=U (its own --expert uncertainty), "
+                      "NAME:flat (searched on one host, measured on the hosts), "
                       "NAME+verify:verify-tables, :candidates=N, :rounds=N, :leaders=N (its own "
                       "--expert verify-tables, --verify-candidates, --verify-rounds, "
                       "--verify-leaders) and "
@@ -146,6 +147,7 @@ void add_eval_command(CLI::App& app) {
   CLI::Option* devices =
       eval->add_option("--devices", o.devices, "Devices (under mpirun: the ranks)")
           ->capture_default_str();
+  add_topology_options(eval, o.topology);
   eval->add_option("--cost-model", o.cost_model, "Cost model: " + one_of(cost_model_names()))
       ->capture_default_str();
   eval->add_option("--model", o.model_dir, "Neural model directory (default: models/neural)");

@@ -152,6 +152,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--profile", a->profile, "Synthetic profile assumed where --tables omits "
                   "pooling factors or histograms")->capture_default_str();
   cmd->add_option("--devices", r.devices, "Number of devices")->required();
+  add_topology_options(cmd, r.topology);
   cmd->add_option("--task", a->task,
                   "The step planned: training, or inference (the forward alone: weights only, "
                   "int8 and int4 tables allowed)")

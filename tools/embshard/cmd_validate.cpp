@@ -33,6 +33,7 @@ struct ValidateArgs {
   bool raw = false;
   std::string workload_dir;
   RankingOptions ranking_options;
+  Topology hosts;  // a comm file's ranks as hosts
 };
 
 void print_ranking(const json& r) {
@@ -147,7 +148,7 @@ void run_validate(const ValidateArgs& args) {
       stderr_reporter().note("validate: against the records' raw medians, as the model was "
                              "trained (--raw implied)");
     }
-    v = validate_on_file(model, args.model_dir, args.data_path, stderr_reporter(), raw);
+    v = validate_on_file(model, args.model_dir, args.data_path, stderr_reporter(), raw, args.hosts);
     out = v.figures;
     out["ground_truth"] = ground_truth_label(!raw);
     if (!args.plot_dir.empty()) {
@@ -193,6 +194,7 @@ void add_validate_command(CLI::App& app) {
   cmd->add_flag("--raw", args->raw,
                 "Judge against the records' raw medians (a dedicated device; implied for a model "
                 "trained on them)");
+  add_topology_options(cmd, args->hosts);
   cmd->add_option("--plot-dir", args->plot_dir, "Also write report.md/json and SVG plots here");
   cmd->callback([args] {
     if (args->model_dir.empty()) args->model_dir = neural_model_dir("");  // the shipped models

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "embshard/cost/topology.h"
 #include "embshard/kernel/executor.h"
 #include "embshard/search/planner.h"
 #include "embshard/util/error.h"
@@ -66,6 +67,20 @@ inline CLI::Option* add_thread_cpu_time_flag(CLI::App* cmd, bool& on) {
   return cmd->add_flag("--thread-cpu-time", on,
                        "cpu: time steps by the thread's CPU time, not the wall clock (waits for a "
                        "core not counted; 1 thread)");
+}
+
+// --devices-per-host, --inter-host-gbps, --inter-host-latency-us: the
+// devices' hosts (cost/topology.h); checked against the device count by
+// check_topology.
+inline void add_topology_options(CLI::App* cmd, Topology& t) {
+  cmd->add_option("--devices-per-host", t.devices_per_host,
+                  "Devices on each host, in order (0: all on one host)")
+      ->capture_default_str();
+  cmd->add_option("--inter-host-gbps", t.inter_host_gbps,
+                  "Each host's link to the others, GB/s each way (needed with hosts)");
+  cmd->add_option("--inter-host-latency-us", t.inter_host_latency_us,
+                  "Latency of an exchange that crosses hosts, us")
+      ->capture_default_str();
 }
 
 // A size in bytes, given as bytes or with a unit ("40GB", "512MiB").

@@ -65,6 +65,9 @@ class CommModel {
   // spread: what lets the search abandon a placement before it is complete.
   // 0 unless the model can prove a higher one.
   virtual double floor_ms(double /*total_dims*/, int /*devices*/) const { return 0.0; }
+  // Whether its figures are timed on the network itself (under mpirun), whose
+  // hosts they then include: with_topology (cost/topology.h) adds none.
+  virtual bool measures_network() const { return false; }
 };
 
 }  // namespace embshard

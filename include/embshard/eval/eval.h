@@ -80,7 +80,8 @@ struct EvalMeasurement {
   // at the start; kAnchors fits the compute scale on anchor shards priced by
   // the neural model (cost/anchors.h: on any machine, however busy), the
   // exchanges' as kModel. A resumed run keeps its file's; where the model
-  // records none, the run measures them and its header says so.
+  // records none, or the run has hosts (the model's exchange ran on one),
+  // the run measures the exchange's and its header says so.
   enum class Reference { kModel, kNow, kAnchors } reference = Reference::kModel;
   // Seconds of reference-probe runs the measured compute's quiet time comes
   // from (once per output file; a resumed run keeps the file's).
@@ -108,6 +109,11 @@ struct EvalOptions {
   std::string tasks_path;
   std::vector<std::string> algos;
   int devices = 4;
+  // The devices' hosts: what every plan is searched and predicted on (an
+  // algorithm's `flat` option searches on one host). Under mpirun the
+  // exchanges are timed on the network as it is: run eval then under
+  // scripts/emulated_hosts.sh with the same hosts.
+  Topology topology;
   std::string cost_model = "neural";
   std::string model_dir;  // "": the shipped models
   std::string out_path;   // records (JSON lines)
@@ -134,7 +140,7 @@ struct EvalOptions {
 // An --algos item: NAME[:OPTION...][@TYPE+TYPE...], e.g.
 // "neuroshard:uncertainty=0.1@table_wise+column_wise": the algorithm, its
 // sharding types (without '@': the run's) and its options (the run's, with
-// the item's own: uncertainty=U; on a +verify item also verify-tables,
+// the item's own: uncertainty=U, flat; on a +verify item also verify-tables,
 // candidates=N, rounds=N and leaders=N). Error naming the item on an
 // unknown type or option or a value out of range.
 struct AlgoSpec {
@@ -143,6 +149,9 @@ struct AlgoSpec {
   PlannerOptions planner;
   // A +verify algorithm's: measure_tables, candidates, rounds, leaders.
   VerifyOptions verify;
+  // Searched as if every device were on one host; predicted and measured on
+  // the run's hosts (what a search that ignores them gives).
+  bool flat = false;
 };
 AlgoSpec parse_algo_spec(const std::string& spec, const EvalOptions& run);
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "embshard/cost/topology.h"
 #include "embshard/kernel/tbe.h"
 #include "embshard/workload/table.h"
 
@@ -123,6 +124,7 @@ struct PlanTask {
   std::vector<TableSpec> tables;
   int64_t batch_size = 0;
   std::vector<int64_t> device_mem_bytes;  // capacity of each device
+  Topology topology;                      // the devices' hosts (default: one)
   MemoryModel memory;
   StepKind step = StepKind::kTraining;
   SplitRule split;

@@ -82,6 +82,7 @@ struct PlanFile {
   bool has_memory_model = false;
   MemoryModel memory;
   StepKind step = StepKind::kTraining;  // the file's `task` (absent: training)
+  Topology topology;                    // the file's `topology` (absent: one host)
   // In the file's `table_order` (the task's order); by name where a file has
   // no `table_order`.
   std::vector<PlanFileTable> tables;

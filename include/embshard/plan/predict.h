@@ -28,6 +28,8 @@ namespace embshard {
 // measured on its own lookups; else a row piece keeps its table's reuse
 // histograms and scales the pooling factor by its share of the lookups
 // (PlanTask::lookup_share), and a replica by its 1/N slice of the batch.
+// Its model's communication is the given one with the task's hosts
+// (with_topology): what every search and prediction of the task prices.
 class ShardCosts {
  public:
   ShardCosts(const PlanTask& task, const CostModel& model);
@@ -75,7 +77,8 @@ struct DeviceCosts {
   double input_bytes = 0, output_bytes = 0;
   // Physical floors (cost/floor.h; 0 where the model set gives no bandwidth):
   // its shards' fused work bytes over the memory bandwidth, and the busier
-  // direction of its pooled all-to-all, forward and backward, over the link's.
+  // direction of its pooled all-to-all, forward and backward, over the link's
+  // (with hosts, or its host's over the inter-host link, whichever is more).
   double compute_floor_ms = 0, comm_floor_ms = 0;
   double total_ms() const { return compute_ms + fwd_comm_ms + bwd_comm_ms; }
 };

@@ -91,6 +91,21 @@ nlohmann::json iteration_trace(const PlanTask& task, const Plan& plan, const Pla
 // `per_table`, one row per table as well.
 std::string plan_report(const PlanTask& task, const PlanResult& result, bool per_table);
 
+// One host of a task with hosts (cost/topology.h) under a prediction: its
+// devices, the slowest of them, and what crosses its link to the other hosts
+// (the pooled all-to-all's bytes forward; the link's ms with the collectives').
+struct HostSummary {
+  int first_device = 0, last_device = 0, slowest_device = 0;
+  int64_t memory_bytes = 0;
+  double dim_sum = 0;
+  double a2a_out_bytes = 0, a2a_in_bytes = 0;
+  double inter_host_fwd_ms = 0, inter_host_bwd_ms = 0;
+};
+std::vector<HostSummary> host_summaries(const PlanTask& task, const PlanPrediction& p);
+// The report's table by host ("" for one host); past 32 hosts, the 16 with
+// the slowest devices.
+std::string host_report(const PlanTask& task, const PlanPrediction& p);
+
 // Per-device stacked cost bars (compute, fwd comm, bwd comm) and memory use.
 std::string plan_svg(const PlanTask& task, const PlanResult& result);
 // "sharding types: 40 table_wise, 2 row_wise, 1 data_parallel" (TorchRec's

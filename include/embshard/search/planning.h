@@ -22,6 +22,7 @@ class Reporter;
 struct PlanRequest {
   Workload workload;  // the tables and their batch; `source` names them in notes
   int devices = 0;
+  Topology topology;  // the devices' hosts (default: one)
   // Memory: one figure for every device, or one per device; neither: a default
   // (default_device_capacity) that the reporter is told about.
   int64_t mem_per_device_bytes = 0;

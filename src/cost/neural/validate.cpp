@@ -159,8 +159,8 @@ FileValidation validate_compute(const NeuralModel& model, const std::string& pat
   return v;
 }
 
-FileValidation validate_comm(const NeuralModel& model, const std::string& path,
-                             Reporter& reporter, bool raw) {
+FileValidation validate_comm(const NeuralModel& model, const std::string& path, Reporter& reporter,
+                             bool raw, const Topology& hosts) {
   ES_CHECK(model.has_comm,
            "{}: a comm file, but the model has no communication networks (it was trained "
            "without --comm)",
@@ -177,8 +177,12 @@ FileValidation validate_comm(const NeuralModel& model, const std::string& path,
   v.skipped_bad_records = data.problems.size();
   std::vector<std::pair<int, int>> items;
   for (size_t r = 0; r < data.records.size(); ++r) items.emplace_back(0, static_cast<int>(r));
-  comm_comparisons(model, files, items, "", fmt::format(", {} devices", data.num_devices),
-                   v.comparisons);
+  check_topology(hosts, data.num_devices);
+  comm_comparisons(
+      model, files, items, "",
+      fmt::format(", {} devices{}", data.num_devices,
+                  hosts.hierarchical(data.num_devices) ? " on " + hosts.str(data.num_devices) : ""),
+      v.comparisons, hosts, true);
   return v;
 }
 
@@ -268,31 +272,49 @@ std::vector<Comparison> breakdown_comparisons(const ComputeData& data,
 
 void comm_comparisons(const NeuralModel& model, const std::vector<CommData>& files,
                       const std::vector<std::pair<int, int>>& items, const std::string& suffix,
-                      const std::string& title_suffix, std::vector<Comparison>& out) {
+                      const std::string& title_suffix, std::vector<Comparison>& out,
+                      const Topology& hosts, bool slowest) {
   Comparison fwd{"comm_fwd" + suffix, "comm forward" + title_suffix, {}, {}};
   Comparison bwd{"comm_bwd" + suffix, "comm backward" + title_suffix, {}, {}};
+  Comparison fwd_max{"comm_fwd_slowest" + suffix, "- slowest device's", {}, {}, false};
+  Comparison bwd_max{"comm_bwd_slowest" + suffix, "- slowest device's", {}, {}, false};
+  const auto max_of = [](const std::vector<double>& v) { return *std::ranges::max_element(v); };
   for (const auto& [f, r] : items) {
     const CommRecord& rec = files[f].records[r];
     std::vector<double> pf(rec.dim_sums.size()), pb(rec.dim_sums.size());
     predict_comm_ms(model, rec.dim_sums, rec.delays_ms, pf, pb, files[f].batch_size);
+    add_host_level(hosts, files[f].batch_size, rec.dim_sums, rec.delays_ms, pf, pb);
     fwd.predicted.insert(fwd.predicted.end(), pf.begin(), pf.end());
     fwd.measured.insert(fwd.measured.end(), rec.fwd_ms.begin(), rec.fwd_ms.end());
     bwd.predicted.insert(bwd.predicted.end(), pb.begin(), pb.end());
     bwd.measured.insert(bwd.measured.end(), rec.bwd_ms.begin(), rec.bwd_ms.end());
+    if (!slowest || pf.empty()) continue;
+    fwd_max.predicted.push_back(max_of(pf));
+    fwd_max.measured.push_back(max_of(rec.fwd_ms));
+    bwd_max.predicted.push_back(max_of(pb));
+    bwd_max.measured.push_back(max_of(rec.bwd_ms));
   }
   out.push_back(std::move(fwd));
+  if (slowest) out.push_back(std::move(fwd_max));
   out.push_back(std::move(bwd));
+  if (slowest) out.push_back(std::move(bwd_max));
 }
 
 FileValidation validate_on_file(const NeuralModel& model, const std::string& model_dir,
-                                const std::string& path, Reporter& reporter, bool raw) {
+                                const std::string& path, Reporter& reporter, bool raw,
+                                const Topology& hosts) {
   const CostDataKind kind = detect_cost_data_kind(path);
-  FileValidation v = kind == CostDataKind::kCompute ? validate_compute(model, path, reporter, raw)
-                                                    : validate_comm(model, path, reporter, raw);
+  ES_CHECK(kind == CostDataKind::kComm || hosts.devices_per_host == 0,
+           "{}: a compute file; --devices-per-host is for bench comm files", path);
+  FileValidation v = kind == CostDataKind::kCompute
+                         ? validate_compute(model, path, reporter, raw)
+                         : validate_comm(model, path, reporter, raw, hosts);
   // Top level: compute's figures, or for comm both directions pooled (every
-  // device's fwd and bwd ms); per direction under "fwd" / "bwd".
+  // device's fwd and bwd ms); per direction under "fwd" / "bwd", and each
+  // placement's slowest device under "fwd_slowest" / "bwd_slowest".
   std::vector<double> predicted, measured;
   for (const Comparison& c : v.comparisons) {
+    if (!c.plot) continue;  // the slowest devices: those records again
     predicted.insert(predicted.end(), c.predicted.begin(), c.predicted.end());
     measured.insert(measured.end(), c.measured.begin(), c.measured.end());
   }
@@ -323,9 +345,10 @@ FileValidation validate_on_file(const NeuralModel& model, const std::string& mod
     const std::string key = c.name.substr(v.comparisons.front().name.size() + 1);
     v.figures["breakdown"][key] = to_json(accuracy(c.predicted, c.measured));
   }
-  if (kind == CostDataKind::kComm) {
-    v.figures["fwd"] = to_json(accuracy(v.comparisons[0].predicted, v.comparisons[0].measured));
-    v.figures["bwd"] = to_json(accuracy(v.comparisons[1].predicted, v.comparisons[1].measured));
+  for (const Comparison& c : v.comparisons) {  // "comm_fwd_slowest" -> "fwd_slowest"
+    if (kind == CostDataKind::kComm) {
+      v.figures[c.name.substr(5)] = to_json(accuracy(c.predicted, c.measured));
+    }
   }
   return v;
 }

@@ -14,6 +14,7 @@
 #include "embshard/cost/anchors.h"
 #include "embshard/cost/cost_data.h"
 #include "embshard/cost/neural/model_file.h"
+#include "embshard/cost/topology.h"
 
 namespace embshard {
 
@@ -37,10 +38,14 @@ std::vector<Comparison> breakdown_comparisons(const ComputeData& data,
                                               const std::vector<int>& records,
                                               const Comparison& all);
 // Comm predictions of every device of the given (file, record) items, one
-// comparison per direction ("comm_fwd" + suffix, "comm_bwd" + suffix).
+// comparison per direction ("comm_fwd" + suffix, "comm_bwd" + suffix); with
+// `slowest`, also each record's slowest device ("comm_fwd_slowest" + suffix,
+// ...: what a plan's cost takes). The predictions are on `hosts`
+// (add_host_level; default one host).
 void comm_comparisons(const NeuralModel& model, const std::vector<CommData>& files,
                       const std::vector<std::pair<int, int>>& items, const std::string& suffix,
-                      const std::string& title_suffix, std::vector<Comparison>& out);
+                      const std::string& title_suffix, std::vector<Comparison>& out,
+                      const Topology& hosts = {}, bool slowest = false);
 
 // A compute record the model misses by much: where to look first.
 struct MissedRecord {
@@ -93,7 +98,10 @@ struct FileValidation {
 // header) against the model. Error when the file's batch is not the model's
 // or a comm file meets a model without communication networks.
 // `raw`: judge against the records' raw medians (LoadOptions::raw).
+// A comm file's ranks are predicted on `hosts` (bench comm measured under
+// scripts/emulated_hosts.sh); Error where a compute file is given hosts.
 FileValidation validate_on_file(const NeuralModel& model, const std::string& model_dir,
-                                const std::string& path, Reporter& reporter, bool raw = false);
+                                const std::string& path, Reporter& reporter, bool raw = false,
+                                const Topology& hosts = {});
 
 }  // namespace embshard
