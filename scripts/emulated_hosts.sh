@@ -8,8 +8,9 @@
 #   scripts/emulated_hosts.sh HOSTS DEVICES_PER_HOST GBPS -- COMMAND [ARGS...]
 #
 # runs `mpirun -np HOSTS*DEVICES_PER_HOST COMMAND ARGS...`, rank r on host
-# r / DEVICES_PER_HOST; GBPS 0 leaves the links unshaped (the same layout
-# at the veth's own speed, to compare against). Needs root, iproute2 (ip, tc) and Open MPI; cleans up
+# r / DEVICES_PER_HOST; GBPS 0 leaves the links unshaped (the same layout at
+# the veth's own speed, to compare against). Needs root, iproute2 (ip, tc)
+# and Open MPI; the hosts take 10.77.0.0/24 (one run at a time); cleans up
 # the namespaces and links on exit. What it emulates: per-host link bandwidth
 # and the sharing of one link by a host's devices. What it does not: the
 # latency of a real network (a veth adds microseconds), or the intra-host

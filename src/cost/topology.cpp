@@ -2,6 +2,7 @@
 #include "embshard/cost/topology.h"
 
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 

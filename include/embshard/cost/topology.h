@@ -67,8 +67,9 @@ void add_host_level(const Topology& t, int64_t batch, std::span<const double> di
                     std::span<const double> delays_ms, std::span<double> fwd_ms,
                     std::span<double> bwd_ms);
 
-// The per-host inter-host ms of one iteration, forward and backward (what
-// with_topology adds to each device of the host).
+// Each host's link ms in one iteration, forward and backward: its pooled
+// all-to-all's and its collectives' (under which with_topology keeps each of
+// the host's devices).
 struct HostComm {
   std::vector<double> fwd_ms, bwd_ms;
   HostBytes a2a;  // of the pooled all-to-all, forward (the backward reverses it)
@@ -77,8 +78,8 @@ HostComm host_comm(const Topology& t, int64_t batch, std::span<const double> a2a
                    const CollectiveLoad* collectives);
 
 // `flat` with the inter-host level of `t` at `batch` (flat itself where `t`
-// has one host, or where `flat` measures the network). Its floor adds each host's least inter-host
-// time.
+// has one host, or where `flat` measures the network). Its floor is the
+// larger of the flat floor and twice the least any host's link can take.
 std::shared_ptr<const CommModel> with_topology(std::shared_ptr<const CommModel> flat,
                                                const Topology& t, int64_t batch, int devices);
 
