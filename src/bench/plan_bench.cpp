@@ -98,8 +98,10 @@ PlanTask bench_task(int tables, int devices, const PlanBenchOptions& o) {
                                         largest + 1);
   TaskConstraints constraints;
   constraints.types = o.types;
-  return make_task(std::move(w.tables), w.batch_size, std::vector<int64_t>(devices, cap),
-                   constraints);
+  PlanTask task = make_task(std::move(w.tables), w.batch_size,
+                            std::vector<int64_t>(devices, cap), constraints);
+  task.topology = o.topology;
+  return task;
 }
 
 // One planner's runs at one size: the median search time, the last run's
@@ -136,6 +138,13 @@ PlanBenchRow bench_one(const PlanTask& task, const std::string& model_name, cons
           reset};
 }
 
+// The hosts, as each size has them ("one host" where flat).
+std::string hosts(const Topology& t) {
+  if (t.devices_per_host <= 0) return "one host";
+  return fmt::format("hosts of {} devices, {:g} GB/s and {:g} us between hosts",
+                     t.devices_per_host, t.inter_host_gbps, t.inter_host_latency_us);
+}
+
 }  // namespace
 
 std::vector<PlanBenchRow> run_plan_bench(const PlanBenchOptions& o, Reporter& reporter) {
@@ -144,7 +153,7 @@ std::vector<PlanBenchRow> run_plan_bench(const PlanBenchOptions& o, Reporter& re
            "bench plan: --mem-slack is {}, must be in 1..1000 (device memory as a multiple of an "
            "even share: below 1 the tables cannot fit)",
            o.mem_slack);
-  for (const std::string& size : o.sizes) parse_size(size);
+  for (const std::string& size : o.sizes) check_topology(o.topology, parse_size(size).second);
   ES_CHECK(!o.algos.empty(), "bench plan: --algo names no planner");
   for (const std::string& algo : o.algos) {
     ES_CHECK(std::ranges::find(planner_names(), algo) != planner_names().end(),
@@ -188,11 +197,11 @@ std::string plan_bench_report(const std::vector<PlanBenchRow>& rows, const PlanB
              "search parameters: beam width {}, max steps {} (step patience {}), "
              "candidates {}, grid steps {} (screen: the parent's cap, keep {} x beam width), "
              "scan patience {}; {} search thread(s); memory {:.2f} x an even share; {} "
-             "run(s) per size; peak RSS {}\n",
+             "run(s) per size; {}; peak RSS {}\n",
              o.planner.budget.beam_width, o.planner.budget.max_steps,
              o.planner.budget.step_patience, o.planner.budget.candidates,
              o.planner.budget.grid_steps, o.planner.budget.screen_keep,
-             o.planner.budget.scan_patience, threads, o.mem_slack, o.repeats,
+             o.planner.budget.scan_patience, threads, o.mem_slack, o.repeats, hosts(o.topology),
              std::all_of(rows.begin(), rows.end(),
                          [](const PlanBenchRow& r) { return r.peak_reset; })
                  ? "the process's during each row's runs (its peak reset before them; the "

@@ -170,6 +170,11 @@ double GridGreedy::total_ms(const Layout& layout) {
 // beat what some cap (or the fallback) holds: with pruning, not once its
 // compute alone is no cheaper, nor, with patience, once that many costed
 // devices in a row beat nothing. Ties go to the lower device index.
+//
+// Which holders a device may still beat changes only when a device is costed
+// or the scan's compute passes a holder's cost, so the scan keeps what that
+// allows (Open) and refreshes it only then: at a thousand devices most of
+// the scan is devices over every open cap, each a few loads.
 bool GridGreedy::choose(Layout& L, const Piece& p, const std::vector<int>& caps,
                         std::vector<int>& choice) {
   const size_t m = caps.size();
@@ -178,27 +183,55 @@ bool GridGreedy::choose(Layout& L, const Piece& p, const std::vector<int>& caps,
   auto better = [&](int d, int held) {
     return held < 0 || cand_ms_[d] < cand_ms_[held] || (cand_ms_[d] == cand_ms_[held] && d < held);
   };
-  // The entries of the first devices' fused costs, loaded ahead (and of the
-  // one kPrefetch ahead as the scan moves on).
-  constexpr size_t kPrefetch = 4;
-  const uint64_t piece = piece_key(p.id);
-  const size_t n = L.by_compute.size();
-  for (size_t j = 0; j < std::min(n, kPrefetch); ++j) cache_.prefetch(L.key[L.by_compute[j]] + piece);
-  for (size_t j = 0; j < n; ++j) {
-    const int d = L.by_compute[j];
-    if (j + kPrefetch < n) cache_.prefetch(L.key[L.by_compute[j + kPrefetch]] + piece);
-    const double c = L.compute_ms[d];
+  const double no_cap = -std::numeric_limits<double>::infinity();
+  struct Open {
+    bool fallback = true;  // any device with memory may beat the fallback
+    double dim = 0;        // the largest dim sum a cap that may be beaten allows
+    double at = 0;         // the compute it was made for
+    double until = 0;      // compute at which some holder can no longer be beaten
+  } open;
+  // What a device of compute c may still beat (a holder -1: none yet).
+  const auto refresh = [&](double c) {
     const bool patient = patience_ > 0 && stale >= patience_;
-    auto may_beat = [&](int held) {
-      return held < 0 || (!patient && (!prune_ || c < cand_ms_[held]));
+    open.at = c;
+    open.until = std::numeric_limits<double>::infinity();
+    const auto may_beat = [&](int held) {
+      if (held < 0) return true;
+      if (patient) return false;
+      if (!prune_) return true;
+      if (c >= cand_ms_[held]) return false;
+      open.until = std::min(open.until, cand_ms_[held]);
+      return true;
     };
+    open.fallback = may_beat(fallback);
+    open.dim = no_cap;
+    for (size_t k = 0; k < m; ++k) {
+      if (may_beat(choice[k])) open.dim = std::max(open.dim, caps_[caps[k]]);
+    }
+  };
+  const size_t n = L.by_compute.size();
+  if (n > 0) refresh(L.compute_ms[L.by_compute[0]]);
+  for (size_t j = 0; j < n; ++j) {
+    if (!open.fallback && open.dim != no_cap) {
+      // The devices over every open cap that leave what is open as it is,
+      // passed over in a loop of their own (its bounds in registers).
+      const double at = open.at, until = open.until, dim = open.dim, cols = p.cols;
+      for (; j < n; ++j) {
+        const int d = L.by_compute[j];
+        const double c = L.compute_ms[d];
+        if (c < at || c >= until || L.dim_sum[d] + cols <= dim) break;
+      }
+      if (j == n) break;
+    }
+    const int d = L.by_compute[j];
+    const double c = L.compute_ms[d];
+    // (A model that is not monotone can leave a device's compute below its predecessor's.)
+    if (c >= open.until || c < open.at) refresh(c);
     // Every later device costs at least its compute alone, and patience only runs out.
-    if (!may_beat(fallback) && std::none_of(choice.begin(), choice.end(), may_beat)) break;
-    if (L.mem_bytes[d] + p.mem_bytes > task_.device_mem_bytes[d] || L.group_taken(p, d)) continue;
+    if (!open.fallback && open.dim == no_cap) break;
     const double dim = L.dim_sum[d] + p.cols;
-    bool useful = may_beat(fallback);
-    for (size_t k = 0; k < m && !useful; ++k) useful = dim <= caps_[caps[k]] && may_beat(choice[k]);
-    if (!useful) continue;
+    if (!open.fallback && dim > open.dim) continue;
+    if (L.mem_bytes[d] + p.mem_bytes > task_.device_mem_bytes[d] || L.group_taken(p, d)) continue;
     cand_ms_[d] = fused_ms(L, d, p);
     bool improved = false;
     if (better(d, fallback)) fallback = d, improved = true;
@@ -206,6 +239,7 @@ bool GridGreedy::choose(Layout& L, const Piece& p, const std::vector<int>& caps,
       if (dim <= caps_[caps[k]] && better(d, choice[k])) choice[k] = d, improved = true;
     }
     stale = improved ? 0 : stale + 1;
+    refresh(c);
   }
   bool same = true;
   for (size_t k = 0; k < m; ++k) {

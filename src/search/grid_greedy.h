@@ -49,9 +49,6 @@ class CostCache {
     return true;
   }
   void put(uint64_t key, double ms) { entries_[key & mask_] = {key, ms}; }
-  // Starts loading a key's entry: a lookup waits on memory (the cache is past
-  // L2), so the scan asks for the next devices' entries ahead.
-  void prefetch(uint64_t key) const { __builtin_prefetch(&entries_[key & mask_]); }
   uint64_t hits = 0, misses = 0;
 
  private:

@@ -159,29 +159,33 @@ std::vector<size_t> NeuroShardPlanner::candidates(const PlanTask& task,
 }
 
 // The child whose pieces are the parent's without its pieces `removed`
-// (ascending indices) and with `added`: each goes in at its place in
-// PieceOrder, so the child's pieces are in order as the parent's are.
+// (ascending indices) and with `added`: merged in at their places in
+// PieceOrder (each after the pieces it ties with, in the order given), so
+// the child's pieces are in order as the parent's are, in one pass (a row
+// split adds a piece per device).
 BeamState NeuroShardPlanner::child(const PlanTask& task, const BeamState& s,
                                    std::span<const size_t> removed,
                                    std::span<const Piece> added) const {
   const PieceOrder order(task, s.big_first);
   BeamState child;
   child.big_first = s.big_first;
-  child.pieces.reserve(s.pieces.size() + added.size());
   child.signature = s.signature;
+  std::vector<Piece> kept;
+  kept.reserve(s.pieces.size());
   auto next = removed.begin();
   for (size_t j = 0; j < s.pieces.size(); ++j) {
     if (next != removed.end() && *next == j) {
       child.signature -= search::piece_key(s.pieces[j].id);
       ++next;
     } else {
-      child.pieces.push_back(s.pieces[j]);
+      kept.push_back(s.pieces[j]);
     }
   }
-  for (const Piece& p : added) {
-    child.pieces.insert(std::upper_bound(child.pieces.begin(), child.pieces.end(), p, order), p);
-    child.signature += search::piece_key(p.id);
-  }
+  std::vector<Piece> in(added.begin(), added.end());
+  std::stable_sort(in.begin(), in.end(), order);
+  for (const Piece& p : in) child.signature += search::piece_key(p.id);
+  child.pieces.resize(kept.size() + in.size());
+  std::merge(kept.begin(), kept.end(), in.begin(), in.end(), child.pieces.begin(), order);
   return child;
 }
 

@@ -56,6 +56,27 @@ TEST(PlanBench, RunsSeveralPlannersSideBySide) {
             std::string::npos);
 }
 
+// With hosts, every plan pays each host's link: a slow link costs the same
+// search's plans more than a fast one (a flat task is the fast link's
+// limit), the report says the hosts, and a layout with hosts but no link is
+// refused by the option's name.
+TEST(PlanBench, PricesHostsWhereGiven) {
+  PlanBenchOptions o = small_bench();
+  o.sizes = {"40x8"};
+  const std::vector<PlanBenchRow> flat = run_plan_bench(o, silent_reporter());
+  o.topology = {.devices_per_host = 2, .inter_host_gbps = 0.05, .inter_host_latency_us = 20};
+  const std::vector<PlanBenchRow> slow = run_plan_bench(o, silent_reporter());
+  ASSERT_EQ(flat.size(), 1u);
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_GT(slow[0].cost_ms, flat[0].cost_ms * 1.05);
+  EXPECT_NE(plan_bench_report(slow, o).find("hosts of 2 devices, 0.05 GB/s"), std::string::npos);
+  EXPECT_NE(plan_bench_report(flat, small_bench()).find("one host"), std::string::npos);
+  o.topology.inter_host_gbps = 0;
+  EXPECT_NE(testing::error_of([&] { run_plan_bench(o, silent_reporter()); })
+                .find("--inter-host-gbps"),
+            std::string::npos);
+}
+
 TEST(PlanBench, RefusesAMalformedSize) {
   PlanBenchOptions o = small_bench();
   o.sizes = {"30x4", "30by4"};

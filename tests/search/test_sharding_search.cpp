@@ -11,6 +11,7 @@
 #include "embshard/search/planner.h"
 #include "embshard/search/policy.h"
 #include "embshard/util/error.h"
+#include "search/beam.h"
 #include "search/grid_greedy.h"
 #include "search/pieces.h"
 #include "search/task_util.h"
@@ -494,6 +495,51 @@ TEST(GridGreedy, CostsALayoutAsThePlansPredictionDoes) {
         predict_plan(task, search::plan_from_pieces(task, pieces, device_of), costs);
     ASSERT_FALSE(p.collectives.empty());
     EXPECT_NEAR(p.cost_ms, searched, 1e-9 * searched);
+  }
+}
+
+// The pruned scan (devices in order of compute, holders it can no longer
+// beat skipped) places every piece where the scan that costs every device
+// does, on a monotone model: the same devices and cost, with row pieces (a
+// device holds one block of a split), a replica, devices of unequal memory
+// and from 4 to 96 devices, on fewer costings.
+TEST(GridGreedy, PrunedScanPlacesAsTheFullScan) {
+  const int sizes[] = {4, 8, 32, 64, 96};
+  for (uint64_t seed = 0; seed < std::size(sizes); ++seed) {
+    const int devices = sizes[seed];
+    PlanTask task = random_task(12 * devices, devices, 1.2, seed);
+    for (int d = 0; d < devices; d += 3)
+      task.device_mem_bytes[d] = task.device_mem_bytes[d] * 5 / 4;
+    for (const bool incremental : {false, true}) {
+      ToyCostModel model(incremental);
+      ShardCosts costs(task, model);
+      std::vector<search::Piece> pieces =
+          search::initial_pieces(task, costs, search::Fit::kColumnsFirst);
+      const search::Piece big = pieces.front();
+      pieces.erase(pieces.begin());
+      for (const search::Piece& p : search::split_rows(task, costs, big, 2, pieces))
+        pieces.push_back(p);
+      const int t = pieces.back().table == 1 ? 2 : 1;
+      std::erase_if(pieces, [&](const search::Piece& p) { return p.table == t; });
+      pieces.push_back(search::make_replica(task, costs, t));
+      std::sort(pieces.begin(), pieces.end(), search::PieceOrder(task, false));
+      double ms[2];
+      std::vector<int> device_of[2];
+      long calls[2];
+      for (const bool prune : {false, true}) {
+        PlannerOptions o;
+        o.budget.prune_monotone = prune;
+        o.budget.scan_patience = 0;
+        search::GridGreedy grid(task, model, o);
+        ms[prune] = grid.run(pieces, device_of[prune]);
+        calls[prune] = static_cast<long>(grid.cache().misses);
+      }
+      SCOPED_TRACE(fmt::format("seed {}, {} devices, incremental {}", seed, devices, incremental));
+      ASSERT_TRUE(std::isfinite(ms[0]));
+      EXPECT_EQ(ms[1], ms[0]);
+      EXPECT_EQ(device_of[1], device_of[0]);
+      EXPECT_LT(calls[1], calls[0]);
+    }
   }
 }
 

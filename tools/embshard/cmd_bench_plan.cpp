@@ -38,6 +38,7 @@ void add_bench_plan_command(CLI::App& bench) {
   add_expert_option(cmd, search_settings(o->planner));
   cmd->add_option("--mem-slack", o->mem_slack, "Device memory as a multiple of an even share")
       ->capture_default_str();
+  add_topology_options(cmd, o->topology);
   cmd->add_option("--sharding-types", *types,
                   "Sharding types plans may use, comma-separated (default: all): " +
                       one_of(sharding_type_names()));

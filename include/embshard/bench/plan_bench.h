@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "embshard/plan/plan.h"
+#include "embshard/cost/topology.h"
 #include "embshard/search/planner.h"
 
 namespace embshard {
@@ -24,6 +25,7 @@ struct PlanBenchOptions {
   double mem_slack = 1.3;  // device memory as a multiple of an even share
   PlannerOptions planner;
   ShardingTypes types;     // --sharding-types
+  Topology topology;       // the devices' hosts (--devices-per-host ...); flat by default
 };
 
 struct PlanBenchRow {
