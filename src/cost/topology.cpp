@@ -64,11 +64,13 @@ class HostCommModel : public CommModel {
       : flat_(std::move(flat)), t_(t), batch_(batch) {}
 
   std::string name() const override { return flat_->name() + " + hosts"; }
+  bool forward_only() const override { return flat_->forward_only(); }
 
   void comm_ms(std::span<const double> dim_sums, std::span<const double> delays_ms,
                std::span<double> fwd_ms, std::span<double> bwd_ms) const override {
     flat_->comm_ms(dim_sums, delays_ms, fwd_ms, bwd_ms);
-    add_host_level(t_, batch_, dim_sums, delays_ms, fwd_ms, bwd_ms);
+    add_host_level(t_, batch_, dim_sums, delays_ms, fwd_ms,
+                   flat_->forward_only() ? std::span<double>() : bwd_ms);
   }
 
   void collective_ms(const CollectiveLoad& load, std::span<double> fwd_ms,
@@ -78,6 +80,7 @@ class HostCommModel : public CommModel {
     flat_->collective_ms(load, flat_fwd, flat_bwd);
     std::vector<double> fwd(t_.num_hosts(n), 0.0), bwd(t_.num_hosts(n), 0.0);
     add_collectives(t_, batch_, load, fwd, bwd);
+    if (flat_->forward_only()) std::fill(bwd.begin(), bwd.end(), 0.0);
     for (int d = 0; d < n; ++d) {
       fwd_ms[d] += std::max(flat_fwd[d], fwd[t_.host_of(d)]);
       bwd_ms[d] += std::max(flat_bwd[d], bwd[t_.host_of(d)]);
@@ -95,7 +98,39 @@ class HostCommModel : public CommModel {
       const double bytes = static_cast<double>(batch_) / n * 4.0 * m * (n - m) * total_dims / n;
       least = std::min(least, host_ms(t_, bytes));
     }
-    return std::max(flat_->floor_ms(total_dims, devices), 2 * least);
+    return std::max(flat_->floor_ms(total_dims, devices), (flat_->forward_only() ? 1 : 2) * least);
+  }
+
+  // Each exchange's busier direction carries at least half a host's bytes
+  // out and in, and a table-wise table's columns (batch B, fp32) send
+  // 4 B dim (N - m) / N out of its host of m devices and as much into the
+  // others: 4 B dim (N - m) / N over all hosts a pass. A replica puts
+  // 2 (N - 1) / N of its bytes on every link, backward. Every host's
+  // backward crosses its link at least once (a latency). A device pays its
+  // host's link (or more), so the devices' mean is at least m_min / N of the
+  // hosts' sum. Forward only: one pass, and a replica crosses nothing.
+  double link_floor_ms(int n, std::span<const double> dims,
+                       std::span<const double> replica_bytes) const {
+    const int hosts = t_.num_hosts(n);
+    if (hosts <= 1) return 0.0;
+    int smallest = n, largest = 0;
+    for (int h = 0; h < hosts; ++h) {
+      smallest = std::min(smallest, host_size(t_, h, n));
+      largest = std::max(largest, host_size(t_, h, n));
+    }
+    const bool training = !flat_->forward_only();
+    double bytes = 0;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      double least =
+          (training ? 2 : 1) * 4.0 * static_cast<double>(batch_) * dims[i] * (n - largest) / n;
+      if (replica_bytes[i] >= 0) {
+        least = std::min(least, training ? hosts * 2.0 * (n - 1) / n * replica_bytes[i] : 0.0);
+      }
+      bytes += least;
+    }
+    const double links_ms = (training ? hosts * t_.inter_host_latency_us * 1e-3 : 0.0) +
+                            embshard::floor_ms(bytes, t_.inter_host_gbps);
+    return static_cast<double>(smallest) / n * links_ms;
   }
 
  private:
@@ -189,6 +224,14 @@ std::shared_ptr<const CommModel> with_topology(std::shared_ptr<const CommModel> 
   if (!t.hierarchical(devices) || flat->measures_network()) return flat;
   if (dynamic_cast<const HostCommModel*>(flat.get()) != nullptr) return flat;  // priced already
   return std::make_shared<HostCommModel>(std::move(flat), t, batch);
+}
+
+double host_link_floor_ms(const CommModel& comm, int devices, std::span<const double> dims,
+                          std::span<const double> replica_bytes) {
+  ES_CHECK(dims.size() == replica_bytes.size(), "host_link_floor_ms: {} tables' dims, {} replicas'",
+           dims.size(), replica_bytes.size());
+  const auto* hosts = dynamic_cast<const HostCommModel*>(&comm);
+  return hosts != nullptr ? hosts->link_floor_ms(devices, dims, replica_bytes) : 0.0;
 }
 
 }  // namespace embshard

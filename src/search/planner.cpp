@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "embshard/cost/corrected_model.h"
+#include "embshard/cost/topology.h"
 #include "embshard/search/policy.h"
 #include "embshard/util/error.h"
 #include "embshard/util/statistics.h"
@@ -152,6 +153,16 @@ LowerBound lower_bound(const PlanTask& task, ShardCosts& costs) {
   dims.assign(n, total_dims / n);
   costs.comm().comm_ms(dims, zero, fwd, bwd);
   for (size_t d = 0; d < n; ++d) b.mean_comm_ms += (fwd[d] + bwd[d]) / n;
+  // With hosts, their links' least share of each device, whatever the plan.
+  std::vector<double> table_dims, replica_bytes;
+  for (int t = 0; t < task.num_tables(); ++t) {
+    table_dims.push_back(task.tables[t].dim);
+    const bool replicable =
+        task.types.allows(ShardingType::kDataParallel) && task.pinned_device[t] < 0;
+    replica_bytes.push_back(replicable ? static_cast<double>(task.tables[t].weight_bytes()) : -1);
+  }
+  b.mean_comm_ms = std::max(b.mean_comm_ms, host_link_floor_ms(costs.comm(), task.num_devices(),
+                                                               table_dims, replica_bytes));
   // Some device holds each table's cheapest piece (or the whole table if it
   // may not be split), and costs at least that piece alone and its least
   // communication. The cheapest is at most the narrowest column piece: a

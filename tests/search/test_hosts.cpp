@@ -58,6 +58,51 @@ TEST(Hosts, SearchOnHostsIsNoWorseThanTheFlatSearchOnThem) {
   }
 }
 
+// The lower bound counts the bytes every plan puts on the host links (each
+// table's columns, or its replica's all-reduce where that is less): under
+// every planner's plan, random placements included, on even and uneven
+// hosts, with and without replicas, and tighter than the flat bound where
+// the links bind.
+TEST(Hosts, BoundCountsTheLinksAndStaysUnderEveryPlan) {
+  testing::ToyCostModel model;
+  const std::pair<int, int> layouts[] = {{8, 4}, {8, 2}, {8, 3}, {12, 4}};
+  for (const auto& [devices, per_host] : layouts) {
+    for (const double gbps : {1e-3, 1e-2, 1.0}) {
+      for (const char* types : {"", "table_wise,column_wise"}) {
+        TaskConstraints c;
+        if (*types != 0) c.types = ShardingTypes::parse(types, "--sharding-types");
+        PlanTask task = testing::random_task(3 * devices, devices, 1.5, devices + per_host, c);
+        task.topology = Topology{per_host, gbps, 5};
+        PlanTask flat = task;
+        flat.topology = Topology{};
+        const LowerBound one_host = plan_task(flat, "size_greedy", {}, model).bound;
+        for (const char* algo : {"neuroshard", "torchrec", "random", "size_greedy"}) {
+          const PlanResult r = plan_task(task, algo, {}, model);
+          SCOPED_TRACE(fmt::format("{} x {}, {} GB/s, types '{}', {}", devices, per_host, gbps,
+                                   types, algo));
+          EXPECT_LE(r.bound.total_ms(), r.predicted.cost_ms * (1 + 1e-9));
+          if (gbps < 0.1) EXPECT_GT(r.bound.mean_comm_ms, 2 * one_host.mean_comm_ms);
+        }
+      }
+    }
+  }
+}
+
+// An inference plan pays its host links forward only, and its bound stays
+// under it.
+TEST(Hosts, InferencePaysNoBackwardLink) {
+  CostModelOptions o;
+  o.forward_only = true;
+  const CostModel model = create_cost_model("analytic", o);
+  PlanTask task = hosts_task(1e-2);
+  const PlanResult r = plan_task(task, "neuroshard", {}, model);
+  for (const DeviceCosts& d : r.predicted.devices) {
+    EXPECT_EQ(d.bwd_comm_ms, 0);
+    EXPECT_GT(d.fwd_comm_ms, 0);
+  }
+  EXPECT_LE(r.bound.total_ms(), r.predicted.cost_ms * (1 + 1e-9));
+}
+
 TEST(Hosts, ReportAndJsonCarryTheHosts) {
   testing::ToyCostModel model;
   const PlanTask task = hosts_task(2.5);

@@ -68,6 +68,8 @@ class CommModel {
   // Whether its figures are timed on the network itself (under mpirun), whose
   // hosts they then include: with_topology (cost/topology.h) adds none.
   virtual bool measures_network() const { return false; }
+  // Whether it prices the forward pass alone (inference): backward figures 0.
+  virtual bool forward_only() const { return false; }
 };
 
 }  // namespace embshard

@@ -107,6 +107,7 @@ class ForwardCommModel : public CommModel {
     inner_->collective_ms(load, fwd_ms, unused);
   }
   // The inner floor bounds forward + backward, not the forward alone: none.
+  bool forward_only() const override { return true; }
 
  private:
   std::shared_ptr<const CommModel> inner_;
