@@ -20,7 +20,9 @@ namespace embshard {
 //     device holding it (the all-to-all at zero load, no delay, and a row
 //     block's or replica's own collectives), and
 //   the mean device: (all tables fused into one call + the communication of
-//     every device at evenly spread dim sums, no delays) / devices.
+//     every device at evenly spread dim sums, no delays) / devices; with
+//     hosts, the communication at least the least share of their links'
+//     time every plan leaves a device (host_link_floor_ms).
 // Valid when the model's compute is monotone (adding a table never makes a
 // device cheaper) and fusing never costs more than running apart (the cost of
 // a union of shards <= the sum of their costs), and communication grows with
@@ -33,7 +35,7 @@ struct LowerBound {
   double piece_ms = 0;
   double comm_ms = 0;
   double work_ms = 0;        // all tables fused, divided by the devices
-  double mean_comm_ms = 0;   // mean device communication at even dim sums
+  double mean_comm_ms = 0;   // mean device communication (see above)
   double total_ms() const { return std::max(piece_ms + comm_ms, work_ms + mean_comm_ms); }
 };
 
