@@ -30,7 +30,7 @@ std::vector<HostSummary> host_summaries(const PlanTask& task, const PlanPredicti
     s.a2a_out_bytes = comm.a2a.out[h];
     s.a2a_in_bytes = comm.a2a.in[h];
     s.inter_host_fwd_ms = comm.fwd_ms[h];
-    s.inter_host_bwd_ms = comm.bwd_ms[h];
+    s.inter_host_bwd_ms = task.step == StepKind::kInference ? 0.0 : comm.bwd_ms[h];  // no backward
   }
   return hosts;
 }

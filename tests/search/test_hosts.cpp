@@ -88,17 +88,22 @@ TEST(Hosts, BoundCountsTheLinksAndStaysUnderEveryPlan) {
   }
 }
 
-// An inference plan pays its host links forward only, and its bound stays
-// under it.
+// An inference plan pays its host links forward only (its report's hosts
+// too), and its bound stays under it.
 TEST(Hosts, InferencePaysNoBackwardLink) {
   CostModelOptions o;
   o.forward_only = true;
   const CostModel model = create_cost_model("analytic", o);
   PlanTask task = hosts_task(1e-2);
+  task.step = StepKind::kInference;
   const PlanResult r = plan_task(task, "neuroshard", {}, model);
   for (const DeviceCosts& d : r.predicted.devices) {
     EXPECT_EQ(d.bwd_comm_ms, 0);
     EXPECT_GT(d.fwd_comm_ms, 0);
+  }
+  for (const HostSummary& h : host_summaries(task, r.predicted)) {
+    EXPECT_EQ(h.inter_host_bwd_ms, 0);
+    EXPECT_GT(h.inter_host_fwd_ms, 0);
   }
   EXPECT_LE(r.bound.total_ms(), r.predicted.cost_ms * (1 + 1e-9));
 }
