@@ -101,36 +101,38 @@ class HostCommModel : public CommModel {
     return std::max(flat_->floor_ms(total_dims, devices), (flat_->forward_only() ? 1 : 2) * least);
   }
 
-  // Each exchange's busier direction carries at least half a host's bytes
-  // out and in, and a table-wise table's columns (batch B, fp32) send
-  // 4 B dim (N - m) / N out of its host of m devices and as much into the
-  // others: 4 B dim (N - m) / N over all hosts a pass. A replica puts
-  // 2 (N - 1) / N of its bytes on every link, backward. Every host's
-  // backward crosses its link at least once (a latency). A device pays its
-  // host's link (or more), so the devices' mean is at least m_min / N of the
-  // hosts' sum. Forward only: one pass, and a replica crosses nothing.
+  // Host h of m devices: a table's columns (batch B, fp32) on h send
+  // a = 4 B (N - m) / N bytes a column out, elsewhere b = 4 B m / N into h;
+  // the busier direction is at least their mix b / (a + b) out + a / (a + b)
+  // in, which is a b / (a + b) = 4 B m (N - m) / N^2 a column wherever the
+  // table is (row blocks and column pieces carry at least its columns), in
+  // each pass. A replica puts 2 (N - 1) / N of its bytes on every link,
+  // backward. Every host's backward crosses its link at least once (a
+  // latency). Forward only: one pass, and a replica crosses nothing. A
+  // device pays at least its host's link: the least host's is every device's
+  // floor.
   double link_floor_ms(int n, std::span<const double> dims,
                        std::span<const double> replica_bytes) const {
     const int hosts = t_.num_hosts(n);
     if (hosts <= 1) return 0.0;
-    int smallest = n, largest = 0;
-    for (int h = 0; h < hosts; ++h) {
-      smallest = std::min(smallest, host_size(t_, h, n));
-      largest = std::max(largest, host_size(t_, h, n));
-    }
     const bool training = !flat_->forward_only();
-    double bytes = 0;
-    for (size_t i = 0; i < dims.size(); ++i) {
-      double least =
-          (training ? 2 : 1) * 4.0 * static_cast<double>(batch_) * dims[i] * (n - largest) / n;
-      if (replica_bytes[i] >= 0) {
-        least = std::min(least, training ? hosts * 2.0 * (n - 1) / n * replica_bytes[i] : 0.0);
+    double least = std::numeric_limits<double>::infinity();
+    for (int h = 0; h < hosts; ++h) {
+      const double m = host_size(t_, h, n);
+      const double per_col = (training ? 2 : 1) * 4.0 * static_cast<double>(batch_) * m * (n - m) /
+                             (static_cast<double>(n) * n);
+      double bytes = 0;
+      for (size_t i = 0; i < dims.size(); ++i) {
+        double table = per_col * dims[i];
+        if (replica_bytes[i] >= 0) {
+          table = std::min(table, training ? 2.0 * (n - 1) / n * replica_bytes[i] : 0.0);
+        }
+        bytes += table;
       }
-      bytes += least;
+      least = std::min(least, (training ? t_.inter_host_latency_us * 1e-3 : 0.0) +
+                                  embshard::floor_ms(bytes, t_.inter_host_gbps));
     }
-    const double links_ms = (training ? hosts * t_.inter_host_latency_us * 1e-3 : 0.0) +
-                            embshard::floor_ms(bytes, t_.inter_host_gbps);
-    return static_cast<double>(smallest) / n * links_ms;
+    return least;
   }
 
  private:

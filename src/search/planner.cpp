@@ -86,13 +86,16 @@ double collective_floor_ms(const PlanTask& task, const CommModel& comm, double a
 }
 
 // The cheapest piece any allowed form of table t has, with its device's
-// least communication: its narrowest column piece (`narrow`), the cheapest
+// least communication: its cheapest column piece (`narrow`), the cheapest
 // block of its finest row split (at the narrowest width where grids are
-// allowed) and its replica. Some device holds one of them.
-PieceFloor cheapest_piece(const PlanTask& task, ShardCosts& costs, int t, PieceFloor narrow) {
+// allowed) and its replica. Some device holds one of them. Each form's
+// communication is at least `link_ms`, what every device's host link takes.
+PieceFloor cheapest_piece(const PlanTask& task, ShardCosts& costs, int t, PieceFloor narrow,
+                          double link_ms) {
   const TableSpec& spec = task.tables[t];
-  PieceFloor best = narrow;
   const double a2a_ms = narrow.comm_ms;
+  narrow.comm_ms = std::max(narrow.comm_ms, link_ms);
+  PieceFloor best = narrow;
   for (int k = task.num_devices(); k >= 2; --k) {
     if (!task.row_splittable(t, k)) continue;
     const int cols =
@@ -102,10 +105,11 @@ PieceFloor cheapest_piece(const PlanTask& task, ShardCosts& costs, int t, PieceF
     for (int b = 0; b < k; ++b) {
       const PieceFloor f{
           costs.single_ms(costs.shard_id(Shard{t, 0, cols, block * b, sizes[b], 0, false})),
-          collective_floor_ms(task, costs.comm(), a2a_ms, cols,
-                              index_exchange_bytes(spec.pooling_factor, task.batch_size,
-                                                   task.lookup_share(t, block * b, sizes[b])),
-                              0)};
+          std::max(link_ms, collective_floor_ms(
+                                task, costs.comm(), a2a_ms, cols,
+                                index_exchange_bytes(spec.pooling_factor, task.batch_size,
+                                                     task.lookup_share(t, block * b, sizes[b])),
+                                0))};
       if (f.total() < best.total()) best = f;
     }
     break;
@@ -113,8 +117,8 @@ PieceFloor cheapest_piece(const PlanTask& task, ShardCosts& costs, int t, PieceF
   if (task.types.allows(ShardingType::kDataParallel) && task.pinned_device[t] < 0) {
     const PieceFloor f{
         costs.single_ms(costs.shard_id(Shard{t, 0, spec.dim, 0, spec.rows, 0, true})),
-        collective_floor_ms(task, costs.comm(), a2a_ms, 0, 0,
-                            static_cast<double>(spec.weight_bytes()))};
+        std::max(link_ms, collective_floor_ms(task, costs.comm(), a2a_ms, 0, 0,
+                                              static_cast<double>(spec.weight_bytes())))};
     if (f.total() < best.total()) best = f;
   }
   return best;
@@ -153,7 +157,7 @@ LowerBound lower_bound(const PlanTask& task, ShardCosts& costs) {
   dims.assign(n, total_dims / n);
   costs.comm().comm_ms(dims, zero, fwd, bwd);
   for (size_t d = 0; d < n; ++d) b.mean_comm_ms += (fwd[d] + bwd[d]) / n;
-  // With hosts, their links' least share of each device, whatever the plan.
+  // With hosts, what every device's host link takes, whatever the plan.
   std::vector<double> table_dims, replica_bytes;
   for (int t = 0; t < task.num_tables(); ++t) {
     table_dims.push_back(task.tables[t].dim);
@@ -161,27 +165,35 @@ LowerBound lower_bound(const PlanTask& task, ShardCosts& costs) {
         task.types.allows(ShardingType::kDataParallel) && task.pinned_device[t] < 0;
     replica_bytes.push_back(replicable ? static_cast<double>(task.tables[t].weight_bytes()) : -1);
   }
-  b.mean_comm_ms = std::max(b.mean_comm_ms, host_link_floor_ms(costs.comm(), task.num_devices(),
-                                                               table_dims, replica_bytes));
+  const double link_ms =
+      host_link_floor_ms(costs.comm(), task.num_devices(), table_dims, replica_bytes);
+  b.mean_comm_ms = std::max(b.mean_comm_ms, link_ms);
   // Some device holds each table's cheapest piece (or the whole table if it
   // may not be split), and costs at least that piece alone and its least
-  // communication. The cheapest is at most the narrowest column piece: a
-  // table whose narrowest piece cannot raise the bound is not split into its
+  // communication. The cheapest is at most its cheapest column piece (over
+  // the widths halvings make: a model need not price fewer columns lower): a
+  // table whose column pieces cannot raise the bound is not split into its
   // finest row blocks to find it (10,000 tables x 1,024 devices: ten million
   // blocks).
   const double a2a_ms = b.comm_ms;
   std::vector<std::pair<double, int>> narrow;
   for (int t = 0; t < task.num_tables(); ++t) {
-    narrow.emplace_back(costs.single_ms(costs.piece_id(t, task.min_piece_cols(t))), t);
+    int cols = task.tables[t].dim;
+    double least = costs.single_ms(costs.piece_id(t, cols));
+    while (cols > task.min_piece_cols(t)) {
+      cols /= 2;
+      least = std::min(least, costs.single_ms(costs.piece_id(t, cols)));
+    }
+    narrow.emplace_back(least, t);
   }
   std::sort(narrow.begin(), narrow.end(), std::greater<>());
   PieceFloor top;
   for (const auto& [narrow_ms, t] : narrow) {
-    if (top.piece_ms > 0 &&
-        narrow_ms + a2a_ms <= std::max(top.total(), b.work_ms + b.mean_comm_ms)) {
+    if (top.piece_ms > 0 && narrow_ms + std::max(a2a_ms, link_ms) <=
+                                std::max(top.total(), b.work_ms + b.mean_comm_ms)) {
       break;
     }
-    const PieceFloor f = cheapest_piece(task, costs, t, {narrow_ms, a2a_ms});
+    const PieceFloor f = cheapest_piece(task, costs, t, {narrow_ms, a2a_ms}, link_ms);
     if (f.total() > top.total() || top.piece_ms == 0) top = f;
   }
   b.piece_ms = top.piece_ms;

@@ -58,8 +58,9 @@ TEST(Hosts, SearchOnHostsIsNoWorseThanTheFlatSearchOnThem) {
   }
 }
 
-// The lower bound counts the bytes every plan puts on the host links (each
-// table's columns, or its replica's all-reduce where that is less): under
+// The lower bound counts the bytes every plan puts on each host's link
+// (each table's columns, or its replica's all-reduce where that is less),
+// in every device's communication, the costliest piece's included: under
 // every planner's plan, random placements included, on even and uneven
 // hosts, with and without replicas, and tighter than the flat bound where
 // the links bind.
@@ -76,11 +77,21 @@ TEST(Hosts, BoundCountsTheLinksAndStaysUnderEveryPlan) {
         PlanTask flat = task;
         flat.topology = Topology{};
         const LowerBound one_host = plan_task(flat, "size_greedy", {}, model).bound;
+        std::vector<double> dims, replicas;
+        for (const TableSpec& t : task.tables) {
+          dims.push_back(t.dim);
+          replicas.push_back(*types == 0 ? static_cast<double>(t.weight_bytes()) : -1.0);
+        }
+        const double link_ms =
+            host_link_floor_ms(ShardCosts(task, model).comm(), devices, dims, replicas);
+        EXPECT_GT(link_ms, 0);
         for (const char* algo : {"neuroshard", "torchrec", "random", "size_greedy"}) {
           const PlanResult r = plan_task(task, algo, {}, model);
           SCOPED_TRACE(fmt::format("{} x {}, {} GB/s, types '{}', {}", devices, per_host, gbps,
                                    types, algo));
           EXPECT_LE(r.bound.total_ms(), r.predicted.cost_ms * (1 + 1e-9));
+          // The costliest piece's device pays a host link too.
+          EXPECT_GE(r.bound.comm_ms, link_ms);
           if (gbps < 0.1) EXPECT_GT(r.bound.mean_comm_ms, 2 * one_host.mean_comm_ms);
         }
       }

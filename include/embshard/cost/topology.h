@@ -83,12 +83,12 @@ HostComm host_comm(const Topology& t, int64_t batch, std::span<const double> a2a
 std::shared_ptr<const CommModel> with_topology(std::shared_ptr<const CommModel> flat,
                                                const Topology& t, int64_t batch, int devices);
 
-// Under `comm`, a lower bound on the mean over the devices of their hosts'
-// link ms in one iteration, whatever the plan; 0 unless `comm` prices hosts
-// (with_topology). Table t's pooled outputs cross the links as `dims[t]`
-// columns each way (every sharding but a replica moves at least its
-// table-wise bytes), or, where `replica_bytes[t]` >= 0, as its replica's
-// all-reduce on every link: the cheaper of the two counts.
+// Under `comm`, a floor under every device's host link ms in one iteration
+// (exchanges and collectives, forward and backward), whatever the plan; 0
+// unless `comm` prices hosts (with_topology). Table t's pooled outputs
+// cross the links as `dims[t]` columns each pass (every sharding but a
+// replica moves at least its table-wise bytes), or, where
+// `replica_bytes[t]` >= 0, as its replica's all-reduce: the cheaper counts.
 double host_link_floor_ms(const CommModel& comm, int devices, std::span<const double> dims,
                           std::span<const double> replica_bytes);
 

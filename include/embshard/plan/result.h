@@ -20,9 +20,9 @@ namespace embshard {
 //     device holding it (the all-to-all at zero load, no delay, and a row
 //     block's or replica's own collectives), and
 //   the mean device: (all tables fused into one call + the communication of
-//     every device at evenly spread dim sums, no delays) / devices; with
-//     hosts, the communication at least the least share of their links'
-//     time every plan leaves a device (host_link_floor_ms).
+//     every device at evenly spread dim sums, no delays) / devices;
+// with hosts, each device's communication at least the least time any
+// host's link takes in every plan (host_link_floor_ms).
 // Valid when the model's compute is monotone (adding a table never makes a
 // device cheaper) and fusing never costs more than running apart (the cost of
 // a union of shards <= the sum of their costs), and communication grows with
